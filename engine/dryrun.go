@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"apollo/eventlog"
+)
+
+// Plan returns what apollo run would do now with the pipeline at path,
+// reading the task's log without locking or writing anything.
+func (e *Engine) Plan(path string, ro RunOptions) (*Plan, error) {
+	t, err := e.prepare(path, ro)
+	if err != nil {
+		return nil, err
+	}
+	return e.plan(t, ro)
+}
+
+func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
+	pl := &Plan{TaskID: t.id, Pipeline: t.p.Path}
+	state := eventlog.NewState(t.id)
+	logPath, err := t.lay.latestLog(t.id)
+	if err != nil {
+		return nil, err
+	}
+	if logPath == "" || ro.Fresh {
+		pl.NewLog = true
+		pl.Log = t.lay.logPath(t.id, e.opts.Now().Unix())
+	} else {
+		pl.Log = logPath
+		tail, err := eventlog.Read(logPath, eventlog.ReadOptions{TaskID: t.id}, func(r *eventlog.Record) error {
+			state.Apply(r)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		pl.TornBytes = tail.Torn
+	}
+	resumeFrom := ro.ResumeFrom
+	if resumeFrom == "" && t.p.ResumeFrom != "" {
+		resumeFrom = t.p.ResumeFrom
+		for _, done := range state.ResumedFrom {
+			if done == resumeFrom {
+				resumeFrom = ""
+			}
+		}
+	}
+	pl.ResumeFrom = resumeFrom
+	pl.Complete = state.Complete() && ro.ResumeFrom == ""
+	r := &run{e: e, t: t, ro: ro, state: state}
+	pl.Changed = r.changedSteps()
+	var rerun map[string]bool
+	if resumeFrom != "" {
+		rerun = descendants(t.p, resumeFrom)
+	}
+	for _, i := range topoOrder(t.p) {
+		rs := t.steps[i]
+		s := rs.step
+		ps := decide(s, state.Step(s.ID), resumeFrom, rerun, t.p.MaxDirtyRestarts, e.opts.Now())
+		if pl.Complete {
+			ps.Action, ps.Reason = ActionKeep, "task complete"
+		}
+		ps.Command = rs.command
+		if s.Command == "" {
+			ps.Body = rs.body()
+		}
+		switch {
+		case s.CleanupCommand != "":
+			ps.Cleanup = rs.cleanupCommand
+		case s.CleanupLua != "":
+			ps.Cleanup = "lua"
+		case s.CleanupScript != "":
+			ps.Cleanup = "script:" + s.CleanupScript
+		}
+		pl.Steps = append(pl.Steps, ps)
+	}
+	return pl, nil
+}
+
+func (e *Engine) dryRun(t *task, ro RunOptions) error {
+	pl, err := e.plan(t, ro)
+	if err != nil {
+		return err
+	}
+	if ro.JSON {
+		enc := json.NewEncoder(e.opts.Stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		return enc.Encode(pl)
+	}
+	writePlan(e.opts.Stdout, pl)
+	if len(pl.Changed) > 0 && !ro.AcceptChanges {
+		return &ChangedError{TaskID: pl.TaskID, Steps: pl.Changed}
+	}
+	return nil
+}
+
+func writePlan(w io.Writer, pl *Plan) {
+	fmt.Fprintf(w, "dry run of task %s (%s): nothing is run or written\n", pl.TaskID, pl.Pipeline)
+	if pl.NewLog {
+		fmt.Fprintf(w, "log: %s (new)\n", pl.Log)
+	} else {
+		fmt.Fprintf(w, "log: %s\n", pl.Log)
+	}
+	if pl.TornBytes > 0 {
+		fmt.Fprintf(w, "note: the log ends in a %d-byte torn tail (a write cut off by a crash); the run will cut it and keep the bytes aside\n", pl.TornBytes)
+	}
+	if pl.Complete {
+		fmt.Fprintf(w, "the task is complete: apollo run would do nothing (use --resume-from or --fresh)\n")
+	}
+	if pl.ResumeFrom != "" {
+		fmt.Fprintf(w, "resume from %s: it and its descendants run again; other unfinished steps are skipped\n", pl.ResumeFrom)
+	}
+	if len(pl.Changed) > 0 {
+		fmt.Fprintf(w, "changed since they succeeded: %s (apollo run refuses without --accept-changes)\n", strings.Join(pl.Changed, ", "))
+	}
+	for i, ps := range pl.Steps {
+		fmt.Fprintf(w, "%3d. %-12s %-20s %s", i+1, ps.Action, ps.ID, ps.Reason)
+		if ps.WaitMS > 0 {
+			fmt.Fprintf(w, "; waits %dms before its retry", ps.WaitMS)
+		}
+		fmt.Fprintln(w)
+		if ps.Action == ActionKeep || ps.Action == ActionSkip {
+			continue
+		}
+		if ps.Action == ActionCleanRerun && ps.Cleanup != "" {
+			fmt.Fprintf(w, "       cleanup: %s\n", oneLine(ps.Cleanup, 300))
+		}
+		if ps.Command != "" {
+			fmt.Fprintf(w, "       $ %s\n", oneLine(ps.Command, 300))
+		} else if ps.Body != "" {
+			fmt.Fprintf(w, "       %s\n", oneLine(ps.Body, 300))
+		}
+	}
+}

@@ -1,0 +1,133 @@
+package engine
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"time"
+)
+
+// Options configure an Engine. The zero value of each field has a sensible
+// default, set by New.
+type Options struct {
+	// StateDir holds logs, locks, artifacts and outputs (SPEC §3).
+	StateDir string
+	// Workdir is the workspace where step bodies run.
+	Workdir string
+	// Stdout receives progress and results; Stderr warnings.
+	Stdout, Stderr io.Writer
+	// Now is the clock.
+	Now func() time.Time
+	// Progress is one of the Progress* modes; Color allows ANSI colours.
+	Progress string
+	Color    bool
+	// KillGrace is the time between SIGTERM and SIGKILL when a step's
+	// process group is ended.
+	KillGrace time.Duration
+	// Version is apollo's version, written into TASK_START.
+	Version string
+	// Executors run bodies by kind ("shell", "lua"); missing kinds get the
+	// built-in ones.
+	Executors map[string]Executor
+}
+
+// Engine loads pipelines and runs, plans and inspects tasks.
+type Engine struct {
+	opts Options
+}
+
+// New returns an Engine with opts, defaults filled in.
+func New(opts Options) *Engine {
+	if opts.StateDir == "" {
+		opts.StateDir = ".apollo"
+	}
+	if opts.Workdir == "" {
+		opts.Workdir, _ = os.Getwd()
+	}
+	if opts.Stdout == nil {
+		opts.Stdout = io.Discard
+	}
+	if opts.Stderr == nil {
+		opts.Stderr = io.Discard
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Progress == "" {
+		opts.Progress = ProgressAuto
+	}
+	if opts.KillGrace == 0 {
+		opts.KillGrace = 5 * time.Second
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	ex := map[string]Executor{"shell": Shell{}}
+	for k, v := range opts.Executors {
+		ex[k] = v
+	}
+	opts.Executors = ex
+	return &Engine{opts: opts}
+}
+
+// RunOptions are the flags of one apollo run.
+type RunOptions struct {
+	Vars          map[string]string
+	TaskID        string
+	Fresh         bool
+	ResumeFrom    string
+	AcceptChanges bool
+	Parallel      int
+	DryRun        bool
+	JSON          bool
+}
+
+// UsageError is a problem with the command line or with what it asks for;
+// nothing was written.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+// ChangedError refuses to resume a task whose succeeded steps changed.
+type ChangedError struct {
+	TaskID string
+	Steps  []string
+}
+
+func (e *ChangedError) Error() string {
+	return fmt.Sprintf("task %s: the definition of step(s) %v changed since they succeeded; "+
+		"rerun with --accept-changes to keep their results, --resume-from STEP to run them again, "+
+		"or --fresh to start the task over", e.TaskID, e.Steps)
+}
+
+// TaskFailedError says the task ended with required steps failed or blocked.
+type TaskFailedError struct {
+	TaskID string
+	Failed []string
+}
+
+func (e *TaskFailedError) Error() string {
+	return fmt.Sprintf("task %s failed: %v", e.TaskID, e.Failed)
+}
+
+// InterruptedError says the run was stopped by SIGINT or SIGTERM.
+type InterruptedError struct{ TaskID string }
+
+func (e *InterruptedError) Error() string {
+	return fmt.Sprintf("task %s interrupted; run the same command again to resume", e.TaskID)
+}
+
+func (e *Engine) parallelism(p *Pipeline, flag int) int {
+	switch {
+	case flag > 0:
+		return flag
+	case p.Parallelism > 0:
+		return p.Parallelism
+	default:
+		return runtime.NumCPU()
+	}
+}
+
+// Suggest returns the candidate a mistyped word most likely meant, or "".
+func Suggest(word string, candidates []string) string { return suggest(word, candidates) }

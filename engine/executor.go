@@ -1,0 +1,72 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Attempt is one execution of a step body (or of a cleanup hook) as an
+// executor sees it.
+type Attempt struct {
+	TaskID     string
+	StepID     string
+	RetryCount int
+	// Step is the step's definition; Command is its rendered shell body (or
+	// rendered cleanup command) and Env its full environment.
+	Step    *Step
+	Command string
+	Env     []string
+	// Dir is the workspace, where bodies run.
+	Dir string
+	// OutputPath receives the attempt's stdout and stderr.
+	OutputPath string
+	// PublishPath is the file a shell body may write key=value lines to
+	// ($APOLLO_OUTPUT); empty for cleanups.
+	PublishPath string
+	// Started is called once the body's process exists, before the body may
+	// run; the body runs only if it returns nil. pgid names the process
+	// group (0 when the body runs inside apollo).
+	Started func(pgid int) error
+	// KillGrace is how long a process group has between SIGTERM and SIGKILL.
+	KillGrace time.Duration
+}
+
+// Result is how an attempt ended.
+type Result struct {
+	// Err says why the attempt failed; nil on success.
+	Err error
+	// ExitCode of a process body; -1 when it was killed by a signal.
+	ExitCode int
+	// OutputDigest is sha256 of the attempt's output: stdout for a shell
+	// body, the returned value for Lua.
+	OutputDigest string
+	// Output is the published value (JSON), or nil.
+	Output json.RawMessage
+	// TimedOut and Interrupted say how a cancelled attempt was ended.
+	TimedOut    bool
+	Interrupted bool
+	// NotStarted is set when Started refused: the body never ran.
+	NotStarted bool
+}
+
+// Executor runs attempts of one kind of body. The engine picks an executor
+// per step; a remote executor would implement the same interface.
+type Executor interface {
+	Run(ctx context.Context, a *Attempt) Result
+}
+
+// errTimeout is the cause of an attempt's context when its timeout expires.
+var errTimeout = errors.New("timeout")
+
+// endCause classifies why ctx ended for an attempt.
+func endCause(ctx context.Context) (timedOut, interrupted bool) {
+	if ctx.Err() == nil {
+		return false, false
+	}
+	if errors.Is(context.Cause(ctx), errTimeout) {
+		return true, false
+	}
+	return false, true
+}

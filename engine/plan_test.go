@@ -1,0 +1,157 @@
+package engine
+
+import (
+	"testing"
+	"time"
+
+	"apollo/eventlog"
+)
+
+func TestRetryDelay(t *testing.T) {
+	p := &Pipeline{RetryDelay: 10 * time.Second, MaxRetryDelay: 300 * time.Second}
+	uncapped := &Pipeline{RetryDelay: time.Second}
+	tests := []struct {
+		p      *Pipeline
+		policy string
+		k      int
+		want   time.Duration
+	}{
+		{p, RetryFixed, 1, 10 * time.Second},
+		{p, RetryFixed, 7, 10 * time.Second},
+		{p, RetryExponential, 1, 10 * time.Second},
+		{p, RetryExponential, 2, 20 * time.Second},
+		{p, RetryExponential, 3, 40 * time.Second},
+		{p, RetryExponential, 5, 160 * time.Second},
+		{p, RetryExponential, 6, 300 * time.Second}, // 320s capped
+		{p, RetryExponential, 10000, 300 * time.Second},
+		{uncapped, RetryExponential, 40, maxDelay}, // 2^39 s would overflow nothing, but is absurd
+		{uncapped, RetryExponential, 10000, maxDelay},
+		{&Pipeline{}, RetryExponential, 50, 0},
+	}
+	for _, tt := range tests {
+		got := retryDelay(tt.p, &Step{RetryPolicy: tt.policy}, tt.k)
+		if got != tt.want {
+			t.Errorf("retryDelay(%v, %s, %d) = %v, want %v", tt.p.RetryDelay, tt.policy, tt.k, got, tt.want)
+		}
+	}
+}
+
+// TestRetryDelayNeverNegative checks the delay for every attempt number up
+// to 10,000: never negative, never above the cap, never decreasing.
+func TestRetryDelayNeverNegative(t *testing.T) {
+	for _, base := range []time.Duration{0, time.Millisecond, time.Second, 1e9 * time.Second} {
+		for _, limit := range []time.Duration{0, time.Minute} {
+			p := &Pipeline{RetryDelay: base, MaxRetryDelay: limit}
+			prev := time.Duration(0)
+			for k := 1; k <= 10000; k++ {
+				d := retryDelay(p, &Step{RetryPolicy: RetryExponential}, k)
+				if d < 0 || d < prev || (limit > 0 && d > limit) || d > maxDelay {
+					t.Fatalf("base %v cap %v: retryDelay(k=%d) = %v after %v", base, limit, k, d, prev)
+				}
+				prev = d
+			}
+		}
+	}
+}
+
+func TestDecide(t *testing.T) {
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	plain := &Step{ID: "s"}
+	withCleanup := &Step{ID: "s", CleanupCommand: "rm -f x"}
+	tests := []struct {
+		name       string
+		step       *Step
+		st         eventlog.StepState
+		resumeFrom string
+		rerun      map[string]bool
+		want       string
+		wantRetry  int
+	}{
+		{"never started", plain, eventlog.StepState{Status: eventlog.Pending}, "", nil, ActionRun, 0},
+		{"succeeded", plain, eventlog.StepState{Status: eventlog.Success, Attempts: 1}, "", nil, ActionKeep, 1},
+		{"skipped", plain, eventlog.StepState{Status: eventlog.Skipped}, "", nil, ActionKeep, 0},
+		{"dirty, no hook", plain, eventlog.StepState{Status: eventlog.Running, Dirty: true, Unclean: true, Attempts: 1}, "", nil, ActionCleanRerun, 1},
+		{"dirty, crash loop", plain, eventlog.StepState{Status: eventlog.Running, Dirty: true, Unclean: true, Attempts: 4, RetryCount: 3, DirtyRecoveries: 3}, "", nil, ActionCrashLoop, 4},
+		{"dirty, below the guard", plain, eventlog.StepState{Status: eventlog.Running, Dirty: true, Unclean: true, Attempts: 3, RetryCount: 2, DirtyRecoveries: 2}, "", nil, ActionCleanRerun, 3},
+		{"failed, no hook", plain, eventlog.StepState{Status: eventlog.Failed, Unclean: true, Attempts: 2, RetryCount: 1}, "", nil, ActionRerun, 2},
+		{"failed, hook", withCleanup, eventlog.StepState{Status: eventlog.Failed, Unclean: true, Attempts: 1}, "", nil, ActionCleanRerun, 1},
+		{"cleanup done, then crash", withCleanup, eventlog.StepState{Status: eventlog.Pending, Attempts: 1}, "", nil, ActionRerun, 1},
+		{"resume_from reruns a success", plain, eventlog.StepState{Status: eventlog.Pending, Attempts: 1}, "s", map[string]bool{"s": true}, ActionRerun, 1},
+		{"resume_from skips others", plain, eventlog.StepState{Status: eventlog.Failed, Unclean: true, Attempts: 1}, "x", map[string]bool{"x": true}, ActionSkip, 1},
+		{"resume_from keeps successes", plain, eventlog.StepState{Status: eventlog.Success, Attempts: 1}, "x", map[string]bool{"x": true}, ActionKeep, 1},
+		{"resume_from on a crash loop runs it", plain, eventlog.StepState{Status: eventlog.Running, Dirty: true, Unclean: true, Attempts: 4, DirtyRecoveries: 9}, "s", map[string]bool{"s": true}, ActionCleanRerun, 1},
+	}
+	for _, tt := range tests {
+		st := tt.st
+		got := decide(tt.step, &st, tt.resumeFrom, tt.rerun, 3, now)
+		if got.Action != tt.want || got.NextRetry != tt.wantRetry {
+			t.Errorf("%s: decide = %s (next retry %d), want %s (next retry %d)", tt.name, got.Action, got.NextRetry, tt.want, tt.wantRetry)
+		}
+	}
+}
+
+func TestDecideWaitsWhatRemains(t *testing.T) {
+	ended := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	st := eventlog.StepState{Status: eventlog.Running, Unclean: true, Attempts: 1,
+		EndedAt: eventlog.FormatTime(ended), NextDelayMS: 60_000}
+	for _, tt := range []struct {
+		now  time.Time
+		want int64
+	}{
+		{ended.Add(10 * time.Second), 50_000},
+		{ended.Add(59 * time.Second), 1_000},
+		{ended.Add(2 * time.Minute), 0},
+	} {
+		got := decide(&Step{ID: "s"}, &st, "", nil, 3, tt.now)
+		if got.Action != ActionRerun || got.WaitMS != tt.want {
+			t.Errorf("at %v: decide = %s wait %dms, want rerun wait %dms", tt.now.Sub(ended), got.Action, got.WaitMS, tt.want)
+		}
+	}
+}
+
+func TestTopoOrder(t *testing.T) {
+	p := &Pipeline{Steps: []*Step{
+		{ID: "d", DependsOn: []string{"b", "c"}},
+		{ID: "c", DependsOn: []string{"a"}},
+		{ID: "b", DependsOn: []string{"a"}},
+		{ID: "a"},
+		{ID: "e"},
+	}}
+	var got []string
+	for _, i := range topoOrder(p) {
+		got = append(got, p.Steps[i].ID)
+	}
+	want := "a c b d e"
+	if g := join(got); g != want {
+		t.Errorf("topoOrder = %q, want %q", g, want)
+	}
+	desc := descendants(p, "c")
+	if len(desc) != 2 || !desc["c"] || !desc["d"] {
+		t.Errorf("descendants(c) = %v, want c and d", desc)
+	}
+}
+
+func join(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += " "
+		}
+		out += x
+	}
+	return out
+}
+
+func TestInputDigestIgnoresAttemptAndOrder(t *testing.T) {
+	rs := &renderedStep{step: &Step{ID: "s", Command: "echo hi"}, command: "echo hi",
+		env: map[string]string{"A": "1", "B": "2"}}
+	a := inputDigest(rs, map[string]string{"x": "sha256:1", "y": "sha256:2"})
+	b := inputDigest(rs, map[string]string{"y": "sha256:2", "x": "sha256:1"})
+	if a != b {
+		t.Errorf("input digest depends on map order: %s vs %s", a, b)
+	}
+	c := inputDigest(rs, map[string]string{"x": "sha256:1", "y": "sha256:3"})
+	if a == c {
+		t.Errorf("input digest ignores an upstream output digest")
+	}
+}

@@ -1,0 +1,94 @@
+package engine
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// attemptEnv is the environment variable that tags every process of an
+// attempt, so that a later run can find what a crash left running — even
+// processes that left the attempt's process group.
+const attemptEnv = "APOLLO_ATTEMPT"
+
+// attemptToken names one attempt of one step in one log.
+func attemptToken(logPath, stepID string, retry int) string {
+	return filepath.Base(logPath) + "#" + stepID + "#" + strconv.Itoa(retry)
+}
+
+// findTagged lists the pids whose environment carries attemptEnv=token.
+// It reads /proc; where there is none it finds nothing.
+func findTagged(token string) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	want := []byte(attemptEnv + "=" + token + "\x00")
+	self := os.Getpid()
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		if (bytes.Contains(env, want) || bytes.HasSuffix(env, want[:len(want)-1])) && !zombie(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// endLeftovers ends every process of an attempt that outlived the runner
+// that started it: SIGTERM to each and to its recorded process group, then
+// SIGKILL after grace. It returns how many processes it found.
+func endLeftovers(token string, pgid int, grace time.Duration) int {
+	pids := findTagged(token)
+	if len(pids) == 0 {
+		return 0
+	}
+	signal := func(sig syscall.Signal) {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, sig)
+		}
+		// The recorded group is signalled only when a tagged process is in
+		// it: after a reboot the number may belong to someone else.
+		if pgid > 0 {
+			for _, pid := range pids {
+				if g, err := syscall.Getpgid(pid); err == nil && g == pgid {
+					_ = syscall.Kill(-pgid, sig)
+					break
+				}
+			}
+		}
+	}
+	signal(syscall.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		if len(findTagged(token)) == 0 {
+			return len(pids)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	pids = findTagged(token)
+	signal(syscall.SIGKILL)
+	return len(pids)
+}
+
+// zombie reports whether pid has exited and waits to be reaped: it holds
+// nothing and needs no ending.
+func zombie(pid int) bool {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return true // gone
+	}
+	// The state follows the command name, which is in parentheses.
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' || stat[i+2] == 'X'
+}

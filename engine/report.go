@@ -1,0 +1,266 @@
+package engine
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// Progress modes for apollo run's output.
+const (
+	ProgressAuto  = "auto"  // a live board on a terminal, plain lines otherwise
+	ProgressPlain = "plain" // one line per step event
+	ProgressQuiet = "quiet" // nothing but the final summary's failures
+	ProgressBoard = "board" // the live board, even when not a terminal
+)
+
+// reporter shows a run to a person. Methods are called from many goroutines.
+type reporter interface {
+	begin(taskID, logPath string, total, kept int)
+	event(id, what string) // a one-off line: cleanup, skip, crash loop
+	started(id string, retry int)
+	ended(id, status string, retry int, dur time.Duration, errMsg string, retryIn time.Duration)
+	finish(summary string)
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	var t syscall.Termios
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), uintptr(syscall.TCGETS), uintptr(unsafe.Pointer(&t)))
+	return errno == 0
+}
+
+func newReporter(mode string, w io.Writer, color bool, now func() time.Time) reporter {
+	switch mode {
+	case ProgressQuiet:
+		return quietReporter{}
+	case ProgressBoard:
+		return newBoard(w, color, now)
+	case ProgressAuto:
+		if isTerminal(w) {
+			return newBoard(w, color, now)
+		}
+	}
+	return &lineReporter{w: w, now: now}
+}
+
+type quietReporter struct{}
+
+func (quietReporter) begin(string, string, int, int)                                  {}
+func (quietReporter) event(string, string)                                            {}
+func (quietReporter) started(string, int)                                             {}
+func (quietReporter) ended(string, string, int, time.Duration, string, time.Duration) {}
+func (quietReporter) finish(string)                                                   {}
+
+// lineReporter writes one plain line per event: for logs, pipes and CI.
+type lineReporter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	now func() time.Time
+}
+
+func (r *lineReporter) printf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fmt.Fprintf(r.w, "%s "+format+"\n", append([]any{r.now().Format("15:04:05")}, args...)...)
+}
+
+func (r *lineReporter) begin(taskID, logPath string, total, kept int) {
+	r.printf("task %s: %d steps, %d already done; log %s", taskID, total, kept, logPath)
+}
+
+func (r *lineReporter) event(id, what string) { r.printf("%-20s %s", id, what) }
+
+func (r *lineReporter) started(id string, retry int) {
+	r.printf("%-20s START   attempt %d", id, retry)
+}
+
+func (r *lineReporter) ended(id, status string, retry int, dur time.Duration, errMsg string, retryIn time.Duration) {
+	line := fmt.Sprintf("%-20s %-7s attempt %d, %s", id, status, retry, roundDur(dur))
+	if status == "RETRY" {
+		line += fmt.Sprintf(", next attempt in %s", roundDur(retryIn))
+	}
+	if errMsg != "" {
+		line += ": " + oneLine(errMsg, 200)
+	}
+	r.printf("%s", line)
+}
+
+func (r *lineReporter) finish(summary string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fmt.Fprint(r.w, summary)
+}
+
+// board is the live view on a terminal: a header with done/total and
+// failures, then one line per running step with its elapsed time. Finished
+// steps scroll above it as plain lines.
+type board struct {
+	mu      sync.Mutex
+	w       io.Writer
+	color   bool
+	now     func() time.Time
+	taskID  string
+	total   int
+	done    int
+	failed  int
+	running map[string]time.Time
+	drawn   int // lines of the board now on screen
+	stop    chan struct{}
+	stopped chan struct{}
+}
+
+func newBoard(w io.Writer, color bool, now func() time.Time) *board {
+	return &board{w: w, color: color, now: now, running: map[string]time.Time{},
+		stop: make(chan struct{}), stopped: make(chan struct{})}
+}
+
+func (b *board) begin(taskID, logPath string, total, kept int) {
+	b.mu.Lock()
+	b.taskID, b.total, b.done = taskID, total, kept
+	fmt.Fprintf(b.w, "task %s: %d steps, %d already done; log %s\n", taskID, total, kept, logPath)
+	b.redrawLocked()
+	b.mu.Unlock()
+	go func() {
+		defer close(b.stopped)
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-b.stop:
+				return
+			case <-t.C:
+				b.mu.Lock()
+				b.redrawLocked()
+				b.mu.Unlock()
+			}
+		}
+	}()
+}
+
+func (b *board) paint(code, s string) string {
+	if !b.color {
+		return s
+	}
+	return "\x1b[" + code + "m" + s + "\x1b[0m"
+}
+
+// clearLocked erases the board so a plain line can be printed above it.
+func (b *board) clearLocked() {
+	for i := 0; i < b.drawn; i++ {
+		fmt.Fprint(b.w, "\x1b[1A\x1b[2K")
+	}
+	b.drawn = 0
+}
+
+func (b *board) redrawLocked() {
+	b.clearLocked()
+	var sb strings.Builder
+	header := fmt.Sprintf("[%d/%d done", b.done, b.total)
+	if b.failed > 0 {
+		header += ", " + b.paint("31", fmt.Sprintf("%d failed", b.failed))
+	}
+	header += fmt.Sprintf(", %d running]", len(b.running))
+	sb.WriteString(header + "\n")
+	ids := make([]string, 0, len(b.running))
+	for id := range b.running {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return b.running[ids[i]].Before(b.running[ids[j]]) })
+	const maxShown = 12
+	for i, id := range ids {
+		if i == maxShown {
+			sb.WriteString(fmt.Sprintf("  … and %d more\n", len(ids)-maxShown))
+			break
+		}
+		sb.WriteString(fmt.Sprintf("  %s %-24s %s\n", b.paint("33", "▶"), id, roundDur(b.now().Sub(b.running[id]))))
+	}
+	out := sb.String()
+	fmt.Fprint(b.w, out)
+	b.drawn = strings.Count(out, "\n")
+}
+
+func (b *board) line(s string) {
+	b.clearLocked()
+	fmt.Fprintln(b.w, s)
+	b.redrawLocked()
+}
+
+func (b *board) event(id, what string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.line(fmt.Sprintf("  · %-24s %s", id, what))
+}
+
+func (b *board) started(id string, retry int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.running[id] = b.now()
+	b.redrawLocked()
+}
+
+func (b *board) ended(id, status string, retry int, dur time.Duration, errMsg string, retryIn time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.running, id)
+	mark := b.paint("32", "✓")
+	switch status {
+	case "SUCCESS":
+		b.done++
+	case "RETRY":
+		mark = b.paint("33", "↻")
+	case "SKIPPED":
+		mark = "–"
+		b.done++
+	default:
+		mark = b.paint("31", "✗")
+		b.failed++
+		b.done++
+	}
+	s := fmt.Sprintf("  %s %-24s %s (attempt %d)", mark, id, roundDur(dur), retry)
+	if status == "RETRY" {
+		s += fmt.Sprintf(", retry in %s", roundDur(retryIn))
+	}
+	if errMsg != "" {
+		s += ": " + oneLine(errMsg, 120)
+	}
+	b.line(s)
+}
+
+func (b *board) finish(summary string) {
+	close(b.stop)
+	<-b.stopped
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.clearLocked()
+	fmt.Fprint(b.w, summary)
+}
+
+func roundDur(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Minute:
+		return d.Round(time.Second)
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond)
+	default:
+		return d.Round(time.Millisecond)
+	}
+}
+
+func oneLine(s string, max int) string {
+	s = strings.ReplaceAll(s, "\n", " | ")
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return s
+}

@@ -1,0 +1,312 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"apollo/eventlog"
+)
+
+// task is a pipeline bound to one task id: rendered, with its files named.
+type task struct {
+	p        *Pipeline
+	id       string
+	vars     map[string]string
+	steps    []*renderedStep
+	lay      layout
+	parallel int
+}
+
+// prepare loads and renders a pipeline for a run, plan or graph. Nothing is
+// written.
+func (e *Engine) prepare(path string, ro RunOptions) (*task, error) {
+	p, err := Load(path, LoadOptions{Vars: ro.Vars})
+	if err != nil {
+		return nil, err
+	}
+	if ro.ResumeFrom != "" && p.Step(ro.ResumeFrom) == nil {
+		ids := make([]string, len(p.Steps))
+		for i, s := range p.Steps {
+			ids[i] = s.ID
+		}
+		msg := fmt.Sprintf("--resume-from %q: no such step in %s", ro.ResumeFrom, p.Path)
+		if s := suggest(ro.ResumeFrom, ids); s != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		return nil, &UsageError{Msg: msg}
+	}
+	vars, err := taskVars(p, ro.Vars, ro.TaskID, e.opts.StateDir, e.opts.Now())
+	if err != nil {
+		return nil, &UsageError{Msg: err.Error()}
+	}
+	steps, err := renderSteps(p, vars)
+	if err != nil {
+		return nil, err
+	}
+	return &task{p: p, id: vars["task_id"], vars: vars, steps: steps,
+		lay: layout{root: e.opts.StateDir}, parallel: e.parallelism(p, ro.Parallel)}, nil
+}
+
+// Run runs (or resumes) the task of the pipeline at path. It returns nil
+// when the task is complete, and otherwise one of *PipelineError (joined),
+// *UsageError, *ChangedError, *eventlog.LockedError, *TaskFailedError,
+// *InterruptedError, or an error of the log or the file system.
+func (e *Engine) Run(ctx context.Context, path string, ro RunOptions) error {
+	t, err := e.prepare(path, ro)
+	if err != nil {
+		return err
+	}
+	if ro.DryRun {
+		return e.dryRun(t, ro)
+	}
+	if err := eventlog.MkdirAll(eventlog.OS{}, t.lay.logsDir()); err != nil {
+		return fmt.Errorf("create state directory: %w", err)
+	}
+	lock, err := eventlog.LockTask(t.lay.lockPath(t.id))
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
+
+	r := &run{e: e, t: t, ro: ro, started: e.opts.Now()}
+	return r.execute(ctx)
+}
+
+// run is one invocation of apollo run on a task.
+type run struct {
+	e       *Engine
+	t       *task
+	ro      RunOptions
+	started time.Time
+
+	w       *eventlog.Writer
+	state   *eventlog.State
+	logPath string
+	rep     reporter
+
+	nodes []*node
+	byID  map[string]*node
+
+	foreignMu sync.Mutex
+	foreign   []*eventlog.Record // records appended by apollo script meanwhile
+}
+
+// node is a step during a run. Only the scheduler goroutine touches it,
+// except while a worker runs it.
+type node struct {
+	rs       *renderedStep
+	idx      int
+	children []*node
+	deps     []*node
+	waiting  int // dependencies not yet satisfied
+	plan     PlanStep
+
+	retry      int  // the next attempt's number
+	attempts   int  // attempts in this invocation
+	dirty      bool // the previous attempt was cut off by a crash
+	unclean    bool // the previous attempt failed: clean up before the next
+	prevPGID   int
+	prevToken  string
+	final      string // the step's state at the end of this invocation
+	blocked    bool
+	started    bool
+	lastErr    string
+	outDigest  string
+	retryTimer bool
+}
+
+func (n *node) id() string { return n.rs.step.ID }
+
+// satisfies reports whether n's state lets its dependents run.
+func (n *node) satisfies() bool {
+	switch n.final {
+	case eventlog.Success, eventlog.Skipped:
+		return true
+	case eventlog.Failed:
+		return n.rs.step.Optional
+	}
+	return false
+}
+
+func (r *run) execute(ctx context.Context) error {
+	t := r.t
+	logPath, err := t.lay.latestLog(t.id)
+	if err != nil {
+		return err
+	}
+	if err := r.openLog(logPath); err != nil {
+		return err
+	}
+	defer r.w.Close()
+
+	if r.state.Complete() && r.ro.ResumeFrom == "" {
+		fmt.Fprintf(r.e.opts.Stdout, "task %s is already complete (log %s); nothing to do.\n"+
+			"Use --resume-from STEP to run part of it again, or --fresh to start a new run.\n", t.id, r.logPath)
+		return nil
+	}
+	changed := r.changedSteps()
+	if len(changed) > 0 && !r.ro.AcceptChanges {
+		return &ChangedError{TaskID: t.id, Steps: changed}
+	}
+
+	start := r.taskStart()
+	if err := r.w.AppendDurable(start); err != nil {
+		return err
+	}
+	r.state.Apply(start)
+	if len(changed) > 0 {
+		if err := r.warn(&eventlog.Intervention{Action: eventlog.ActionAcceptChanges, Steps: changed,
+			Why: "--accept-changes", By: "apollo run"},
+			fmt.Sprintf("step(s) %s changed since they succeeded; their results are kept (--accept-changes)",
+				strings.Join(changed, ", "))); err != nil {
+			return err
+		}
+	}
+	resumeFrom, err := r.applyResumeFrom()
+	if err != nil {
+		return err
+	}
+	r.buildNodes(resumeFrom)
+	return r.schedule(ctx)
+}
+
+// openLog opens the task's log (a new one for a new task or --fresh) and
+// replays it.
+func (r *run) openLog(latest string) error {
+	t := r.t
+	r.state = eventlog.NewState(t.id)
+	create := latest == "" || r.ro.Fresh
+	if create {
+		start := r.started.Unix()
+		if latest != "" {
+			if logs, _ := t.lay.taskLogs(t.id); len(logs) > 0 && logs[len(logs)-1].startUnix >= start {
+				start = logs[len(logs)-1].startUnix + 1 // names must stay unique and ordered
+			}
+		}
+		latest = t.lay.logPath(t.id, start)
+	}
+	w, err := eventlog.Open(latest, eventlog.WriterOptions{
+		TaskID:     t.id,
+		Durability: t.p.Durability,
+		Create:     create,
+		Now:        r.e.opts.Now,
+		OnForeign: func(rec *eventlog.Record) {
+			r.foreignMu.Lock()
+			r.foreign = append(r.foreign, rec)
+			r.foreignMu.Unlock()
+		},
+	}, func(rec *eventlog.Record) error {
+		r.state.Apply(rec)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	r.w, r.logPath = w, latest
+	return nil
+}
+
+// changedSteps lists succeeded steps whose definition differs from the one
+// recorded by the latest TASK_START, unless --resume-from reruns them.
+func (r *run) changedSteps() []string {
+	if r.state.Start == nil {
+		return nil
+	}
+	recorded := map[string]string{}
+	for _, si := range r.state.Start.Steps {
+		recorded[si.ID] = si.DefinitionDigest
+	}
+	var rerun map[string]bool
+	if r.ro.ResumeFrom != "" {
+		rerun = descendants(r.t.p, r.ro.ResumeFrom)
+	}
+	var changed []string
+	for _, rs := range r.t.steps {
+		id := rs.step.ID
+		st, ok := r.state.Steps[id]
+		if !ok || st.Status != eventlog.Success || rerun[id] {
+			continue
+		}
+		if d, ok := recorded[id]; ok && d != rs.defDigest {
+			changed = append(changed, id)
+		}
+	}
+	return changed
+}
+
+func (r *run) taskStart() *eventlog.Record {
+	t := r.t
+	host, _ := os.Hostname()
+	nonce := make([]byte, 8)
+	rand.Read(nonce)
+	info := &eventlog.StartInfo{
+		Version:        eventlog.Version,
+		TaskName:       t.p.TaskName,
+		Pipeline:       t.p.Path,
+		PipelineDigest: sha256Hex(t.p.Source),
+		Vars:           t.vars,
+		PID:            os.Getpid(),
+		Host:           host,
+		RunNonce:       hex.EncodeToString(nonce),
+		Invocation:     r.state.Invocations + 1,
+		Durability:     t.p.Durability,
+		Parallelism:    t.parallel,
+		ApolloVersion:  r.e.opts.Version,
+	}
+	for _, rs := range t.steps {
+		deps := rs.step.DependsOn
+		if deps == nil {
+			deps = []string{}
+		}
+		info.Steps = append(info.Steps, eventlog.StepInfo{ID: rs.step.ID, DependsOn: deps,
+			Optional: rs.step.Optional, DefinitionDigest: rs.defDigest, HasCleanup: rs.step.hasCleanup()})
+	}
+	return &eventlog.Record{EventType: eventlog.TaskStart, Status: eventlog.Running, Start: info}
+}
+
+// warn appends a durable WARNING.
+func (r *run) warn(iv *eventlog.Intervention, msg string) error {
+	rec := &eventlog.Record{EventType: eventlog.Warning, Status: eventlog.Running, Message: msg, Intervention: iv}
+	if err := r.w.AppendDurable(rec); err != nil {
+		return err
+	}
+	r.state.Apply(rec)
+	return nil
+}
+
+// applyResumeFrom records a resume_from intervention when one is asked for:
+// by the flag (every time it is given) or by the file (once per task run).
+func (r *run) applyResumeFrom() (string, error) {
+	from, by := r.ro.ResumeFrom, "--resume-from"
+	if from == "" && r.t.p.ResumeFrom != "" {
+		from, by = r.t.p.ResumeFrom, "resume_from in "+r.t.p.Path
+		for _, done := range r.state.ResumedFrom {
+			if done == from {
+				return "", nil
+			}
+		}
+	}
+	if from == "" {
+		return "", nil
+	}
+	set := descendants(r.t.p, from)
+	steps := []string{from}
+	for _, i := range topoOrder(r.t.p) {
+		if id := r.t.p.Steps[i].ID; set[id] && id != from {
+			steps = append(steps, id)
+		}
+	}
+	msg := fmt.Sprintf("manual intervention: resume from %q (%s): %s run again; every other step not yet SUCCESS is skipped",
+		from, by, strings.Join(steps, ", "))
+	iv := &eventlog.Intervention{Action: eventlog.ActionResumeFrom, Steps: steps, Why: by, By: "apollo run"}
+	if err := r.warn(iv, msg); err != nil {
+		return "", err
+	}
+	return from, nil
+}

@@ -1,0 +1,545 @@
+package engine
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"apollo/eventlog"
+)
+
+// buildNodes turns the pipeline and the replayed state into the nodes this
+// invocation schedules.
+func (r *run) buildNodes(resumeFrom string) {
+	p := r.t.p
+	var rerun map[string]bool
+	if resumeFrom != "" {
+		rerun = descendants(p, resumeFrom)
+	}
+	now := r.e.opts.Now()
+	r.byID = make(map[string]*node, len(p.Steps))
+	r.nodes = make([]*node, len(p.Steps))
+	for i, rs := range r.t.steps {
+		st := r.state.Step(rs.step.ID)
+		n := &node{rs: rs, idx: i,
+			plan:     decide(rs.step, st, resumeFrom, rerun, p.MaxDirtyRestarts, now),
+			dirty:    st.Dirty,
+			unclean:  st.Unclean,
+			prevPGID: st.PGID,
+			lastErr:  st.LastError,
+		}
+		n.retry = n.plan.NextRetry
+		if st.Attempts > 0 {
+			n.prevToken = attemptToken(r.logPath, rs.step.ID, st.RetryCount)
+		}
+		if n.plan.Action == ActionKeep {
+			n.final = st.Status
+			n.outDigest = st.OutputDigest
+		}
+		r.nodes[i] = n
+		r.byID[rs.step.ID] = n
+	}
+	for _, n := range r.nodes {
+		for _, d := range n.rs.step.DependsOn {
+			dep := r.byID[d]
+			n.deps = append(n.deps, dep)
+			dep.children = append(dep.children, n)
+		}
+	}
+}
+
+// nodeDone is a worker's report to the scheduler.
+type nodeDone struct {
+	n       *node
+	status  string // SUCCESS, FAILED, or RUNNING when a retry is due
+	delay   time.Duration
+	err     error // the attempt's failure, for the summary
+	logErr  error // the log could not be written: the run must stop
+	attempt int
+}
+
+// readyQueue orders runnable steps by their place in the file.
+type readyQueue []*node
+
+func (q readyQueue) Len() int           { return len(q) }
+func (q readyQueue) Less(i, j int) bool { return q[i].idx < q[j].idx }
+func (q readyQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *readyQueue) Push(x any)        { *q = append(*q, x.(*node)) }
+func (q *readyQueue) Pop() any {
+	old := *q
+	x := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return x
+}
+
+// schedule runs the DAG: independent steps in parallel up to the limit, a
+// step once every dependency is satisfied, until nothing more can run.
+func (r *run) schedule(parent context.Context) error {
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+
+	kept := 0
+	for _, n := range r.nodes {
+		if n.final != "" {
+			kept++
+		}
+	}
+	r.rep = newReporter(r.e.opts.Progress, r.e.opts.Stdout, r.e.opts.Color, r.e.opts.Now)
+	r.rep.begin(r.t.id, r.logPath, len(r.nodes), kept)
+
+	var logErr error
+	// Steps that this invocation settles without running them.
+	for _, i := range topoOrder(r.t.p) {
+		n := r.nodes[i]
+		switch n.plan.Action {
+		case ActionSkip:
+			if err := r.endWithoutRunning(n, eventlog.Skipped, "skipped: "+n.plan.Reason); err != nil {
+				logErr = err
+			}
+		case ActionCrashLoop:
+			if n.dirty {
+				endLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace)
+			}
+			msg := fmt.Sprintf("crash loop: attempt cut off by a crash in each of the last %d runs, so it is not run again; "+
+				"fix the cause, then run `apollo run %s --resume-from %s` to run it again",
+				r.t.p.MaxDirtyRestarts, r.t.p.Path, n.id())
+			if err := r.endWithoutRunning(n, eventlog.Failed, msg); err != nil {
+				logErr = err
+			}
+		}
+		if logErr != nil {
+			break
+		}
+	}
+
+	ready := &readyQueue{}
+	done := make(chan nodeDone)
+	retryDue := make(chan *node)
+	running, waitingRetries := 0, 0
+	stopping := logErr != nil
+
+	// Initial readiness.
+	for _, n := range r.nodes {
+		if n.final != "" {
+			continue
+		}
+		for _, d := range n.deps {
+			if !d.satisfies() {
+				n.waiting++
+			}
+		}
+	}
+	for _, n := range r.nodes {
+		if n.final == eventlog.Failed && !n.rs.step.Optional {
+			r.block(n)
+		}
+	}
+	for _, n := range r.nodes {
+		if n.final == "" && !n.blocked && n.waiting == 0 {
+			if wait := time.Duration(n.plan.WaitMS) * time.Millisecond; wait > 0 {
+				waitingRetries++
+				r.after(ctx, wait, n, retryDue)
+			} else {
+				heap.Push(ready, n)
+			}
+		}
+	}
+
+	settle := func(n *node) {
+		for _, c := range n.children {
+			if n.satisfies() {
+				if c.waiting--; c.waiting == 0 && !c.blocked && c.final == "" {
+					heap.Push(ready, c)
+				}
+			}
+		}
+		if n.final == eventlog.Failed && !n.rs.step.Optional {
+			r.block(n)
+		}
+	}
+
+	for {
+		for !stopping && running < r.t.parallel && ready.Len() > 0 {
+			n := heap.Pop(ready).(*node)
+			if n.blocked || n.final != "" {
+				continue
+			}
+			running++
+			n.started = true
+			go func() { done <- r.work(ctx, n) }()
+		}
+		if running == 0 && (stopping || (ready.Len() == 0 && waitingRetries == 0)) {
+			break
+		}
+		select {
+		case d := <-done:
+			running--
+			n := d.n
+			if d.logErr != nil {
+				if logErr == nil {
+					logErr = d.logErr
+					stopping = true
+					cancel(d.logErr)
+				}
+				continue
+			}
+			switch d.status {
+			case eventlog.Running: // a retry is due
+				if stopping {
+					continue
+				}
+				waitingRetries++
+				r.after(ctx, d.delay, n, retryDue)
+			default:
+				n.final = d.status
+				if d.err != nil {
+					n.lastErr = d.err.Error()
+				}
+				settle(n)
+			}
+		case n := <-retryDue:
+			waitingRetries--
+			if !stopping {
+				heap.Push(ready, n)
+			}
+		case <-ctx.Done():
+			if !stopping {
+				stopping = true
+			}
+			// Pending retries will not fire; stop counting them.
+			waitingRetries = 0
+			// Keep draining done until every worker is back.
+			if running == 0 {
+				continue
+			}
+			d := <-done
+			running--
+			if d.logErr != nil && logErr == nil {
+				logErr = d.logErr
+			}
+			if d.status != eventlog.Running {
+				d.n.final = d.status
+				if d.err != nil {
+					d.n.lastErr = d.err.Error()
+				}
+			}
+		}
+	}
+
+	interrupted := parent.Err() != nil
+	if logErr != nil {
+		r.rep.finish("")
+		return logErr
+	}
+	return r.summarize(interrupted)
+}
+
+// after makes n ready again once d has passed, unless ctx ends first.
+func (r *run) after(ctx context.Context, d time.Duration, n *node, due chan<- *node) {
+	go func() {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			select {
+			case due <- n:
+			case <-ctx.Done():
+			}
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// block marks every descendant of a failed required step as blocked.
+func (r *run) block(n *node) {
+	for _, c := range n.children {
+		if !c.blocked && c.final == "" {
+			c.blocked = true
+			r.block(c)
+		}
+	}
+}
+
+// endWithoutRunning writes a STEP_END for a step this invocation settles
+// without running it.
+func (r *run) endWithoutRunning(n *node, status, msg string) error {
+	rec := &eventlog.Record{EventType: eventlog.StepEnd, StepID: n.id(), Status: status,
+		RetryCount: max(n.retry-1, 0), ErrorMessage: msg}
+	if err := r.w.Append(rec); err != nil {
+		return err
+	}
+	n.final = status
+	n.lastErr = msg
+	r.rep.ended(n.id(), status, rec.RetryCount, 0, msg, 0)
+	return nil
+}
+
+// work runs one step: ends what a crash left of its previous attempt,
+// cleans up after a failed one, then makes one attempt.
+func (r *run) work(ctx context.Context, n *node) nodeDone {
+	s := n.rs.step
+	if n.dirty || (n.unclean && s.hasCleanup()) {
+		if d, ok := r.cleanup(ctx, n); !ok {
+			return d
+		}
+	}
+	return r.attempt(ctx, n)
+}
+
+// cleanup runs before a rerun. It returns ok=false with the step's end when
+// the step must not run.
+func (r *run) cleanup(ctx context.Context, n *node) (nodeDone, bool) {
+	s := n.rs.step
+	var notes []string
+	if n.dirty && n.prevToken != "" {
+		if k := endLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace); k > 0 {
+			notes = append(notes, fmt.Sprintf("ended %d process(es) left running by the cut-off attempt", k))
+		}
+	}
+	rec := &eventlog.Record{EventType: eventlog.Cleanup, StepID: s.ID, Status: eventlog.Pending,
+		RetryCount: max(n.retry-1, 0), Dirty: n.dirty}
+	began := r.e.opts.Now()
+	if s.hasCleanup() {
+		r.rep.event(s.ID, "cleanup before rerun")
+		res := r.runCleanup(ctx, n)
+		rec.DurationMS = r.e.opts.Now().Sub(began).Milliseconds()
+		if res.ExitCode != 0 || res.Err != nil {
+			code := res.ExitCode
+			rec.ExitCode = &code
+		}
+		if res.Err != nil {
+			rec.Status = eventlog.Failed
+			rec.ErrorMessage = "cleanup failed, so the step is not rerun (its state is unknown): " + res.Err.Error()
+		} else {
+			notes = append(notes, "cleanup hook succeeded")
+		}
+	} else if n.dirty {
+		notes = append(notes, "no cleanup hook")
+	}
+	if n.dirty {
+		notes = append([]string{fmt.Sprintf("attempt %d was cut off by a crash", rec.RetryCount)}, notes...)
+	}
+	rec.Message = strings.Join(notes, "; ")
+	if err := r.w.Append(rec); err != nil {
+		return nodeDone{n: n, logErr: err}, false
+	}
+	n.dirty, n.unclean = false, rec.Status == eventlog.Failed
+	if rec.Status == eventlog.Failed {
+		r.rep.ended(s.ID, eventlog.Failed, rec.RetryCount, 0, rec.ErrorMessage, 0)
+		return nodeDone{n: n, status: eventlog.Failed, err: errors.New(rec.ErrorMessage)}, false
+	}
+	return nodeDone{}, true
+}
+
+// runCleanup runs the step's cleanup hook through its executor.
+func (r *run) runCleanup(ctx context.Context, n *node) Result {
+	s := n.rs.step
+	retry := max(n.retry-1, 0)
+	a := r.newAttempt(n, retry)
+	a.OutputPath = strings.TrimSuffix(a.OutputPath, ".log") + ".cleanup.log"
+	a.PublishPath = ""
+	a.Started = func(int) error { return nil }
+	kind := "shell"
+	if s.CleanupCommand != "" {
+		a.Command = n.rs.cleanupCommand
+	} else {
+		kind = "lua-cleanup"
+	}
+	ex, ok := r.e.opts.Executors[kind]
+	if !ok {
+		return Result{Err: fmt.Errorf("no executor for %s cleanup hooks in this build", kind), ExitCode: -1}
+	}
+	actx, cancel := attemptContext(ctx, s.Timeout)
+	defer cancel()
+	return ex.Run(actx, a)
+}
+
+func attemptContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout > 0 {
+		return context.WithTimeoutCause(ctx, timeout, errTimeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+// newAttempt describes attempt retry of n for an executor.
+func (r *run) newAttempt(n *node, retry int) *Attempt {
+	s := n.rs.step
+	t := r.t
+	env := os.Environ()
+	keys := make([]string, 0, len(n.rs.env))
+	for k := range n.rs.env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+n.rs.env[k])
+	}
+	out := t.lay.outputPath(t.id, s.ID, retry)
+	publish := strings.TrimSuffix(out, ".log") + ".out"
+	env = append(env,
+		"APOLLO_TASK_ID="+t.id,
+		"APOLLO_STEP_ID="+s.ID,
+		"APOLLO_RETRY_COUNT="+strconv.Itoa(retry),
+		"APOLLO_ARTIFACTS_DIR="+t.lay.artifactsDir(t.id),
+		"APOLLO_STATE_DIR="+t.lay.root,
+		"APOLLO_OUTPUT="+publish,
+		attemptEnv+"="+attemptToken(r.logPath, s.ID, retry),
+	)
+	return &Attempt{TaskID: t.id, StepID: s.ID, RetryCount: retry, Step: s, Command: n.rs.command,
+		Env: env, Dir: r.e.opts.Workdir, OutputPath: out, PublishPath: publish, KillGrace: r.e.opts.KillGrace}
+}
+
+// executorFor picks the executor of a step's body.
+func (r *run) executorFor(s *Step) (Executor, error) {
+	kind := "shell"
+	if s.Command == "" {
+		kind = "lua"
+	}
+	ex, ok := r.e.opts.Executors[kind]
+	if !ok {
+		return nil, fmt.Errorf("no executor for %s steps in this build", kind)
+	}
+	return ex, nil
+}
+
+// attempt makes one attempt of n and records it.
+func (r *run) attempt(ctx context.Context, n *node) nodeDone {
+	s := n.rs.step
+	t := r.t
+	retry := n.retry
+	n.retry++
+	n.attempts++
+	upstream := make(map[string]string, len(n.deps))
+	for _, d := range n.deps {
+		upstream[d.id()] = d.outDigest
+	}
+	input := inputDigest(n.rs, upstream)
+	a := r.newAttempt(n, retry)
+	for _, dir := range []string{filepath.Dir(a.OutputPath), t.lay.artifactsDir(t.id)} {
+		if err := eventlog.MkdirAll(eventlog.OS{}, dir); err != nil {
+			return nodeDone{n: n, logErr: fmt.Errorf("create %s: %w", dir, err)}
+		}
+	}
+	os.Remove(a.PublishPath) // a file left by an earlier run is not this attempt's
+	began := r.e.opts.Now()
+	a.Started = func(pgid int) error {
+		// Durable before the body starts, whatever the durability setting.
+		rec := &eventlog.Record{EventType: eventlog.StepStart, StepID: s.ID, Status: eventlog.Running,
+			RetryCount: retry, InputDigest: input, PGID: pgid}
+		if err := r.w.AppendDurable(rec); err != nil {
+			return err
+		}
+		began = r.e.opts.Now()
+		r.rep.started(s.ID, retry)
+		return nil
+	}
+	ex, err := r.executorFor(s)
+	var res Result
+	if err != nil {
+		res = Result{Err: err, ExitCode: -1, NotStarted: true}
+		if serr := a.Started(0); serr != nil {
+			return nodeDone{n: n, logErr: serr}
+		}
+	} else {
+		actx, cancel := attemptContext(ctx, s.Timeout)
+		res = ex.Run(actx, a)
+		cancel()
+		if res.NotStarted {
+			var we *eventlog.WriteError
+			if errors.As(res.Err, &we) || r.w.Err() != nil {
+				return nodeDone{n: n, logErr: res.Err}
+			}
+		}
+	}
+	dur := r.e.opts.Now().Sub(began)
+	rec := &eventlog.Record{EventType: eventlog.StepEnd, StepID: s.ID, RetryCount: retry,
+		InputDigest: input, OutputDigest: res.OutputDigest, DurationMS: dur.Milliseconds(),
+		TimedOut: res.TimedOut, Interrupted: res.Interrupted}
+	if res.ExitCode != 0 {
+		code := res.ExitCode
+		rec.ExitCode = &code
+	}
+	d := nodeDone{n: n, attempt: retry}
+	switch {
+	case res.Err == nil:
+		rec.Status = eventlog.Success
+		rec.Output = res.Output
+		n.outDigest = res.OutputDigest
+		d.status = eventlog.Success
+	case r.mayRetry(ctx, n, res):
+		d.delay = retryDelay(r.t.p, s, n.attempts)
+		rec.Status = eventlog.Running
+		rec.ErrorMessage = res.Err.Error()
+		rec.NextDelayMS = d.delay.Milliseconds()
+		d.status = eventlog.Running
+		n.unclean = true
+	default:
+		rec.Status = eventlog.Failed
+		rec.ErrorMessage = res.Err.Error()
+		d.status = eventlog.Failed
+		d.err = res.Err
+		n.unclean = true
+	}
+	if err := r.w.Append(rec); err != nil {
+		return nodeDone{n: n, logErr: err}
+	}
+	shown := rec.Status
+	if shown == eventlog.Running {
+		shown = "RETRY"
+	}
+	r.rep.ended(s.ID, shown, retry, dur, rec.ErrorMessage, d.delay)
+	return d
+}
+
+// mayRetry reports whether a failed attempt gets another one in this
+// invocation.
+func (r *run) mayRetry(ctx context.Context, n *node, res Result) bool {
+	s := n.rs.step
+	if ctx.Err() != nil || res.Interrupted || s.RetryPolicy == RetryNone || s.RetryPolicy == "" {
+		return false
+	}
+	return n.attempts <= s.MaxRetries
+}
+
+// retryDelay is the wait before retry number k (k ≥ 1) of a step (SPEC §2):
+// fixed is the base delay; exponential doubles it each time, capped by
+// max_retry_delay_seconds, and never overflows.
+func retryDelay(p *Pipeline, s *Step, k int) time.Duration {
+	base := p.RetryDelay
+	if s.RetryPolicy != RetryExponential || k <= 1 {
+		return capDelay(base, p.MaxRetryDelay)
+	}
+	d := base
+	for i := 1; i < k; i++ {
+		if d > maxDelay/2 {
+			d = maxDelay
+			break
+		}
+		d *= 2
+		if p.MaxRetryDelay > 0 && d >= p.MaxRetryDelay {
+			break
+		}
+	}
+	return capDelay(d, p.MaxRetryDelay)
+}
+
+// maxDelay bounds any retry delay: a week is longer than any sane backoff
+// and far from overflowing time.Duration.
+const maxDelay = 7 * 24 * time.Hour
+
+func capDelay(d, limit time.Duration) time.Duration {
+	if limit > 0 && d > limit {
+		d = limit
+	}
+	if d > maxDelay {
+		d = maxDelay
+	}
+	return d
+}

@@ -1,0 +1,241 @@
+package engine
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// holdPrefix keeps a shell body from running until the engine says so: the
+// shell waits for one line on fd 3, which the engine writes only after the
+// attempt's STEP_START (naming this process group) is on disk. If the engine
+// dies first, the read sees end of file and the shell exits without running
+// the body. It stays on the body's first line so error line numbers match.
+const holdPrefix = "read _ <&3 || exit 125; exec 3<&-; "
+
+// Shell runs bodies with /bin/sh -c, each attempt in its own process group.
+type Shell struct{}
+
+// Run runs a.Command.
+func (Shell) Run(ctx context.Context, a *Attempt) Result {
+	out, err := os.OpenFile(a.OutputPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return Result{Err: fmt.Errorf("open output file: %w", err), ExitCode: -1, NotStarted: true}
+	}
+	defer out.Close()
+
+	holdR, holdW, err := os.Pipe()
+	if err != nil {
+		return Result{Err: fmt.Errorf("start: %w", err), ExitCode: -1, NotStarted: true}
+	}
+	stdoutR, stdoutW, err := os.Pipe()
+	if err != nil {
+		holdR.Close()
+		holdW.Close()
+		return Result{Err: fmt.Errorf("start: %w", err), ExitCode: -1, NotStarted: true}
+	}
+	cmd := exec.Command("/bin/sh", "-c", holdPrefix+a.Command)
+	cmd.Dir = a.Dir
+	cmd.Env = a.Env
+	cmd.Stdin = nil
+	cmd.Stdout = stdoutW
+	cmd.Stderr = out
+	cmd.ExtraFiles = []*os.File{holdR}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	startErr := cmd.Start()
+	holdR.Close()
+	stdoutW.Close()
+	if startErr != nil {
+		holdW.Close()
+		stdoutR.Close()
+		return Result{Err: fmt.Errorf("start /bin/sh: %w", startErr), ExitCode: -1, NotStarted: true}
+	}
+	pgid := cmd.Process.Pid
+
+	// Copy stdout into the output file, hashing it on the way.
+	hash := sha256.New()
+	copied := make(chan struct{})
+	go func() {
+		io.Copy(io.MultiWriter(out, hash), stdoutR)
+		close(copied)
+	}()
+
+	if err := a.Started(pgid); err != nil {
+		holdW.Close() // the shell reads EOF and exits 125 without running the body
+		cmd.Wait()
+		stdoutR.Close()
+		<-copied
+		return Result{Err: err, ExitCode: -1, NotStarted: true}
+	}
+	_, werr := holdW.Write([]byte("\n"))
+	holdW.Close()
+	if werr != nil {
+		killGroup(pgid, syscall.SIGKILL)
+	}
+
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	var waitErr error
+	select {
+	case waitErr = <-waited:
+	case <-ctx.Done():
+		waitErr = stopGroup(pgid, waited, a.KillGrace)
+	}
+	// Members of the group left behind (`sleep 100 &`) do not outlive the
+	// attempt: an old attempt must never run beside the next one.
+	if groupAlive(pgid) {
+		reapGroup(pgid, a.KillGrace)
+	}
+	// A process that left the group may still hold stdout; do not wait on it.
+	stdoutR.SetReadDeadline(time.Now().Add(2 * time.Second))
+	<-copied
+	stdoutR.Close()
+
+	res := Result{OutputDigest: "sha256:" + hex.EncodeToString(hash.Sum(nil))}
+	res.TimedOut, res.Interrupted = endCause(ctx)
+	res.ExitCode = exitCode(waitErr)
+	switch {
+	case res.TimedOut:
+		res.Err = fmt.Errorf("timed out after %s; process group %d was ended", a.Step.Timeout, pgid)
+	case res.Interrupted:
+		res.Err = fmt.Errorf("interrupted: apollo was asked to stop; process group %d was ended", pgid)
+	case waitErr != nil:
+		res.Err = fmt.Errorf("exit status %s%s", describeExit(waitErr), lastLines(a.OutputPath, 5))
+	}
+	if res.Err == nil && a.PublishPath != "" {
+		pub, err := readPublished(a.PublishPath)
+		if err != nil {
+			res.Err = err
+		}
+		res.Output = pub
+	}
+	return res
+}
+
+// stopGroup ends a process group: SIGTERM, then SIGKILL after grace.
+func stopGroup(pgid int, waited <-chan error, grace time.Duration) error {
+	killGroup(pgid, syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case err := <-waited:
+		return err
+	case <-t.C:
+		killGroup(pgid, syscall.SIGKILL)
+		return <-waited
+	}
+}
+
+// reapGroup ends what is left of a group whose leader has exited.
+func reapGroup(pgid int, grace time.Duration) {
+	killGroup(pgid, syscall.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for groupAlive(pgid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	killGroup(pgid, syscall.SIGKILL)
+}
+
+func killGroup(pgid int, sig syscall.Signal) {
+	if pgid > 0 {
+		_ = syscall.Kill(-pgid, sig)
+	}
+}
+
+func groupAlive(pgid int) bool {
+	return pgid > 0 && syscall.Kill(-pgid, 0) == nil
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+func describeExit(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return fmt.Sprintf("killed by signal %s", ws.Signal())
+		}
+		return fmt.Sprintf("%d", ee.ExitCode())
+	}
+	return err.Error()
+}
+
+// lastLines returns the last n lines of a file, formatted to follow an
+// error message, so the log says why without opening the output file.
+func lastLines(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return ""
+	}
+	const window = 2048
+	off := fi.Size() - window
+	if off < 0 {
+		off = 0
+	}
+	buf := make([]byte, fi.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil && err != io.EOF {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(buf), "\n"), "\n")
+	if off > 0 && len(lines) > 1 {
+		lines = lines[1:] // the first may be cut
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return ": " + strings.Join(lines, " | ")
+}
+
+// readPublished reads the key=value lines a shell body wrote to
+// $APOLLO_OUTPUT into a JSON object; nil when it wrote nothing.
+func readPublished(path string) (json.RawMessage, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && len(bytes.TrimSpace(b)) == 0) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read $APOLLO_OUTPUT: %w", err)
+	}
+	out := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("$APOLLO_OUTPUT line %d: %q is not key=value", n, line)
+		}
+		out[k] = v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read $APOLLO_OUTPUT: %w", err)
+	}
+	return json.Marshal(out)
+}

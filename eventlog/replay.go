@@ -1,0 +1,236 @@
+package eventlog
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// State is what a log says about a task: the result of replaying its
+// records in order. Replay is deterministic: the same records give the same
+// State, whatever the clock.
+type State struct {
+	TaskID string `json:"task_id"`
+	// Start is the latest invocation's TASK_START, nil for an empty log.
+	Start       *StartInfo `json:"start,omitempty"`
+	StartedAt   string     `json:"started_at,omitempty"` // first TASK_START's timestamp
+	Invocations int        `json:"invocations"`
+	// Summary closes the latest invocation; nil if it was cut off.
+	Summary *Record `json:"summary,omitempty"`
+	// Steps by id, and the order in which they were first named.
+	Steps   map[string]*StepState  `json:"steps"`
+	Order   []string               `json:"order"`
+	Markers map[string]*MarkerInfo `json:"markers,omitempty"`
+	// ResumedFrom lists steps that a resume_from intervention has named.
+	ResumedFrom []string `json:"resumed_from,omitempty"`
+	LastSeq     int64    `json:"last_seq"`
+	// LastTimestamp is the timestamp of the last record.
+	LastTimestamp string `json:"last_timestamp,omitempty"`
+}
+
+// StepState is one step as the log tells it.
+type StepState struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	// RetryCount is the latest attempt's number; Attempts counts STEP_STARTs.
+	RetryCount int `json:"retry_count"`
+	Attempts   int `json:"attempts"`
+	// Dirty: the latest attempt has a STEP_START and nothing that ended it:
+	// a crash cut it off.
+	Dirty bool `json:"dirty,omitempty"`
+	// Unclean: the latest attempt failed, timed out, was interrupted or was
+	// cut off, and its cleanup has not run since.
+	Unclean bool `json:"unclean,omitempty"`
+	// DirtyRecoveries counts recoveries of cut-off attempts since the step
+	// last ended by itself (the crash-loop guard reads it).
+	DirtyRecoveries int `json:"dirty_recoveries,omitempty"`
+	// Attempt token of the latest attempt's processes.
+	PGID         int             `json:"pgid,omitempty"`
+	StartedAt    string          `json:"started_at,omitempty"`
+	EndedAt      string          `json:"ended_at,omitempty"`
+	DurationMS   int64           `json:"duration_ms"`
+	LastError    string          `json:"last_error,omitempty"`
+	InputDigest  string          `json:"input_digest,omitempty"`
+	OutputDigest string          `json:"output_digest,omitempty"`
+	Output       json.RawMessage `json:"output,omitempty"`
+	NextDelayMS  int64           `json:"next_delay_ms,omitempty"`
+	Interrupted  bool            `json:"interrupted,omitempty"`
+	TimedOut     bool            `json:"timed_out,omitempty"`
+	// LastTimestamp is the timestamp of the step's last record.
+	LastTimestamp string `json:"last_timestamp,omitempty"`
+}
+
+// NewState returns the state of an empty log.
+func NewState(taskID string) *State {
+	return &State{TaskID: taskID, Steps: map[string]*StepState{}, Markers: map[string]*MarkerInfo{}}
+}
+
+// Replay returns the state the records describe.
+func Replay(taskID string, recs []*Record) *State {
+	s := NewState(taskID)
+	for _, r := range recs {
+		s.Apply(r)
+	}
+	return s
+}
+
+// Complete reports whether the latest invocation ended with the task done.
+func (s *State) Complete() bool {
+	return s.Summary != nil && s.Summary.Status == Success
+}
+
+// Step returns the state of step id, creating a PENDING one if the log has
+// not named it.
+func (s *State) Step(id string) *StepState {
+	st, ok := s.Steps[id]
+	if !ok {
+		if s.Steps == nil { // a State read back from JSON
+			s.Steps = map[string]*StepState{}
+		}
+		st = &StepState{ID: id, Status: Pending}
+		s.Steps[id] = st
+		s.Order = append(s.Order, id)
+	}
+	return st
+}
+
+// Apply folds one record into the state. Unknown event types are ignored.
+func (s *State) Apply(r *Record) {
+	s.LastSeq = r.Seq
+	s.LastTimestamp = r.Timestamp
+	switch r.EventType {
+	case TaskStart:
+		if r.Start == nil {
+			return
+		}
+		s.Start = r.Start
+		if s.Invocations == 0 {
+			s.StartedAt = r.Timestamp
+		}
+		s.Invocations++
+		s.Summary = nil
+		for _, si := range r.Start.Steps {
+			s.Step(si.ID)
+		}
+	case StepStart:
+		st := s.touch(r)
+		st.Status = Running
+		st.RetryCount = r.RetryCount
+		st.Attempts++
+		st.Dirty = true
+		st.Unclean = true // until it ends cleanly
+		st.PGID = r.PGID
+		st.StartedAt = r.Timestamp
+		st.EndedAt = ""
+		st.DurationMS = 0
+		st.InputDigest = r.InputDigest
+		st.NextDelayMS = 0
+		st.Interrupted, st.TimedOut = false, false
+	case StepEnd:
+		st := s.touch(r)
+		st.Dirty = false
+		st.Status = r.Status
+		st.RetryCount = r.RetryCount
+		st.EndedAt = r.Timestamp
+		st.DurationMS = r.DurationMS
+		st.DirtyRecoveries = 0
+		st.Interrupted, st.TimedOut = r.Interrupted, r.TimedOut
+		switch r.Status {
+		case Success:
+			st.Unclean = false
+			st.LastError = ""
+			st.NextDelayMS = 0
+			st.OutputDigest = r.OutputDigest
+			st.Output = r.Output
+			if r.InputDigest != "" {
+				st.InputDigest = r.InputDigest
+			}
+		case Skipped:
+			st.Unclean = false
+			st.LastError = r.ErrorMessage
+			st.NextDelayMS = 0
+		default: // FAILED, or RUNNING with a retry to come
+			st.Unclean = true
+			st.LastError = r.ErrorMessage
+			st.NextDelayMS = r.NextDelayMS
+		}
+	case Cleanup:
+		st := s.touch(r)
+		if r.Dirty {
+			st.DirtyRecoveries++
+			st.Dirty = false
+		}
+		st.Status = r.Status
+		if r.Status == Failed {
+			st.Unclean = true
+			st.LastError = r.ErrorMessage
+		} else {
+			st.Unclean = false
+		}
+	case Marker:
+		if r.Marker == nil {
+			return
+		}
+		m := *r.Marker
+		if s.Markers == nil { // a State read back from JSON omits an empty map
+			s.Markers = map[string]*MarkerInfo{}
+		}
+		s.Markers[m.Name] = &m
+	case Warning:
+		s.applyIntervention(r)
+	case TaskSummary:
+		s.Summary = r
+	}
+}
+
+func (s *State) touch(r *Record) *StepState {
+	st := s.Step(r.StepID)
+	st.LastTimestamp = r.Timestamp
+	return st
+}
+
+func (s *State) applyIntervention(r *Record) {
+	iv := r.Intervention
+	if iv == nil {
+		return
+	}
+	switch iv.Action {
+	case ActionReset, ActionResumeFrom:
+		for _, id := range iv.Steps {
+			st := s.touch(&Record{StepID: id, Timestamp: r.Timestamp})
+			if st.Status != Running || !st.Dirty {
+				st.Status = Pending
+			}
+			st.DirtyRecoveries = 0
+		}
+		if iv.Action == ActionResumeFrom && len(iv.Steps) > 0 {
+			s.ResumedFrom = append(s.ResumedFrom, iv.Steps[0])
+		}
+	case ActionSkip:
+		for _, id := range iv.Steps {
+			st := s.touch(&Record{StepID: id, Timestamp: r.Timestamp})
+			st.Status = Skipped
+			st.Dirty = false
+			st.Unclean = false
+			st.DirtyRecoveries = 0
+		}
+	case ActionClearMarker:
+		delete(s.Markers, iv.Marker)
+	}
+}
+
+// RemainingDelay is how long a step whose failed attempt asked for a retry
+// must still wait at now; 0 when it may run.
+func (st *StepState) RemainingDelay(now time.Time) time.Duration {
+	if st.NextDelayMS <= 0 || st.EndedAt == "" {
+		return 0
+	}
+	ended, err := time.Parse(time.RFC3339Nano, st.EndedAt)
+	if err != nil {
+		return 0
+	}
+	left := ended.Add(time.Duration(st.NextDelayMS) * time.Millisecond).Sub(now)
+	if left < 0 {
+		return 0
+	}
+	return left
+}

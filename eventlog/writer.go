@@ -1,0 +1,438 @@
+package eventlog
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Durability settings (SPEC §4).
+const (
+	Always = "always"
+	Batch  = "batch"
+)
+
+// WriterOptions configure a Writer.
+type WriterOptions struct {
+	// TaskID is written into every record and required of every record read.
+	TaskID string
+	// Durability is Always (every record fsynced before Append returns) or
+	// Batch (only AppendDurable waits for an fsync; others share later ones).
+	Durability string
+	// Create makes Open fail if the log already exists.
+	Create bool
+	// FS is the file-system seam; nil means the real one.
+	FS FS
+	// Now is the clock for timestamps; nil means time.Now.
+	Now func() time.Time
+	// OnForeign is called, in order and under the writer's lock, with each
+	// record another process (apollo script) appended since the last append.
+	OnForeign func(*Record)
+}
+
+// WriteError is the sticky error of a writer whose write or fsync failed.
+// After it, the writer refuses every append: what follows the last synced
+// record is not known to be on disk.
+type WriteError struct {
+	Path string
+	// LastSeq is the seq of the last record known to be on disk (fsynced).
+	LastSeq int64
+	Err     error
+}
+
+func (e *WriteError) Error() string {
+	return fmt.Sprintf("event log %s: %v; the run stopped: nothing after record seq %d is known to be on disk; "+
+		"fix the disk, then run apollo again to resume", e.Path, e.Err, e.LastSeq)
+}
+
+func (e *WriteError) Unwrap() error { return e.Err }
+
+// Writer appends records to one log. It is safe for concurrent use; parallel
+// callers of durable appends share fsyncs (group commit). Each append takes
+// the log's flock so that another process's appends never interleave.
+type Writer struct {
+	path string
+	opts WriterOptions
+	fsys FS
+
+	mu      sync.Mutex // guards the fields below
+	f       File
+	offset  int64
+	seq     int64
+	lines   int // lines in the file up to offset
+	err     error
+	flocked bool
+	// synced is the offset known to be on disk and syncedSeq the seq of the
+	// last record before it: what a WriteError can promise.
+	synced    int64
+	syncedSeq int64
+
+	syncMu sync.Mutex // serialises fsyncs
+
+	fsyncs  atomic.Int64
+	records atomic.Int64
+}
+
+// Open opens the log at path for appending, creating it (and fsyncing its
+// folder) when it does not exist. Under the log's flock it reads every record
+// (visit sees each), refuses a damaged log or one of another task, and repairs
+// a torn tail: the cut bytes are saved to a side file and a WARNING is
+// appended.
+func Open(path string, opts WriterOptions, visit func(*Record) error) (*Writer, error) {
+	fsys := opts.FS
+	if fsys == nil {
+		fsys = OS{}
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Durability == "" {
+		opts.Durability = Always
+	}
+	w := &Writer{path: path, opts: opts, fsys: fsys}
+
+	flag := os.O_RDWR | os.O_APPEND
+	_, statErr := os.Stat(path)
+	created := false
+	if opts.Create || errors.Is(statErr, os.ErrNotExist) {
+		flag |= os.O_CREATE | os.O_EXCL
+		created = true
+	}
+	f, err := fsys.OpenFile(path, flag, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open event log: %w", err)
+	}
+	w.f = f
+	if created {
+		if err := fsys.SyncDir(filepath.Dir(path)); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("create event log %s: sync folder: %w", path, err)
+		}
+	}
+	if err := w.flock(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	defer w.funlock()
+
+	if visit == nil {
+		visit = func(*Record) error { return nil }
+	}
+	tail, err := Read(path, ReadOptions{TaskID: opts.TaskID}, visit)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if tail.Version > Version {
+		f.Close()
+		return nil, fmt.Errorf("event log %s: format v%d is newer than this apollo (v%d): upgrade apollo to continue this task",
+			path, tail.Version, Version)
+	}
+	w.offset, w.seq, w.lines = tail.End, tail.LastSeq, tail.Lines
+	w.synced, w.syncedSeq = tail.End, tail.LastSeq
+	if tail.Torn > 0 {
+		if err := w.repair(tail.End, tail.Torn); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// Path is the log's file name.
+func (w *Writer) Path() string { return w.path }
+
+// LastSeq is the seq of the last record appended or read.
+func (w *Writer) LastSeq() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seq
+}
+
+// Offset is the size of the log as this writer knows it.
+func (w *Writer) Offset() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.offset
+}
+
+// Fsyncs is the number of fsyncs of the log so far.
+func (w *Writer) Fsyncs() int64 { return w.fsyncs.Load() }
+
+// Records is the number of records this writer appended.
+func (w *Writer) Records() int64 { return w.records.Load() }
+
+// Err is the writer's sticky error, nil while it is healthy.
+func (w *Writer) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// Append writes r (assigning its seq, task id and, if empty, timestamp).
+// With durability Always it returns once r is on disk.
+func (w *Writer) Append(r *Record) error {
+	return w.append(r, w.opts.Durability == Always)
+}
+
+// AppendDurable writes r and returns once it, and every record before it, is
+// on disk, whatever the durability setting.
+func (w *Writer) AppendDurable(r *Record) error {
+	return w.append(r, true)
+}
+
+// Sync makes every record appended so far durable.
+func (w *Writer) Sync() error {
+	return w.syncTo(w.Offset())
+}
+
+// Close makes every record durable and closes the file.
+func (w *Writer) Close() error {
+	err := w.Sync()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f == nil {
+		return err
+	}
+	if cerr := w.f.Close(); cerr != nil && err == nil && w.err == nil {
+		err = &WriteError{Path: w.path, LastSeq: w.seq, Err: fmt.Errorf("close: %w", cerr)}
+	}
+	w.f = nil
+	return err
+}
+
+func (w *Writer) append(r *Record, durable bool) error {
+	w.mu.Lock()
+	if w.err != nil {
+		w.mu.Unlock()
+		return w.err
+	}
+	if w.f == nil {
+		w.mu.Unlock()
+		return fmt.Errorf("event log %s: append after close", w.path)
+	}
+	if err := w.flock(); err != nil {
+		w.failLocked(err)
+		w.mu.Unlock()
+		return w.err
+	}
+	if err := w.catchUp(); err != nil {
+		w.funlock()
+		w.failLocked(err)
+		w.mu.Unlock()
+		return w.err
+	}
+	end, err := w.writeLocked(r)
+	w.funlock()
+	w.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if durable {
+		return w.syncTo(end)
+	}
+	return nil
+}
+
+// writeLocked encodes and writes one record; w.mu and the flock are held.
+func (w *Writer) writeLocked(r *Record) (int64, error) {
+	r.Seq = w.seq + 1
+	r.TaskID = w.opts.TaskID
+	if r.Timestamp == "" {
+		r.Timestamp = FormatTime(w.opts.Now())
+	}
+	line, err := Encode(r)
+	if err != nil {
+		return 0, err // nothing written: the log is intact
+	}
+	n, err := w.f.Write(line)
+	if err != nil || n != len(line) {
+		if err == nil {
+			err = fmt.Errorf("short write (%d of %d bytes)", n, len(line))
+		}
+		w.failLocked(fmt.Errorf("write record seq %d: %w", r.Seq, err))
+		return 0, w.err
+	}
+	w.seq++
+	w.offset += int64(n)
+	w.lines++
+	w.records.Add(1)
+	return w.offset, nil
+}
+
+// syncTo makes the log durable at least up to offset end. Callers that
+// arrive while another fsync runs are covered by the next one, which syncs
+// everything written by then: one fsync for many records.
+func (w *Writer) syncTo(end int64) error {
+	w.syncMu.Lock()
+	defer w.syncMu.Unlock()
+	w.mu.Lock()
+	if w.err != nil || w.synced >= end {
+		err := w.err
+		w.mu.Unlock()
+		return err
+	}
+	target, seq, f := w.offset, w.seq, w.f
+	w.mu.Unlock()
+	if f == nil {
+		return fmt.Errorf("event log %s: sync after close", w.path)
+	}
+	w.fsyncs.Add(1)
+	err := datasync(f)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		w.failLocked(fmt.Errorf("fsync: %w", err))
+		return w.err
+	}
+	if target > w.synced { // a repair under w.mu may have synced further
+		w.synced, w.syncedSeq = target, seq
+	}
+	return nil
+}
+
+// failLocked makes err the writer's sticky error. Its LastSeq is the last
+// record known to be durable: records written since may not be on disk.
+func (w *Writer) failLocked(err error) {
+	if w.err == nil {
+		var we *WriteError
+		if errors.As(err, &we) {
+			w.err = we
+		} else {
+			w.err = &WriteError{Path: w.path, LastSeq: w.syncedSeq, Err: err}
+		}
+	}
+}
+
+// catchUp reads records another process appended since our last append and
+// repairs a torn tail such a process left; w.mu and the flock are held.
+func (w *Writer) catchUp() error {
+	fi, err := w.f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat: %w", err)
+	}
+	size := fi.Size()
+	if size == w.offset {
+		return nil
+	}
+	if size < w.offset {
+		return fmt.Errorf("the log shrank from %d to %d bytes while apollo was writing it", w.offset, size)
+	}
+	buf := make([]byte, size-w.offset)
+	if _, err := w.f.ReadAt(buf, w.offset); err != nil {
+		return fmt.Errorf("read records appended by another process: %w", err)
+	}
+	tail, err := scan(bytes.NewReader(buf), w.path, ReadOptions{TaskID: w.opts.TaskID, Offset: w.offset, Seq: w.seq}, w.lines,
+		func(r *Record) error {
+			if w.opts.OnForeign != nil {
+				w.opts.OnForeign(r)
+			}
+			return nil
+		})
+	if err != nil {
+		return err
+	}
+	w.offset, w.seq, w.lines = tail.End, tail.LastSeq, w.lines+tail.Lines
+	if tail.Torn > 0 {
+		return w.repairLocked(tail.End, tail.Torn)
+	}
+	return nil
+}
+
+// repair cuts a torn tail of n bytes at offset end, keeping the bytes in a
+// side file and recording a WARNING. Each step can be repeated after a crash.
+func (w *Writer) repair(end, n int64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.repairLocked(end, n); err != nil {
+		w.failLocked(err)
+		return w.err
+	}
+	return nil
+}
+
+func (w *Writer) repairLocked(end, n int64) error {
+	torn := make([]byte, n)
+	if _, err := w.f.ReadAt(torn, end); err != nil {
+		return fmt.Errorf("repair torn tail: read: %w", err)
+	}
+	side := fmt.Sprintf("%s.torn-%d", w.path, end)
+	if err := w.fsys.WriteFile(side, torn, 0o644); err != nil {
+		return fmt.Errorf("repair torn tail: save cut bytes to %s: %w", side, err)
+	}
+	if err := w.fsys.SyncDir(filepath.Dir(side)); err != nil {
+		return fmt.Errorf("repair torn tail: sync folder: %w", err)
+	}
+	if err := w.f.Truncate(end); err != nil {
+		return fmt.Errorf("repair torn tail: truncate to %d: %w", end, err)
+	}
+	w.fsyncs.Add(1)
+	if err := datasync(w.f); err != nil {
+		return fmt.Errorf("repair torn tail: fsync: %w", err)
+	}
+	w.offset = end
+	if end == 0 {
+		// The first record was cut. A log begins with a TASK_START, so the
+		// side file alone tells of this repair.
+		return nil
+	}
+	_, err := w.writeLocked(&Record{
+		EventType: Warning,
+		Status:    Running,
+		Message: fmt.Sprintf("torn tail repaired: %d bytes at offset %d (a write cut off by a crash) were cut and saved to %s",
+			n, end, filepath.Base(side)),
+		Intervention: &Intervention{Action: ActionTornTail, By: "apollo"},
+	})
+	if err != nil {
+		return err
+	}
+	w.fsyncs.Add(1)
+	if err := datasync(w.f); err != nil {
+		return fmt.Errorf("repair torn tail: fsync: %w", err)
+	}
+	w.synced, w.syncedSeq = w.offset, w.seq
+	return nil
+}
+
+func (w *Writer) flock() error {
+	if err := flockFD(w.f.Fd(), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("lock event log %s: %w", w.path, err)
+	}
+	w.flocked = true
+	return nil
+}
+
+func (w *Writer) funlock() {
+	if w.flocked {
+		_ = flockFD(w.f.Fd(), syscall.LOCK_UN)
+		w.flocked = false
+	}
+}
+
+func flockFD(fd uintptr, how int) error {
+	for {
+		err := syscall.Flock(int(fd), how)
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}
+
+// datasync flushes a file's data (and the size needed to read it back).
+func datasync(f File) error {
+	if of, ok := f.(*os.File); ok {
+		for {
+			err := syscall.Fdatasync(int(of.Fd()))
+			if err != syscall.EINTR {
+				return err
+			}
+		}
+	}
+	return f.Sync()
+}
