@@ -6,6 +6,8 @@ import (
 	"os"
 	"runtime"
 	"time"
+
+	"apollo/eventlog"
 )
 
 // Options configure an Engine. The zero value of each field has a sensible
@@ -27,6 +29,8 @@ type Options struct {
 	KillGrace time.Duration
 	// Version is apollo's version, written into TASK_START.
 	Version string
+	// FS is the file-system seam of the event log; nil means the real one.
+	FS eventlog.FS
 	// Executors run bodies by kind ("shell", "lua"); missing kinds get the
 	// built-in ones.
 	Executors map[string]Executor

@@ -195,6 +195,7 @@ func (r *run) openLog(latest string) error {
 		TaskID:     t.id,
 		Durability: t.p.Durability,
 		Create:     create,
+		FS:         r.e.opts.FS,
 		Now:        r.e.opts.Now,
 		OnForeign: func(rec *eventlog.Record) {
 			r.foreignMu.Lock()

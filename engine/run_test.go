@@ -1,0 +1,256 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"apollo/eventlog"
+)
+
+// runPipeline writes yaml to a temp workspace and runs it in-process.
+func runPipeline(t *testing.T, dir, yaml string, ro RunOptions, opts Options) (error, *eventlog.State, string) {
+	t.Helper()
+	path := filepath.Join(dir, "pipeline.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	opts.StateDir = filepath.Join(dir, ".apollo")
+	opts.Workdir = dir
+	opts.Stdout = &out
+	opts.Progress = ProgressPlain
+	opts.KillGrace = 200 * time.Millisecond
+	if ro.TaskID == "" {
+		ro.TaskID = "t"
+	}
+	err := New(opts).Run(t.Context(), path, ro)
+	logs, _ := filepath.Glob(filepath.Join(opts.StateDir, "logs", "task_"+ro.TaskID+"_*.jsonl"))
+	if len(logs) == 0 {
+		return err, nil, out.String()
+	}
+	recs, _, rerr := eventlog.ReadAll(logs[len(logs)-1], eventlog.ReadOptions{TaskID: ro.TaskID})
+	if rerr != nil {
+		t.Fatalf("log does not read back: %v", rerr)
+	}
+	return err, eventlog.Replay(ro.TaskID, recs), out.String()
+}
+
+// TestReadyRule checks which steps run after failures: a failed required
+// step blocks its descendants, a failed optional one does not, and
+// independent branches run to the end.
+func TestReadyRule(t *testing.T) {
+	const yaml = `
+task_name: ready
+parallelism: 1
+steps:
+  - id: req_fail
+    command: exit 1
+  - id: below_req
+    command: "true"
+    depends_on: [req_fail]
+  - id: below_below
+    command: "true"
+    depends_on: [below_req]
+  - id: opt_fail
+    command: exit 1
+    optional: true
+  - id: below_opt
+    command: "true"
+    depends_on: [opt_fail]
+  - id: free
+    command: "true"
+  - id: join
+    command: "true"
+    depends_on: [below_opt, free]
+`
+	err, st, _ := runPipeline(t, t.TempDir(), yaml, RunOptions{}, Options{})
+	var tf *TaskFailedError
+	if !errors.As(err, &tf) {
+		t.Fatalf("Run = %v, want a TaskFailedError", err)
+	}
+	want := map[string]string{
+		"req_fail": eventlog.Failed, "below_req": eventlog.Pending, "below_below": eventlog.Pending,
+		"opt_fail": eventlog.Failed, "below_opt": eventlog.Success, "free": eventlog.Success, "join": eventlog.Success,
+	}
+	for id, w := range want {
+		if got := st.Step(id).Status; got != w {
+			t.Errorf("step %s: status %s, want %s", id, got, w)
+		}
+	}
+	sum := st.Summary.Summary
+	if got := strings.Join(sum.Blocked, ","); got != "below_req,below_below" {
+		t.Errorf("blocked = %q, want below_req,below_below", got)
+	}
+	if got := strings.Join(sum.FailedOptional, ","); got != "opt_fail" {
+		t.Errorf("failed_optional = %q, want opt_fail", got)
+	}
+}
+
+// TestParallelismLimit checks that no more than the limit of steps run at
+// once, and that independent steps do overlap.
+func TestParallelismLimit(t *testing.T) {
+	dir := t.TempDir()
+	// Each step takes a slot file while it runs; ln fails if it exists.
+	var b strings.Builder
+	b.WriteString("task_name: par\nsteps:\n")
+	for i := 0; i < 8; i++ {
+		b.WriteString("  - id: s" + string(rune('a'+i)) + "\n")
+		b.WriteString(`    command: 'n=$(ls running | wc -l); echo $n >> peaks; touch running/$APOLLO_STEP_ID; sleep 0.2; rm running/$APOLLO_STEP_ID'` + "\n")
+	}
+	if err := os.Mkdir(filepath.Join(dir, "running"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err, _, _ := runPipeline(t, dir, b.String(), RunOptions{Parallel: 3}, Options{})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	peaks, _ := os.ReadFile(filepath.Join(dir, "peaks"))
+	maxSeen := 0
+	for _, l := range strings.Fields(string(peaks)) {
+		n := int(l[0] - '0')
+		maxSeen = max(maxSeen, n)
+	}
+	if maxSeen > 2 || maxSeen < 1 {
+		t.Errorf("steps saw up to %d others running, want 1..2 with --parallel 3", maxSeen)
+	}
+}
+
+// faultFS fails the nth Sync of the log with EIO.
+type faultFS struct {
+	eventlog.OS
+	failAt int64
+	syncs  atomic.Int64
+}
+
+type faultFile struct {
+	*os.File
+	fs *faultFS
+}
+
+func (f *faultFS) OpenFile(name string, flag int, perm os.FileMode) (eventlog.File, error) {
+	file, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return faultFile{File: file, fs: f}, nil
+}
+
+func (f faultFile) Sync() error {
+	if f.fs.syncs.Add(1) == f.fs.failAt {
+		return syscall.EIO
+	}
+	return f.File.Sync()
+}
+
+// TestFsyncErrorStopsRun fails each fsync of a run in turn: the run stops
+// with a WriteError, the log still reads back, and a run after the fault
+// clears completes with every step done once.
+func TestFsyncErrorStopsRun(t *testing.T) {
+	const yaml = `
+task_name: faults
+steps:
+  - id: a
+    command: echo a >> a.count
+  - id: b
+    command: echo b >> b.count
+    depends_on: [a]
+  - id: c
+    command: echo c >> c.count
+    depends_on: [b]
+`
+	for n := int64(1); ; n++ {
+		dir := t.TempDir()
+		ffs := &faultFS{failAt: n}
+		err, _, _ := runPipeline(t, dir, yaml, RunOptions{}, Options{FS: ffs})
+		if ffs.syncs.Load() < n {
+			if err != nil {
+				t.Fatalf("fault %d never hit, yet Run = %v", n, err)
+			}
+			if n < 5 {
+				t.Fatalf("only %d fsyncs in a run of three steps", n-1)
+			}
+			break
+		}
+		var we *eventlog.WriteError
+		if !errors.As(err, &we) {
+			t.Fatalf("fsync %d failed: Run = %v, want a WriteError", n, err)
+		}
+		if !strings.Contains(err.Error(), "input/output error") || !strings.Contains(err.Error(), "the run stopped") {
+			t.Errorf("fsync %d failed: message %q does not say what happened", n, err)
+		}
+		// The disk is fine again: the run resumes and completes.
+		err, st, _ := runPipeline(t, dir, yaml, RunOptions{}, Options{})
+		if err != nil {
+			t.Fatalf("fsync %d failed, then resume: Run = %v", n, err)
+		}
+		if !st.Complete() {
+			t.Fatalf("fsync %d failed, then resume: task not complete", n)
+		}
+		for _, s := range []string{"a", "b", "c"} {
+			b, _ := os.ReadFile(filepath.Join(dir, s+".count"))
+			// At least once; more only if the fault hid the step's end.
+			if c := strings.Count(string(b), s); c < 1 || c > 2 {
+				t.Errorf("fsync %d failed: step %s ran %d times", n, s, c)
+			}
+		}
+	}
+}
+
+// TestBatchSharesFsyncs runs many independent steps with durability batch
+// and with always: batch needs fewer fsyncs, and both complete.
+func TestBatchSharesFsyncs(t *testing.T) {
+	count := func(durability string) int64 {
+		var b strings.Builder
+		b.WriteString("task_name: dur\ndurability: " + durability + "\nsteps:\n")
+		for i := 0; i < 20; i++ {
+			b.WriteString("  - id: s" + string(rune('a'+i)) + "\n    command: \"true\"\n")
+		}
+		ffs := &faultFS{failAt: -1}
+		err, st, _ := runPipeline(t, t.TempDir(), b.String(), RunOptions{Parallel: 4}, Options{FS: ffs})
+		if err != nil || !st.Complete() {
+			t.Fatalf("durability %s: Run = %v", durability, err)
+		}
+		return ffs.syncs.Load()
+	}
+	always, batch := count("always"), count("batch")
+	if batch >= always {
+		t.Errorf("fsyncs: batch %d, always %d; want batch fewer", batch, always)
+	}
+}
+
+func TestInterruptRecordsAttempt(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "pipeline.yaml")
+	os.WriteFile(path, []byte("task_name: intr\nsteps:\n  - id: long\n    command: touch started; sleep 30\n"), 0o644)
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		for {
+			if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
+				cancel()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	e := New(Options{StateDir: filepath.Join(dir, ".apollo"), Workdir: dir, Progress: ProgressQuiet, KillGrace: 200 * time.Millisecond})
+	err := e.Run(ctx, path, RunOptions{TaskID: "i"})
+	var ie *InterruptedError
+	if !errors.As(err, &ie) {
+		t.Fatalf("Run = %v, want InterruptedError", err)
+	}
+	rep, err := e.Inspect("i")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Status != "interrupted" || rep.Steps[0].Status != eventlog.Failed {
+		t.Errorf("inspect: task %s, step %s; want interrupted, FAILED", rep.Status, rep.Steps[0].Status)
+	}
+}
