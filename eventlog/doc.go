@@ -99,7 +99,10 @@ flock, after saving the bytes to <log>.torn-<offset> and fsyncing that, and
 appends a WARNING saying so. Anything else — a damaged line followed by good
 ones, a checksum mismatch in the middle, a gap in seq, a record of another
 task, a first line that is not a TASK_START — is corruption: a CorruptError
-naming the file and line, and nothing is written.
+naming the file and line, and nothing is written. So is a line, even the
+last, that is two good records run together where the newline between them
+was damaged: a crash never leaves that, since a record and its newline are
+written together.
 
 When no line of a log is good, only a single line can be torn: the first
 record is fsynced before anything else is written, so a crash can cut only

@@ -4,9 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
-	"strings"
 )
 
 // MaxTornTail is the largest run of damaged bytes at the end of a log that
@@ -61,13 +61,13 @@ func Read(path string, opts ReadOptions, visit func(*Record) error) (Tail, error
 		return Tail{}, fmt.Errorf("open event log: %w", err)
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return Tail{}, fmt.Errorf("read event log %s: %w", path, err)
+	}
 	if opts.Offset > 0 {
 		// A prefix (a snapshot) that ends past the log's end is not a prefix
 		// of this log; reading on would report an End beyond the file.
-		fi, err := f.Stat()
-		if err != nil {
-			return Tail{}, fmt.Errorf("read event log %s: %w", path, err)
-		}
 		if opts.Offset > fi.Size() {
 			return Tail{}, fmt.Errorf("read event log %s: offset %d is past its end (%d bytes)", path, opts.Offset, fi.Size())
 		}
@@ -75,7 +75,7 @@ func Read(path string, opts ReadOptions, visit func(*Record) error) (Tail, error
 			return Tail{}, fmt.Errorf("read event log %s: %w", path, err)
 		}
 	}
-	return scan(f, path, opts, 0, visit)
+	return scan(f, fi.Size()-opts.Offset, path, opts, 0, visit)
 }
 
 // ReadAll reads every good record of the log at path.
@@ -88,11 +88,12 @@ func ReadAll(path string, opts ReadOptions) ([]*Record, Tail, error) {
 	return recs, tail, err
 }
 
-// scan reads records from r. It is the one parser of the format. lines is
-// the number of lines before opts.Offset, so that errors name the line of
-// the file.
-func scan(r io.Reader, path string, opts ReadOptions, lines int, visit func(*Record) error) (Tail, error) {
-	br := bufio.NewReaderSize(r, 256<<10)
+// scan reads records from r. It is the one parser of the format. size is
+// about how many bytes r holds (a live writer may add more), to size the
+// buffer. lines is the number of lines before opts.Offset, so that errors
+// name the line of the file.
+func scan(r io.Reader, size int64, path string, opts ReadOptions, lines int, visit func(*Record) error) (Tail, error) {
+	br := bufio.NewReaderSize(r, int(min(max(size+1, 4<<10), 256<<10)))
 	tail := Tail{End: opts.Offset, LastSeq: opts.Seq}
 	lineNo := lines
 	var long []byte
@@ -119,14 +120,26 @@ func scan(r io.Reader, path string, opts ReadOptions, lines int, visit func(*Rec
 		}
 		lineNo++
 		if line[len(line)-1] != '\n' {
-			// A last line without its newline: a write cut short.
+			// A last line without its newline: a write cut short, unless it
+			// is two good records with the line end between them damaged.
+			if _, err := Decode(line); err != nil {
+				if r := splitRecord(line); r != nil {
+					return tail, &CorruptError{Path: path, Line: lineNo,
+						Reason: fmt.Sprintf("%v; the line holds record seq %d and another: the line end after it was damaged", err, r.Seq)}
+				}
+			}
 			tail.Torn = int64(len(line))
 			return tail, nil
 		}
-		rec, reason := checkLine(line[:len(line)-1], tail, opts, lineNo)
+		rec, reason, misplaced := checkLine(line[:len(line)-1], tail, opts, lineNo)
 		if reason != "" {
+			bad := &CorruptError{Path: path, Line: lineNo, Reason: reason}
+			if misplaced {
+				// The line decoded fine but is in the wrong place: never a crash artifact.
+				return tail, bad
+			}
 			first := lineNo == 1 && opts.Offset == 0
-			torn, err := classifyTail(br, path, lineNo, first, int64(len(line)), reason)
+			torn, err := classifyTail(br, bytes.Clone(line), first, bad)
 			tail.Torn = torn
 			return tail, err
 		}
@@ -143,67 +156,96 @@ func scan(r io.Reader, path string, opts ReadOptions, lines int, visit func(*Rec
 }
 
 // checkLine decodes one line and checks its place in the log. It returns a
-// reason when the line is not a good next record.
-func checkLine(line []byte, tail Tail, opts ReadOptions, lineNo int) (*Record, string) {
+// reason when the line is not a good next record, and misplaced when the line
+// is a good record in the wrong place.
+func checkLine(line []byte, tail Tail, opts ReadOptions, lineNo int) (rec *Record, reason string, misplaced bool) {
 	rec, err := Decode(line)
 	if err != nil {
-		return nil, err.Error()
+		return nil, err.Error(), false
 	}
 	if opts.TaskID != "" && rec.TaskID != opts.TaskID {
-		return rec, fmt.Sprintf("record belongs to task %q, not %q", rec.TaskID, opts.TaskID)
+		return rec, fmt.Sprintf("record belongs to task %q, not %q", rec.TaskID, opts.TaskID), true
 	}
 	if rec.Seq != tail.LastSeq+1 {
-		return rec, fmt.Sprintf("seq %d follows %d", rec.Seq, tail.LastSeq)
+		return rec, fmt.Sprintf("seq %d follows %d", rec.Seq, tail.LastSeq), true
 	}
 	if lineNo == 1 && opts.Offset == 0 {
 		if rec.EventType != TaskStart || rec.Start == nil {
-			return rec, fmt.Sprintf("first record is %s, not a TASK_START", rec.EventType)
+			return rec, fmt.Sprintf("first record is %s, not a TASK_START", rec.EventType), true
 		}
 	}
-	return rec, ""
+	return rec, "", false
 }
 
-// classifyTail decides whether the bad line at lineNo and everything after
-// it is a torn tail (a crash artifact: no good record anywhere in it, and not
-// too long) or corruption. It returns the torn tail's size, or an error.
+// classifyTail decides whether the bad line and everything after it is a
+// torn tail (a crash artifact: no good record anywhere in it, and not too
+// long) or corruption, reported as bad. It returns the torn tail's size.
 // first says the bad line is the log's first: then only that one line may be
 // torn, since the first record is fsynced before anything else is written.
-func classifyTail(br *bufio.Reader, path string, lineNo int, first bool, badLen int64, reason string) (int64, error) {
-	corrupt := &CorruptError{Path: path, Line: lineNo, Reason: reason}
-	if placementReason(reason) {
-		// The line decoded fine but is in the wrong place: never a crash artifact.
-		return 0, corrupt
-	}
+func classifyTail(br *bufio.Reader, badLine []byte, first bool, bad *CorruptError) (int64, error) {
 	rest, err := io.ReadAll(io.LimitReader(br, MaxTornTail+1))
 	if err != nil {
-		return 0, fmt.Errorf("read event log %s: %w", path, err)
+		return 0, fmt.Errorf("read event log %s: %w", bad.Path, err)
 	}
-	size := badLen + int64(len(rest))
+	size := int64(len(badLine) + len(rest))
 	if size > MaxTornTail {
-		return 0, corrupt
+		return 0, bad
 	}
 	if first && len(rest) > 0 {
 		// Several lines and none good (a converted or foreign file) is not
 		// what a crash leaves; cutting it would throw the whole log away.
-		return 0, corrupt
+		return 0, bad
 	}
-	// A line that decodes cleanly after the damage means the damage is in
-	// the middle of the log, not at its end.
+	// A good record after the damage, or two run together by a damaged line
+	// end, means the damage is in the middle of the log, not at its end.
+	if r := splitRecord(badLine[:len(badLine)-1]); r != nil {
+		bad.Reason += fmt.Sprintf("; the line holds record seq %d and another: the line end after it was damaged", r.Seq)
+		return 0, bad
+	}
 	for _, l := range bytes.Split(rest, []byte("\n")) {
-		if _, err := Decode(l); err == nil {
-			return 0, corrupt
+		r, err := Decode(l)
+		if err != nil {
+			r = splitRecord(l)
+		}
+		if r != nil {
+			bad.Reason += fmt.Sprintf("; a good record (seq %d) follows the damage", r.Seq)
+			return 0, bad
 		}
 	}
 	return size, nil
 }
 
-// placementReason reports reasons given for a line that decoded fine but is
-// in the wrong place.
-func placementReason(reason string) bool {
-	for _, p := range []string{"seq ", "record belongs to task", "first record is"} {
-		if strings.HasPrefix(reason, p) {
-			return true
+// splitRecord reports a line that is two good records joined by one damaged
+// byte where the newline between them was: it returns the first record, or
+// nil. A crash never leaves that (the writer ends every record with its
+// newline in the same write), so such a line is damage, not a torn write.
+func splitRecord(line []byte) *Record {
+	marker := []byte(`,"crc":"`)
+	var sum uint32 // CRC-32C of line[:done]
+	done := 0
+	for from := 0; ; {
+		i := bytes.Index(line[from:], marker)
+		if i < 0 {
+			return nil
+		}
+		i += from
+		from = i + 1
+		end := i + crcSuffixLen
+		if end+1 >= len(line) {
+			return nil
+		}
+		sum = crc32.Update(sum, castagnoli, line[done:i])
+		done = i
+		want, ok := parseCRC(line[i:end])
+		if !ok || crc32.Update(sum, castagnoli, []byte{'}'}) != want {
+			continue
+		}
+		first, err := Decode(line[:end])
+		if err != nil {
+			continue
+		}
+		if _, err := Decode(line[end+1:]); err == nil {
+			return first
 		}
 	}
-	return false
 }

@@ -222,18 +222,9 @@ func Decode(line []byte) (*Record, error) {
 	if !bytes.HasPrefix(suffix, []byte(`,"crc":"`)) || suffix[crcSuffixLen-2] != '"' || suffix[crcSuffixLen-1] != '}' {
 		return nil, fmt.Errorf("no crc field at the end of the line")
 	}
-	var want uint32
-	for _, c := range suffix[8 : 8+8] {
-		var v byte
-		switch {
-		case c >= '0' && c <= '9':
-			v = c - '0'
-		case c >= 'a' && c <= 'f':
-			v = c - 'a' + 10
-		default: // upper case is refused too: it would let one bit flip pass
-			return nil, fmt.Errorf("crc is not 8 lower-case hex digits")
-		}
-		want = want<<4 | uint32(v)
+	want, ok := parseCRC(suffix)
+	if !ok {
+		return nil, fmt.Errorf("crc is not 8 lower-case hex digits")
 	}
 	body := make([]byte, 0, len(line)-crcSuffixLen+1)
 	body = append(body, line[:len(line)-crcSuffixLen]...)
@@ -246,4 +237,27 @@ func Decode(line []byte) (*Record, error) {
 		return nil, fmt.Errorf("not a JSON record: %w", err)
 	}
 	return &r, nil
+}
+
+// parseCRC reads the checksum of a `,"crc":"hhhhhhhh"}` suffix. Upper-case
+// hex is refused: it would let one bit flip pass.
+func parseCRC(suffix []byte) (uint32, bool) {
+	if len(suffix) != crcSuffixLen || !bytes.HasPrefix(suffix, []byte(`,"crc":"`)) ||
+		suffix[crcSuffixLen-2] != '"' || suffix[crcSuffixLen-1] != '}' {
+		return 0, false
+	}
+	var sum uint32
+	for _, c := range suffix[8 : 8+8] {
+		var v byte
+		switch {
+		case c >= '0' && c <= '9':
+			v = c - '0'
+		case c >= 'a' && c <= 'f':
+			v = c - 'a' + 10
+		default:
+			return 0, false
+		}
+		sum = sum<<4 | uint32(v)
+	}
+	return sum, true
 }

@@ -194,6 +194,11 @@ func (s *State) applyIntervention(r *Record) {
 		return
 	}
 	switch iv.Action {
+	case ActionReset, ActionSkip:
+		// A change of a step's state after the summary reopens the task.
+		s.Summary = nil
+	}
+	switch iv.Action {
 	case ActionReset, ActionResumeFrom:
 		for _, id := range iv.Steps {
 			st := s.touch(&Record{StepID: id, Timestamp: r.Timestamp})
@@ -201,6 +206,7 @@ func (s *State) applyIntervention(r *Record) {
 				st.Status = Pending
 			}
 			st.DirtyRecoveries = 0
+			st.NextDelayMS = 0 // run again now, not after a retry delay
 		}
 		if iv.Action == ActionResumeFrom && len(iv.Steps) > 0 {
 			s.ResumedFrom = append(s.ResumedFrom, iv.Steps[0])

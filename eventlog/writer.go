@@ -328,7 +328,7 @@ func (w *Writer) catchUp() error {
 	if _, err := w.f.ReadAt(buf, w.offset); err != nil {
 		return fmt.Errorf("read records appended by another process: %w", err)
 	}
-	tail, err := scan(bytes.NewReader(buf), w.path, ReadOptions{TaskID: w.opts.TaskID, Offset: w.offset, Seq: w.seq}, w.lines,
+	tail, err := scan(bytes.NewReader(buf), int64(len(buf)), w.path, ReadOptions{TaskID: w.opts.TaskID, Offset: w.offset, Seq: w.seq}, w.lines,
 		func(r *Record) error {
 			if w.opts.OnForeign != nil {
 				w.opts.OnForeign(r)

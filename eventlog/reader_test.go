@@ -1,0 +1,359 @@
+package eventlog
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// corrupt is the CorruptError a case expects.
+type corrupt struct {
+	line   int
+	reason string // a substring of Reason
+}
+
+func TestRead(t *testing.T) {
+	good, lines := sampleLog(t)
+	n := len(lines)
+	join := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	flip := func(line []byte, i int) []byte {
+		b := bytes.Clone(line)
+		b[i] ^= 0x04
+		return b
+	}
+	// next is what the writer would append after the sample log.
+	next := encodeLines(t, []*Record{{Seq: int64(n + 1), TaskID: testTask, Timestamp: ts(99),
+		EventType: StepStart, StepID: "report", Status: Running}})[0]
+	other := encodeLines(t, logRecords("t2", sampleRecords()))
+	rng := rand.New(rand.NewPCG(1, 2))
+	garbage := make([]byte, 3000)
+	for i := range garbage {
+		garbage[i] = byte(rng.IntN(256))
+	}
+	drop := func(k int) []byte { // the log without line k (1-based)
+		return join(join(lines[:k-1]...), join(lines[k:]...))
+	}
+	unknown := withCRC(`{"seq":12,"timestamp":"` + ts(50) + `","task_id":"t1","step_id":"x","event_type":"FUTURE_EVENT",` +
+		`"status":"RUNNING","retry_count":0,"input_digest":"","output_digest":"","error_message":"","duration_ms":0,` +
+		`"future_field":{"a":[1,2,3]},"z":null}`)
+	unknownFields := withCRC(`{"seq":13,"timestamp":"` + ts(51) + `","task_id":"t1","step_id":"fetch","event_type":"STEP_START",` +
+		`"status":"RUNNING","retry_count":3,"input_digest":"","output_digest":"","error_message":"","duration_ms":0,` +
+		`"cpu_ms":17,"labels":["a"]}`)
+	backwards := logRecords(testTask, sampleRecords())
+	for i, r := range backwards {
+		r.Timestamp = ts(-i * 3600)
+	}
+	notStart := logRecords(testTask, sampleRecords()[1:])
+	noStartBody := logRecords(testTask, sampleRecords())
+	noStartBody[0].Start = nil
+	huge := logRecords(testTask, sampleRecords())
+	huge[2].Output = []byte(`"` + strings.Repeat("x", 600<<10) + `"`) // over the read buffer, under the limit
+	big := bytes.Repeat([]byte("y"), MaxLineBytes+10)
+	big[len(big)-1] = '\n'
+	crlf := bytes.ReplaceAll(good, []byte("\n"), []byte("\r\n"))
+
+	tests := []struct {
+		name     string
+		data     []byte
+		opts     ReadOptions
+		wantSeqs []int64
+		wantTorn int64
+		wantErr  *corrupt
+	}{
+		{name: "good log", data: good, wantSeqs: oneToN(n)},
+		{name: "good log, task checked", data: good, opts: ReadOptions{TaskID: testTask}, wantSeqs: oneToN(n)},
+		{name: "empty file", data: nil, wantSeqs: []int64{}},
+		{name: "torn tail: half a line", data: join(good, next[:len(next)/2]), wantSeqs: oneToN(n), wantTorn: int64(len(next) / 2)},
+		{name: "torn tail: one byte", data: join(good, next[:1]), wantSeqs: oneToN(n), wantTorn: 1},
+		{name: "torn tail: a whole record but its newline", data: join(good, next[:len(next)-1]),
+			wantSeqs: oneToN(n), wantTorn: int64(len(next) - 1)},
+		{name: "torn tail: zeros", data: join(good, make([]byte, 4096)), wantSeqs: oneToN(n), wantTorn: 4096},
+		{name: "torn tail: zeros and newlines", data: join(good, make([]byte, 100), []byte("\n"), make([]byte, 600), []byte("\n")),
+			wantSeqs: oneToN(n), wantTorn: 702},
+		{name: "torn tail: random bytes", data: join(good, garbage), wantSeqs: oneToN(n), wantTorn: int64(len(garbage))},
+		{name: "torn tail: 0xff", data: join(good, []byte{0xff}), wantSeqs: oneToN(n), wantTorn: 1},
+		{name: "torn tail: half a utf-8 sequence", data: join(good, []byte("\xe2\x82")), wantSeqs: oneToN(n), wantTorn: 2},
+		{name: "torn tail: blank line", data: join(good, []byte("\n")), wantSeqs: oneToN(n), wantTorn: 1},
+		{name: "torn tail: {}", data: join(good, []byte("{}\n")), wantSeqs: oneToN(n), wantTorn: 3},
+		{name: "torn tail: last line's checksum damaged", data: join(good, flip(next, 20)), wantSeqs: oneToN(n),
+			wantTorn: int64(len(next))},
+		{name: "torn tail: damaged line then a torn one", data: join(good, flip(next, 30), next[:40]), wantSeqs: oneToN(n),
+			wantTorn: int64(len(next) + 40)},
+		{name: "torn first line", data: lines[0][:50], wantSeqs: []int64{}, wantTorn: 50},
+		{name: "torn first line: zeros and a newline", data: join(make([]byte, 300), []byte("\n")), wantSeqs: []int64{}, wantTorn: 301},
+		{name: "damaged middle line", data: join(join(lines[:2]...), flip(lines[2], 40), join(lines[3:]...)),
+			wantSeqs: oneToN(2), wantErr: &corrupt{3, "checksum mismatch"}},
+		{name: "damaged first line followed by good ones", data: join(flip(lines[0], 40), join(lines[1:]...)),
+			wantSeqs: []int64{}, wantErr: &corrupt{1, "checksum mismatch"}},
+		{name: "middle line replaced by text", data: join(join(lines[:4]...), []byte("not json\n"), join(lines[5:]...)),
+			wantSeqs: oneToN(4), wantErr: &corrupt{5, ""}},
+		{name: "blank line in the middle", data: join(join(lines[:3]...), []byte("\n"), join(lines[3:]...)),
+			wantSeqs: oneToN(3), wantErr: &corrupt{4, ""}},
+		{name: "damaged line, then garbage, then a good line", data: join(good, flip(next, 9), garbage, []byte("\n"), next),
+			wantSeqs: oneToN(n), wantErr: &corrupt{n + 1, "checksum mismatch"}},
+		{name: "zeros, then a later record (out of order)", data: join(good, make([]byte, 512), []byte("\n"),
+			encodeLines(t, []*Record{{Seq: int64(n + 2), TaskID: testTask, EventType: StepStart}})[0]),
+			wantSeqs: oneToN(n), wantErr: &corrupt{n + 1, ""}},
+		{name: "damaged line end between the last two records", data: join(join(lines[:n-2]...), lines[n-2][:len(lines[n-2])-1], []byte{'\v'}, lines[n-1]),
+			wantSeqs: oneToN(n - 2), wantErr: &corrupt{n - 1, "line end"}},
+		{name: "damaged line end, last newline missing too", data: join(join(lines[:n-2]...), lines[n-2][:len(lines[n-2])-1], []byte{'\v'}, lines[n-1][:len(lines[n-1])-1]),
+			wantSeqs: oneToN(n - 2), wantErr: &corrupt{n - 1, "line end"}},
+		{name: "damaged line end before a torn record (cannot tell)", data: join(good, next[:len(next)-1], []byte{0}, next[:30]),
+			wantSeqs: oneToN(n), wantTorn: int64(len(next) + 30)},
+		{name: "torn tail: a record, then zeros where its newline was", data: join(good, next[:len(next)-1], make([]byte, 4000)),
+			wantSeqs: oneToN(n), wantTorn: int64(len(next) - 1 + 4000)},
+		{name: "seq gap", data: drop(4), wantSeqs: oneToN(3), wantErr: &corrupt{4, "seq 5 follows 3"}},
+		{name: "seq gap on the last line", data: drop(n - 1), wantSeqs: oneToN(n - 2), wantErr: &corrupt{n - 1, "follows"}},
+		{name: "duplicated line", data: join(join(lines[:3]...), lines[2], join(lines[3:]...)),
+			wantSeqs: oneToN(3), wantErr: &corrupt{4, "seq 3 follows 3"}},
+		{name: "swapped lines", data: join(join(lines[:3]...), lines[4], lines[3], join(lines[5:]...)),
+			wantSeqs: oneToN(3), wantErr: &corrupt{4, "seq 5 follows 3"}},
+		{name: "record of another task", data: join(join(lines[:5]...), other[5], join(lines[6:]...)),
+			opts: ReadOptions{TaskID: testTask}, wantSeqs: oneToN(5), wantErr: &corrupt{6, `task "t2"`}},
+		{name: "log of another task", data: join(other...), opts: ReadOptions{TaskID: testTask},
+			wantSeqs: []int64{}, wantErr: &corrupt{1, `task "t2"`}},
+		{name: "first line not a TASK_START", data: join(encodeLines(t, notStart)...), wantSeqs: []int64{},
+			wantErr: &corrupt{1, "not a TASK_START"}},
+		{name: "TASK_START without start", data: join(encodeLines(t, noStartBody)...), wantSeqs: []int64{},
+			wantErr: &corrupt{1, "not a TASK_START"}},
+		{name: "line over 1 MiB", data: join(join(lines[:6]...), big, join(lines[6:]...)), wantSeqs: oneToN(6),
+			wantErr: &corrupt{7, "longer than"}},
+		{name: "line over 1 MiB at the end, no newline", data: join(good, big[:len(big)-1]), wantSeqs: oneToN(n),
+			wantErr: &corrupt{n + 1, "longer than"}},
+		{name: "long line under the limit", data: join(encodeLines(t, huge)...), wantSeqs: oneToN(n)},
+		{name: "unknown event type and fields", data: join(good, unknown, unknownFields), wantSeqs: oneToN(n + 2)},
+		{name: "decreasing timestamps", data: join(encodeLines(t, backwards)...), wantSeqs: oneToN(n)},
+		{name: "CRLF line ends", data: crlf, wantSeqs: []int64{}, wantErr: &corrupt{1, "CR LF"}},
+		{name: "UTF-8 byte order mark", data: join([]byte("\ufeff"), good), wantSeqs: []int64{}, wantErr: &corrupt{1, "byte order mark"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeLog(t, tt.data)
+			before := fileSum(t, path)
+			var got []*Record
+			tail, err := Read(path, tt.opts, func(r *Record) error {
+				got = append(got, r)
+				return nil
+			})
+			if gotSeqs := seqs(got); !reflect.DeepEqual(gotSeqs, tt.wantSeqs) {
+				t.Errorf("Read visited seq %v, want %v", gotSeqs, tt.wantSeqs)
+			}
+			if after := fileSum(t, path); after != before {
+				t.Errorf("Read modified the file")
+			}
+			if tt.wantErr != nil {
+				var ce *CorruptError
+				if !errors.As(err, &ce) {
+					t.Fatalf("Read = %v, want a *CorruptError", err)
+				}
+				if ce.Path != path || ce.Line != tt.wantErr.line || !strings.Contains(ce.Reason, tt.wantErr.reason) {
+					t.Errorf("Read = %s:%d: %s, want %s:%d: …%s…", ce.Path, ce.Line, ce.Reason, path, tt.wantErr.line, tt.wantErr.reason)
+				}
+				if !strings.Contains(err.Error(), path) {
+					t.Errorf("error %q does not name the file", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Read = %v, want no error", err)
+			}
+			size := int64(len(tt.data))
+			if got, want := tail.Torn, tt.wantTorn; got != want {
+				t.Errorf("Tail.Torn = %d, want %d", got, want)
+			}
+			if got, want := tail.End, size-tt.wantTorn; got != want {
+				t.Errorf("Tail.End = %d, want %d", got, want)
+			}
+			if got, want := tail.Lines, len(tt.wantSeqs); got != want {
+				t.Errorf("Tail.Lines = %d, want %d", got, want)
+			}
+			if len(got) > 0 {
+				if got, want := tail.LastSeq, got[len(got)-1].Seq; got != want {
+					t.Errorf("Tail.LastSeq = %d, want %d", got, want)
+				}
+				if got, want := tail.Version, Version; got != want {
+					t.Errorf("Tail.Version = %d, want %d", got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestReadVisitsWhatWasWritten compares decoded records, not bytes.
+func TestReadVisitsWhatWasWritten(t *testing.T) {
+	want := logRecords(testTask, sampleRecords())
+	got, _, err := ReadAll(writeLog(t, bytes.Join(encodeLines(t, want), nil)), ReadOptions{TaskID: testTask})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ReadAll = %+v, want %+v", got, want)
+	}
+}
+
+func TestReadUnknownEventReplaysAsNothing(t *testing.T) {
+	good, _ := sampleLog(t)
+	unknown := withCRC(`{"seq":12,"timestamp":"` + ts(50) + `","task_id":"t1","step_id":"load","event_type":"FUTURE_EVENT",` +
+		`"status":"SUCCESS","retry_count":0,"input_digest":"","output_digest":"","error_message":"","duration_ms":0}`)
+	recs, _, err := ReadAll(writeLog(t, append(bytes.Clone(good), unknown...)), ReadOptions{TaskID: testTask})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withUnknown, without := Replay(testTask, recs), Replay(testTask, recs[:len(recs)-1])
+	if got, want := withUnknown.Steps["load"], without.Steps["load"]; !reflect.DeepEqual(got, want) {
+		t.Errorf("after an unknown event, step load = %+v, want %+v", got, want)
+	}
+}
+
+func TestReadVisitError(t *testing.T) {
+	good, _ := sampleLog(t)
+	stop := errors.New("stop")
+	visited := 0
+	_, err := Read(writeLog(t, good), ReadOptions{}, func(r *Record) error {
+		visited++
+		if r.Seq == 3 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || visited != 3 {
+		t.Errorf("Read with a failing visit = %v after %d records, want %v after 3", err, visited, stop)
+	}
+}
+
+func TestReadFromOffset(t *testing.T) {
+	good, lines := sampleLog(t)
+	path := writeLog(t, good)
+	off := int64(len(bytes.Join(lines[:4], nil)))
+	recs, tail, err := ReadAll(path, ReadOptions{TaskID: testTask, Offset: off, Seq: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := seqs(recs), oneToN(len(lines))[4:]; !reflect.DeepEqual(got, want) {
+		t.Errorf("Read from offset %d visited seq %v, want %v", off, got, want)
+	}
+	if got, want := tail.End, int64(len(good)); got != want {
+		t.Errorf("Tail.End = %d, want %d", got, want)
+	}
+	// A prefix that does not match the log: the first record is not seq+1.
+	if _, _, err := ReadAll(path, ReadOptions{Offset: off, Seq: 7}); !errors.As(err, new(*CorruptError)) {
+		t.Errorf("Read with a wrong seq for the offset = %v, want a *CorruptError", err)
+	}
+	// An offset past the end of the log cannot be a prefix of it.
+	if _, _, err := ReadAll(path, ReadOptions{Offset: int64(len(good)) + 100, Seq: 4}); err == nil {
+		t.Errorf("Read from an offset past the end succeeded, want an error")
+	}
+}
+
+func TestReadMissingFile(t *testing.T) {
+	_, err := Read(filepath.Join(t.TempDir(), "nope.jsonl"), ReadOptions{}, func(*Record) error { return nil })
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Read(missing) = %v, want os.ErrNotExist", err)
+	}
+}
+
+// TestReadTruncationSweep cuts the log at every byte: Read returns exactly
+// the records that end at or before the cut, and calls the rest torn; at
+// every record boundary ±2 a writer repairs the cut and appends.
+func TestReadTruncationSweep(t *testing.T) {
+	good, lines := sampleLog(t)
+	var ends []int // offset just past each line
+	for _, l := range lines {
+		ends = append(ends, l2end(ends)+len(l))
+	}
+	nearBoundary := func(cut int) bool {
+		for _, e := range ends {
+			if cut >= e-2 && cut <= e+2 {
+				return true
+			}
+		}
+		return false
+	}
+	path := writeLog(t, good)
+	repairs := 0
+	for cut := len(good); cut >= 0; cut-- {
+		if err := os.Truncate(path, int64(cut)); err != nil {
+			t.Fatal(err)
+		}
+		recs, tail, err := ReadAll(path, ReadOptions{TaskID: testTask})
+		whole := 0
+		for whole < len(ends) && ends[whole] <= cut {
+			whole++
+		}
+		if err != nil || len(recs) != whole || tail.End != int64(l2end(ends[:whole])) || tail.End+tail.Torn != int64(cut) {
+			t.Fatalf("cut at %d: %d records, Tail{End: %d, Torn: %d}, %v; want %d records ending at %d",
+				cut, len(recs), tail.End, tail.Torn, err, whole, l2end(ends[:whole]))
+		}
+		if !nearBoundary(cut) {
+			continue
+		}
+		repairs++
+		path := writeLog(t, good[:cut])
+		w := openLog(t, path, WriterOptions{Durability: Batch, FS: &faultFS{noSync: true}})
+		r := stepStart("after")
+		if whole == 0 {
+			r = taskStart()
+		}
+		mustAppend(t, w, r)
+		mustClose(t, w)
+		after := readClean(t, path)
+		want := whole + 1
+		if tail.Torn > 0 && whole > 0 {
+			want++ // the torn_tail WARNING
+		}
+		if len(after) != want {
+			t.Fatalf("cut at %d, repaired: %d records, want %d", cut, len(after), want)
+		}
+	}
+	t.Logf("%d cuts, %d repaired and appended to", len(good)+1, repairs)
+}
+
+func l2end(ends []int) int {
+	if len(ends) == 0 {
+		return 0
+	}
+	return ends[len(ends)-1]
+}
+
+// TestReadDetectsEveryMiddleBitFlip flips every bit of a middle line of a
+// log, in place: each flip is corruption at that line, never a torn tail.
+func TestReadDetectsEveryMiddleBitFlip(t *testing.T) {
+	good, lines := sampleLog(t)
+	path := writeLog(t, good)
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	poke := func(i int, b byte) {
+		t.Helper()
+		if _, err := f.WriteAt([]byte{b}, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flips := 0
+	for _, k := range []int{2, len(lines) - 1} { // 1-based line number
+		start := len(bytes.Join(lines[:k-1], nil))
+		for i := start; i < start+len(lines[k-1]); i++ {
+			for bit := range 8 {
+				poke(i, good[i]^1<<bit)
+				_, err := Read(path, ReadOptions{TaskID: testTask}, func(*Record) error { return nil })
+				var ce *CorruptError
+				if !errors.As(err, &ce) || ce.Line != k {
+					t.Fatalf("bit %d of byte %d (line %d) flipped: Read = %v, want a CorruptError at line %d", bit, i, k, err, k)
+				}
+				flips++
+			}
+			poke(i, good[i])
+		}
+	}
+	if got := readFile(t, path); !bytes.Equal(got, good) {
+		t.Fatalf("the log was not restored")
+	}
+	t.Logf("%d flips in lines 2 and %d, all corruption at their line", flips, len(lines)-1)
+}

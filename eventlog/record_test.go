@@ -1,0 +1,286 @@
+package eventlog
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	for _, want := range logRecords(testTask, sampleRecords()) {
+		t.Run(fmt.Sprintf("%d-%s", want.Seq, want.EventType), func(t *testing.T) {
+			line, err := Encode(want)
+			if err != nil {
+				t.Fatalf("Encode: %v", err)
+			}
+			if n := bytes.Count(line, []byte("\n")); n != 1 || line[len(line)-1] != '\n' {
+				t.Fatalf("Encode gave %d newlines, want exactly one at the end: %q", n, line)
+			}
+			got, err := Decode(line[:len(line)-1])
+			if err != nil {
+				t.Fatalf("Decode(Encode(r)): %v", err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("Decode(Encode(r)) = %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+var crcSuffix = regexp.MustCompile(`,"crc":"([0-9a-f]{8})"}\n$`)
+
+// TestEncodeLayout checks the line against SPEC §4: the eleven fixed fields
+// first and in order, crc last, crc = CRC-32C of the line without it.
+func TestEncodeLayout(t *testing.T) {
+	fixed := []string{"seq", "timestamp", "task_id", "step_id", "event_type", "status", "retry_count",
+		"input_digest", "output_digest", "error_message", "duration_ms"}
+	castagnoli := crc32.MakeTable(crc32.Castagnoli)
+	for _, r := range logRecords(testTask, sampleRecords()) {
+		line, err := Encode(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := crcSuffix.FindSubmatch(line)
+		if m == nil {
+			t.Fatalf("%s line does not end in a lower-case crc field: %q", r.EventType, line)
+		}
+		p := line[:len(line)-len(m[0])]
+		if got, want := string(m[1]), fmt.Sprintf("%08x", crc32.Checksum(append(p[:len(p):len(p)], '}'), castagnoli)); got != want {
+			t.Errorf("%s: crc = %s, want CRC-32C of P} = %s", r.EventType, got, want)
+		}
+		keys := topLevelKeys(t, line)
+		if got := keys[:len(fixed)]; !reflect.DeepEqual(got, fixed) {
+			t.Errorf("%s: first keys = %v, want %v", r.EventType, got, fixed)
+		}
+		if got := keys[len(keys)-1]; got != "crc" {
+			t.Errorf("%s: last key = %q, want crc", r.EventType, got)
+		}
+	}
+}
+
+func topLevelKeys(t *testing.T, line []byte) []string {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if _, err := dec.Token(); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, tok.(string))
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return keys
+}
+
+func TestEncodeText(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"newline and line separator", "bad\nline\u2028sep\r", "bad\nline\u2028sep\r"},
+		{"html stays readable", "<tag> & </tag>", "<tag> & </tag>"},
+		{"invalid utf-8 becomes U+FFFD", "bad \xff byte", "bad \ufffd byte"},
+		{"nul", "a\x00b", "a\x00b"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			line, err := Encode(&Record{Seq: 1, EventType: StepEnd, ErrorMessage: tt.in})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := bytes.Count(line, []byte("\n")); n != 1 {
+				t.Fatalf("line has %d raw newlines, want 1: %q", n, line)
+			}
+			if strings.Contains(tt.in, "<") && !bytes.Contains(line, []byte("<tag>")) {
+				t.Errorf("line escapes <: %q", line)
+			}
+			r, err := Decode(line[:len(line)-1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r.ErrorMessage; got != tt.want {
+				t.Errorf("ErrorMessage after a round trip = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestDecodeDetectsEveryBitFlip flips each bit of each byte of every sample
+// line (but the newline, which is not part of what Decode sees).
+func TestDecodeDetectsEveryBitFlip(t *testing.T) {
+	flips := 0
+	for _, line := range encodeLines(t, logRecords(testTask, sampleRecords())) {
+		body := line[:len(line)-1]
+		for i := range body {
+			for bit := range 8 {
+				damaged := bytes.Clone(body)
+				damaged[i] ^= 1 << bit
+				flips++
+				if r, err := Decode(damaged); err == nil {
+					t.Errorf("Decode(line with bit %d of byte %d flipped: %q → %q) = %+v, want an error",
+						bit, i, body[i], damaged[i], r)
+				}
+			}
+		}
+	}
+	t.Logf("%d single-bit flips, all detected", flips)
+}
+
+func TestDecodeRefusesCRCForms(t *testing.T) {
+	// A record whose crc has a letter, so that upper case changes it.
+	var line []byte
+	var crc string
+	for i := 0; !strings.ContainsAny(crc, "abcdef"); i++ {
+		var err error
+		if line, err = Encode(&Record{Seq: 1, EventType: StepStart, StepID: fmt.Sprint("a", i)}); err != nil {
+			t.Fatal(err)
+		}
+		crc = crcSuffix.FindStringSubmatch(string(line))[1]
+	}
+	good := string(line[:len(line)-1])
+	p := good[:len(good)-len(`,"crc":"00000000"}`)]
+	tests := []struct {
+		name string
+		line string
+	}{
+		{"upper-case hex", p + `,"crc":"` + strings.ToUpper(crc) + `"}`},
+		{"7 digits", p + `,"crc":"` + crc[1:] + `"}`},
+		{"9 digits", p + `,"crc":"0` + crc + `"}`},
+		{"crc not last", p + `,"crc":"` + crc + `","x":1}`},
+		{"no crc", p + `}`},
+		{"space before brace", p + `,"crc":"` + crc + `" }`},
+		{"crc as number", p + `,"crc":` + crc + `}`},
+		{"empty", ``},
+		{"only the suffix", `,"crc":"` + crc + `"}`},
+		{"not an object", `[1,"crc":"` + crc + `"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if r, err := Decode([]byte(tt.line)); err == nil {
+				t.Errorf("Decode(%q) = %+v, want an error", tt.line, r)
+			}
+		})
+	}
+	if _, err := Decode([]byte(good)); err != nil {
+		t.Errorf("Decode(good line) = %v", err)
+	}
+}
+
+func TestDecodeRejectsNonRecordJSON(t *testing.T) {
+	tests := []string{
+		`{"seq":"one"}`,
+		`{"seq":1.5}`,
+		`{"start":[]}`,
+		`{"seq":1,}`,
+	}
+	for _, body := range tests {
+		line := withCRC(body)
+		if r, err := Decode(line[:len(line)-1]); err == nil {
+			t.Errorf("Decode(%q) = %+v, want an error", line, r)
+		}
+	}
+}
+
+func TestCapText(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+	}{
+		{"empty", ""},
+		{"short", "exit status 1"},
+		{"exactly the cap", strings.Repeat("x", maxErrorBytes)},
+		{"one over", strings.Repeat("x", maxErrorBytes) + "!"},
+		{"ascii, long", strings.Repeat("0123456789", 2000) + "the end"},
+		{"2-byte runes", strings.Repeat("é", 5000) + "fin"},
+		{"3-byte runes cut mid-rune", strings.Repeat("€", 3000) + "end"},
+		{"4-byte runes", "start" + strings.Repeat("🦀", 2000)},
+		{"mixed", strings.Repeat("a€🦀é\n", 1000)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := capText(tt.in)
+			if len(tt.in) <= maxErrorBytes {
+				if got != tt.in {
+					t.Errorf("capText(%d bytes) changed a short text to %q", len(tt.in), got)
+				}
+				return
+			}
+			if !utf8.ValidString(got) {
+				t.Errorf("capText(%d bytes) is not valid UTF-8", len(tt.in))
+			}
+			prefix, kept, ok := strings.Cut(got, "]…")
+			if !ok || !strings.HasPrefix(prefix, "[truncated ") {
+				t.Fatalf("capText(%d bytes) = %.40q…, want a [truncated N bytes]… prefix", len(tt.in), got)
+			}
+			if !strings.HasSuffix(tt.in, kept) {
+				t.Errorf("capText(%d bytes) does not keep the end of the text", len(tt.in))
+			}
+			if min := maxErrorBytes - utf8.UTFMax + 1; len(kept) < min || len(kept) > maxErrorBytes {
+				t.Errorf("capText kept %d bytes, want %d..%d", len(kept), min, maxErrorBytes)
+			}
+			if got, want := prefix, fmt.Sprintf("[truncated %d bytes", len(tt.in)-len(kept)); got != want {
+				t.Errorf("capText prefix = %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+func TestEncodeCapsText(t *testing.T) {
+	long := strings.Repeat("€", 10000) + "the real error"
+	r := &Record{Seq: 1, EventType: StepEnd, ErrorMessage: long, Message: long}
+	line, err := Encode(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(line[:len(line)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]string{"error_message": got.ErrorMessage, "message": got.Message} {
+		if !strings.HasSuffix(s, "the real error") || !utf8.ValidString(s) || len(s) > maxErrorBytes+64 {
+			t.Errorf("%s after Encode: %d bytes, valid UTF-8 %v, ends %q", name, len(s), utf8.ValidString(s), s[len(s)-20:])
+		}
+	}
+}
+
+// TestEncodeLineLimit checks that a line of exactly MaxLineBytes is written
+// and read back, and one byte more is refused.
+func TestEncodeLineLimit(t *testing.T) {
+	rec := func(n int) *Record {
+		return &Record{Seq: 1, TaskID: testTask, EventType: TaskStart, Start: startInfo(Version),
+			Output: json.RawMessage(`"` + strings.Repeat("a", n) + `"`)}
+	}
+	base, err := Encode(rec(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fit := MaxLineBytes - len(base)
+	line, err := Encode(rec(fit))
+	if err != nil {
+		t.Fatalf("Encode(line of %d bytes) = %v, want it accepted", MaxLineBytes, err)
+	}
+	if len(line) != MaxLineBytes {
+		t.Fatalf("line is %d bytes, want %d", len(line), MaxLineBytes)
+	}
+	recs, tail, err := ReadAll(writeLog(t, line), ReadOptions{TaskID: testTask})
+	if err != nil || len(recs) != 1 || tail.Torn != 0 {
+		t.Errorf("Read(one %d-byte line) = %d records, torn %d, %v; want 1, 0, nil", len(line), len(recs), tail.Torn, err)
+	}
+	for _, n := range []int{fit + 1, 2 << 20} {
+		if line, err := Encode(rec(n)); err == nil {
+			t.Errorf("Encode(line of %d bytes) succeeded, want it refused", len(line))
+		}
+	}
+}
