@@ -1,0 +1,253 @@
+package luart
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+
+	lua "github.com/yuin/gopher-lua"
+	"github.com/yuin/gopher-lua/parse"
+)
+
+// MaxSourceBytes is the largest Lua file or chunk a Runtime compiles.
+const MaxSourceBytes = 16 << 20
+
+// maxProtos bounds the compiled-chunk cache; when full it starts over.
+const maxProtos = 4096
+
+// moduleNameRE is what require accepts: dotted names, no paths.
+var moduleNameRE = regexp.MustCompile(`^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$`)
+
+// ValidModuleName reports whether name is a module name require accepts: letters, digits and
+// underscores in dot-separated parts ("apollo.idem", "deploy.helpers").
+func ValidModuleName(name string) bool {
+	return len(name) <= 256 && moduleNameRE.MatchString(name)
+}
+
+// Options configure a Runtime.
+type Options struct {
+	// ModuleDirs are folders searched by require("a.b") for a/b.lua, then a/b/init.lua, in
+	// order. Files are opened through os.Root, so nothing outside a folder is reached (no "..",
+	// no absolute path, no symbolic link out). Relative folders are taken from the current
+	// directory.
+	ModuleDirs []string
+	// Bundled is a second source of modules (the embedded scripts/ folder), searched after
+	// ModuleDirs the same way; may be nil.
+	Bundled fs.FS
+	// BundledName is put in front of the paths of Bundled modules in chunk names, so errors
+	// read "scripts/notify.lua:3: ...". Default "scripts".
+	BundledName string
+	// Root is the project folder that chunk names are made relative to (so errors read
+	// "scripts/load.lua:12: message") and that DoFile paths are resolved in. Default: the
+	// current directory.
+	Root string
+}
+
+// Runtime compiles and caches chunks and makes fresh sandboxed states. Compiled chunks
+// (protos) are cached by chunk name and content hash and shared between states; states never
+// are. A Runtime is safe for concurrent use.
+type Runtime struct {
+	root        string // absolute
+	dirs        []moduleDir
+	bundled     fs.FS
+	bundledName string
+
+	mu     sync.Mutex
+	protos map[[sha256.Size]byte]*lua.FunctionProto
+}
+
+type moduleDir struct {
+	dir   string // absolute
+	chunk string // how chunk names start: relative to the root when inside it
+}
+
+// New returns a Runtime.
+func New(opts Options) *Runtime {
+	rt := &Runtime{
+		root:        absPath(opts.Root),
+		bundled:     opts.Bundled,
+		bundledName: opts.BundledName,
+		protos:      make(map[[sha256.Size]byte]*lua.FunctionProto),
+	}
+	if rt.bundledName == "" {
+		rt.bundledName = "scripts"
+	}
+	for _, d := range opts.ModuleDirs {
+		abs := absPath(d)
+		rt.dirs = append(rt.dirs, moduleDir{dir: abs, chunk: rt.chunkPath(abs)})
+	}
+	return rt
+}
+
+func absPath(p string) string {
+	if p == "" {
+		p = "."
+	}
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return filepath.Clean(p)
+}
+
+// chunkPath names an absolute path for chunk names: relative to the root when inside it.
+func (rt *Runtime) chunkPath(abs string) string {
+	if rel, ok := rt.relInRoot(abs); ok {
+		return rel
+	}
+	return filepath.ToSlash(abs)
+}
+
+// relInRoot returns abs relative to the root, slash-separated, if it is inside it.
+func (rt *Runtime) relInRoot(abs string) (string, bool) {
+	rel, err := filepath.Rel(rt.root, abs)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", false
+	}
+	if rel == "." {
+		return "", true
+	}
+	return filepath.ToSlash(rel), true
+}
+
+// Compile compiles source named chunkName, or returns the cached proto of an earlier call with
+// the same name and source. A syntax error is a *ScriptError.
+func (rt *Runtime) Compile(chunkName, source string) (*lua.FunctionProto, error) {
+	if strings.HasPrefix(source, "\x1bLua") {
+		return nil, &ScriptError{Msg: chunkName + ": binary (precompiled) chunks are not supported"}
+	}
+	if len(source) > MaxSourceBytes {
+		return nil, &ScriptError{Msg: fmt.Sprintf("%s: source is larger than %s", chunkName, mib(MaxSourceBytes))}
+	}
+	h := sha256.New()
+	io.WriteString(h, chunkName)
+	h.Write([]byte{0})
+	io.WriteString(h, source)
+	var key [sha256.Size]byte
+	h.Sum(key[:0])
+
+	rt.mu.Lock()
+	proto := rt.protos[key]
+	rt.mu.Unlock()
+	if proto != nil {
+		return proto, nil
+	}
+	chunk, err := parse.Parse(strings.NewReader(source), chunkName)
+	if err != nil {
+		return nil, syntaxError(chunkName, source, err)
+	}
+	proto, err = lua.Compile(chunk, chunkName)
+	if err != nil {
+		var ce *lua.CompileError
+		if errors.As(err, &ce) {
+			return nil, &ScriptError{Msg: fmt.Sprintf("%s:%d: %s", chunkName, ce.Line, ce.Message)}
+		}
+		return nil, &ScriptError{Msg: chunkName + ": " + err.Error()}
+	}
+	rt.mu.Lock()
+	if len(rt.protos) >= maxProtos {
+		clear(rt.protos)
+	}
+	rt.protos[key] = proto
+	rt.mu.Unlock()
+	return proto, nil
+}
+
+// syntaxError turns a parse error into "chunk:line: message near 'token'".
+func syntaxError(chunkName, source string, err error) error {
+	var pe *parse.Error
+	if !errors.As(err, &pe) {
+		return &ScriptError{Msg: chunkName + ": " + strings.TrimSpace(err.Error())}
+	}
+	if pe.Pos.Line == parse.EOF {
+		line := strings.Count(source, "\n") + 1
+		return &ScriptError{Msg: fmt.Sprintf("%s:%d: %s near <eof>", chunkName, line, pe.Message)}
+	}
+	return &ScriptError{Msg: fmt.Sprintf("%s:%d: %s near '%s'", chunkName, pe.Pos.Line, pe.Message, pe.Token)}
+}
+
+// errModuleNotFound is returned by findModule when no source has the module.
+var errModuleNotFound = errors.New("module not found")
+
+// findModule reads the source of a Lua module from ModuleDirs, then Bundled. name must be
+// valid.
+func (rt *Runtime) findModule(name string) (chunkName, source string, err error) {
+	base := strings.ReplaceAll(name, ".", "/")
+	candidates := []string{base + ".lua", base + "/init.lua"}
+	for _, d := range rt.dirs {
+		for _, rel := range candidates {
+			src, err := readInRoot(d.dir, filepath.FromSlash(rel))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return "", "", err
+			}
+			return path.Join(d.chunk, rel), src, nil
+		}
+	}
+	if rt.bundled != nil {
+		for _, rel := range candidates {
+			data, err := fs.ReadFile(rt.bundled, rel)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return "", "", err
+			}
+			return path.Join(rt.bundledName, rel), string(data), nil
+		}
+	}
+	return "", "", errModuleNotFound
+}
+
+// searched describes where findModule looks, for "not found" messages.
+func (rt *Runtime) searched() string {
+	var where []string
+	for _, d := range rt.dirs {
+		where = append(where, d.chunk)
+	}
+	if rt.bundled != nil {
+		where = append(where, rt.bundledName+" (bundled)")
+	}
+	if len(where) == 0 {
+		return "no module folders"
+	}
+	return strings.Join(where, ", ")
+}
+
+// readInRoot reads dir/rel without leaving dir, up to MaxSourceBytes.
+func readInRoot(dir, rel string) (string, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	info, err := root.Stat(rel)
+	if err != nil {
+		return "", err
+	}
+	if !info.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", rel)
+	}
+	f, err := root.Open(rel)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxSourceBytes+1))
+	if err != nil {
+		return "", err
+	}
+	if len(data) > MaxSourceBytes {
+		return "", fmt.Errorf("%s is larger than %s", rel, mib(MaxSourceBytes))
+	}
+	return string(data), nil
+}

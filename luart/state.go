@@ -1,0 +1,451 @@
+package luart
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// DefaultMemoryLimitMB is a state's memory limit when StateOptions.MemoryLimitMB is not set.
+const DefaultMemoryLimitMB = 256
+
+// luaOptions are the VM sizes for every state. The registry (the value stack) grows in big
+// steps up to a ceiling, so table.concat, unpack and string.byte of 100k values work without
+// the quadratic growth of the default step; MinimizeStackMemory keeps idle states small.
+var luaOptions = lua.Options{
+	SkipOpenLibs:        true,
+	CallStackSize:       256,
+	RegistrySize:        2048,
+	RegistryMaxSize:     1 << 20,
+	RegistryGrowStep:    4096,
+	MinimizeStackMemory: true,
+}
+
+// removedGlobals are base functions a script must not have: they read files or standard
+// input, run code from strings, reach other environments, or stall the whole process.
+var removedGlobals = []string{
+	"dofile", "loadfile", "load", "loadstring", "collectgarbage", "module",
+	"getfenv", "setfenv", "newproxy", "_printregs",
+}
+
+// unavailable gives t a metatable whose __index raises "'prefix+name' is not available in the
+// apollo sandbox" for the given absent names, so a script reaching for os.execute or dofile
+// learns why instead of reading "attempt to index a nil value". The names stay absent (rawget
+// returns nil); other absent keys are nil as usual.
+func unavailable(L *lua.LState, t *lua.LTable, prefix string, names []string) {
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	mt := L.NewTable()
+	mt.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
+		if k, ok := L.Get(2).(lua.LString); ok && set[string(k)] {
+			L.RaiseError("'%s%s' is not available in the apollo sandbox", prefix, string(k))
+		}
+		L.Push(lua.LNil)
+		return 1
+	}))
+	t.Metatable = mt
+}
+
+// StateOptions configure one state (one step execution or cleanup).
+type StateOptions struct {
+	// Print receives what print() writes: arguments tab-separated, then a newline. Nil
+	// discards it. Capping the output is the writer's job.
+	Print io.Writer
+	// MemoryLimitMB is the state's memory limit in MiB; 0 means DefaultMemoryLimitMB.
+	// See the package documentation for what it bounds and how.
+	MemoryLimitMB int
+	// Modules are Go modules require finds first, by name ("apollo.idem"). A loader is called
+	// with the module name and returns the module value, as a package.preload loader does.
+	Modules map[string]lua.LGFunction
+}
+
+// State is one fresh sandboxed Lua state. It is not safe for concurrent use, and must be
+// closed.
+type State struct {
+	rt      *Runtime
+	ls      *lua.LState
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	print   io.Writer
+	limit   int64 // bytes
+	modules map[string]lua.LGFunction
+	loaded  *lua.LTable // package.loaded, as first installed
+	loading map[string]bool
+	require *lua.LFunction
+	closed  bool
+
+	// Kept by the heap watchdog.
+	seq       uint64
+	startHeap uint64
+	killed    bool
+	running   atomic.Int32 // calls in progress
+}
+
+// NewState returns a fresh sandboxed state whose code runs until ctx ends (see Call).
+// An already ended ctx is an error.
+func (rt *Runtime) NewState(ctx context.Context, opts StateOptions) (*State, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if ctx.Err() != nil {
+		return nil, &StopError{Cause: context.Cause(ctx)}
+	}
+	for name := range opts.Modules {
+		if !ValidModuleName(name) {
+			return nil, fmt.Errorf("luart: invalid Go module name %q", name)
+		}
+	}
+	mb := opts.MemoryLimitMB
+	if mb <= 0 {
+		mb = DefaultMemoryLimitMB
+	}
+	s := &State{
+		rt:      rt,
+		print:   opts.Print,
+		limit:   int64(mb) << 20,
+		modules: make(map[string]lua.LGFunction, len(opts.Modules)),
+		loading: make(map[string]bool),
+	}
+	if s.print == nil {
+		s.print = io.Discard
+	}
+	for name, fn := range opts.Modules {
+		s.modules[name] = fn
+	}
+	s.ctx, s.cancel = context.WithCancelCause(ctx)
+	s.ls = lua.NewState(luaOptions)
+	if err := s.setup(); err != nil {
+		s.ls.Close()
+		s.cancel(nil)
+		return nil, err
+	}
+	s.ls.SetContext(s.ctx)
+	heapWatch.add(s)
+	return s, nil
+}
+
+func (s *State) setup() error {
+	L := s.ls
+	for _, lib := range []struct {
+		name string
+		fn   lua.LGFunction
+	}{
+		{lua.BaseLibName, lua.OpenBase},
+		{lua.TabLibName, lua.OpenTable},
+		{lua.StringLibName, lua.OpenString},
+		{lua.MathLibName, lua.OpenMath},
+		{lua.CoroutineLibName, lua.OpenCoroutine},
+	} {
+		if err := L.CallByParam(lua.P{Fn: L.NewFunction(lib.fn), NRet: 0, Protect: true}, lua.LString(lib.name)); err != nil {
+			return fmt.Errorf("luart: opening %s: %w", lib.name, err)
+		}
+	}
+	for _, name := range removedGlobals {
+		L.SetGlobal(name, lua.LNil)
+	}
+	s.installBuiltins(L)
+	unavailable(L, L.G.Global, "", slices.Concat(removedGlobals, []string{"io", "os", "debug", "channel"}))
+	unavailable(L, L.GetGlobal("string").(*lua.LTable), "string.", []string{"dump"})
+	L.SetGlobal("print", L.NewFunction(s.luaPrint))
+
+	// package and require. gopher-lua's package library is not opened: its Lua searcher reads
+	// package.path (and LUA_PATH) on every require. require is apollo's own and looks only at
+	// the Go modules, ModuleDirs and Bundled; package.loaders lists the same searchers for
+	// scripts that look, but require does not read it, nor package.path.
+	loaded, ok := L.GetField(L.Get(lua.RegistryIndex), "_LOADED").(*lua.LTable)
+	if !ok {
+		return errors.New("luart: no _LOADED table after opening the libraries")
+	}
+	s.loaded = loaded
+	pkg := L.NewTable()
+	pkg.RawSetString("loaded", loaded)
+	loaders := L.NewTable()
+	loaders.Append(L.NewFunction(s.searchGo))
+	loaders.Append(L.NewFunction(s.searchLua))
+	pkg.RawSetString("loaders", loaders)
+	pkg.RawSetString("path", lua.LString(""))
+	pkg.RawSetString("cpath", lua.LString(""))
+	pkg.RawSetString("config", lua.LString("/\n;\n?\n!\n-\n"))
+	unavailable(L, pkg, "package.", []string{"loadlib", "seeall", "preload", "searchers", "searchpath"})
+	loaded.RawSetString("package", pkg)
+	L.SetGlobal("package", pkg)
+	s.require = L.NewFunction(s.luaRequire)
+	L.SetGlobal("require", s.require)
+	return nil
+}
+
+// L returns the state's gopher-lua state, for Go modules and the engine to set globals and
+// convert values. Run code through DoChunk, DoFile, Require and Call, which classify errors.
+func (s *State) L() *lua.LState { return s.ls }
+
+// Context returns the state's context: the one given to NewState, also cancelled by the
+// memory limit and Close. Go helpers that block should honour it (L.Context() is the same).
+func (s *State) Context() context.Context { return s.ctx }
+
+// Close stops the state and frees it. It is safe to call more than once.
+func (s *State) Close() {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	s.cancel(nil)
+	heapWatch.remove(s)
+	s.ls.Close()
+}
+
+// Preload adds a Go module after NewState, as StateOptions.Modules does.
+func (s *State) Preload(name string, loader lua.LGFunction) error {
+	if !ValidModuleName(name) {
+		return fmt.Errorf("luart: invalid Go module name %q", name)
+	}
+	s.modules[name] = loader
+	return nil
+}
+
+// DoChunk compiles source named chunkName (cached; see Runtime.Compile) and runs it, returning
+// its results. chunkName is a project-relative path or "pipeline.yaml:step_id" for inline
+// bodies; errors read "chunkName:line: message".
+func (s *State) DoChunk(chunkName, source string) ([]lua.LValue, error) {
+	if s.closed {
+		return nil, ErrClosed
+	}
+	proto, err := s.rt.Compile(chunkName, source)
+	if err != nil {
+		return nil, err
+	}
+	return s.Call(s.ls.NewFunctionFromProto(proto))
+}
+
+// DoFile runs a .lua file: path is relative to Options.Root, or absolute inside it, and may
+// not leave it. The chunk is named by its path relative to the root.
+func (s *State) DoFile(path string) ([]lua.LValue, error) {
+	if s.closed {
+		return nil, ErrClosed
+	}
+	rel := filepath.Clean(path)
+	if filepath.IsAbs(rel) {
+		r, ok := s.rt.relInRoot(rel)
+		if !ok || r == "" {
+			return nil, fmt.Errorf("luart: %s is not a file inside %s", path, s.rt.root)
+		}
+		rel = filepath.FromSlash(r)
+	}
+	src, err := readInRoot(s.rt.root, rel)
+	if err != nil {
+		return nil, fmt.Errorf("luart: %w", err)
+	}
+	return s.DoChunk(filepath.ToSlash(rel), src)
+}
+
+// Require loads a module by name as require does (Go modules, then ModuleDirs, then Bundled)
+// and returns its value. For `uses:` steps: a module returning {run = ..., cleanup = ...}.
+func (s *State) Require(name string) (lua.LValue, error) {
+	res, err := s.Call(s.require, lua.LString(name))
+	if err != nil {
+		return nil, err
+	}
+	if len(res) == 0 {
+		return lua.LNil, nil
+	}
+	return res[0], nil
+}
+
+// Call calls fn with args in the state's context and returns its results. A Lua error is a
+// *ScriptError; a state stopped by its context or its memory limit returns a *StopError whose
+// cause classifies it (errors.Is with ErrTimeout, ErrMemory, context.Canceled).
+func (s *State) Call(fn lua.LValue, args ...lua.LValue) ([]lua.LValue, error) {
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if s.ctx.Err() != nil {
+		return nil, &StopError{Cause: context.Cause(s.ctx)}
+	}
+	L := s.ls
+	base := L.GetTop()
+	L.Push(fn)
+	for _, a := range args {
+		L.Push(a)
+	}
+	s.running.Add(1)
+	err := L.PCall(len(args), lua.MultRet, nil)
+	s.running.Add(-1)
+	if err != nil {
+		L.SetTop(base)
+		return nil, s.convertError(err)
+	}
+	n := L.GetTop() - base
+	res := make([]lua.LValue, n)
+	for i := range res {
+		res[i] = L.Get(base + 1 + i)
+	}
+	L.SetTop(base)
+	return res, nil
+}
+
+// convertError classifies an error from PCall: by the context's cause first, then by the
+// error value.
+func (s *State) convertError(err error) error {
+	var ae *lua.ApiError
+	if !errors.As(err, &ae) {
+		return err
+	}
+	if s.ctx.Err() != nil {
+		msg, _ := ae.Object.(lua.LString)
+		return &StopError{Where: position(string(msg)), Cause: context.Cause(s.ctx), Traceback: ae.StackTrace}
+	}
+	se := &ScriptError{Traceback: ae.StackTrace}
+	switch v := ae.Object.(type) {
+	case lua.LString:
+		se.Msg = string(v)
+	case *lua.LTable:
+		se.Msg, se.Value = s.describeTable(v)
+	case nil:
+		se.Msg = "nil"
+	default:
+		se.Msg = v.String()
+		se.Value, _ = ToGo(v)
+	}
+	if ae.Type == lua.ApiErrorPanic {
+		se.Msg = "go panic: " + se.Msg
+	}
+	return se
+}
+
+// describeTable turns an error value that is a table into a message: its __tostring if it has
+// one (run for at most a second: it could loop), or else its JSON form.
+func (s *State) describeTable(t *lua.LTable) (string, any) {
+	v, convErr := ToGo(t)
+	if fn, ok := s.ls.GetMetaField(t, "__tostring").(*lua.LFunction); ok {
+		ctx, cancel := context.WithTimeout(s.ctx, time.Second)
+		defer cancel()
+		L := s.ls
+		L.SetContext(ctx)
+		top := L.GetTop()
+		L.Push(fn)
+		L.Push(t)
+		err := L.PCall(1, 1, nil)
+		var msg string
+		if str, ok := L.Get(-1).(lua.LString); ok && err == nil {
+			msg = string(str)
+		}
+		L.SetTop(top)
+		L.SetContext(s.ctx)
+		if err == nil && msg != "" {
+			return msg, v
+		}
+	}
+	if convErr == nil {
+		if b, err := EncodeJSON(v); err == nil && len(b) > 2 {
+			return string(b), v
+		}
+	}
+	return "(error object is a table value)", v
+}
+
+func (s *State) luaPrint(L *lua.LState) int {
+	var b strings.Builder
+	for i := 1; i <= L.GetTop(); i++ {
+		if i > 1 {
+			b.WriteByte('\t')
+		}
+		b.WriteString(L.ToStringMeta(L.Get(i)).String())
+	}
+	b.WriteByte('\n')
+	io.WriteString(s.print, b.String())
+	return 0
+}
+
+// luaRequire is require: package.loaded, then the Go modules, ModuleDirs and Bundled.
+func (s *State) luaRequire(L *lua.LState) int {
+	name := L.CheckString(1)
+	if v := s.loaded.RawGetString(name); lua.LVAsBool(v) {
+		L.Push(v)
+		return 1
+	}
+	if !ValidModuleName(name) {
+		L.RaiseError("require %q: invalid module name (want dotted names such as deploy.helpers, not paths)", name)
+	}
+	if s.loading[name] {
+		L.RaiseError("require %q: loop (the module requires itself)", name)
+	}
+	loader, err := s.findLoader(L, name)
+	if err != nil {
+		L.RaiseError("require %q: %v", name, err)
+	}
+	s.loading[name] = true
+	defer delete(s.loading, name)
+	top := L.GetTop()
+	L.Push(loader)
+	L.Push(lua.LString(name))
+	L.Call(1, 1)
+	ret := L.Get(-1)
+	L.SetTop(top)
+	if ret != lua.LNil {
+		s.loaded.RawSetString(name, ret)
+	} else if s.loaded.RawGetString(name) == lua.LNil {
+		s.loaded.RawSetString(name, lua.LTrue)
+	}
+	L.Push(s.loaded.RawGetString(name))
+	return 1
+}
+
+// findLoader returns the function that loads module name. A Lua module that does not compile
+// raises its syntax error, positioned in the module.
+func (s *State) findLoader(L *lua.LState, name string) (*lua.LFunction, error) {
+	if fn, ok := s.modules[name]; ok {
+		return L.NewFunction(fn), nil
+	}
+	chunk, src, err := s.rt.findModule(name)
+	if errors.Is(err, errModuleNotFound) {
+		return nil, fmt.Errorf("module not found (searched the Go modules, %s)", s.rt.searched())
+	}
+	if err != nil {
+		return nil, err
+	}
+	proto, err := s.rt.Compile(chunk, src)
+	if err != nil {
+		L.Error(lua.LString(err.Error()), 0)
+	}
+	return L.NewFunctionFromProto(proto), nil
+}
+
+// searchGo and searchLua are the entries of package.loaders, for scripts that call them;
+// require itself does not go through package.loaders.
+func (s *State) searchGo(L *lua.LState) int {
+	name := L.CheckString(1)
+	if fn, ok := s.modules[name]; ok {
+		L.Push(L.NewFunction(fn))
+		return 1
+	}
+	L.Push(lua.LString(fmt.Sprintf("\n\tno Go module %q", name)))
+	return 1
+}
+
+func (s *State) searchLua(L *lua.LState) int {
+	name := L.CheckString(1)
+	if !ValidModuleName(name) {
+		L.Push(lua.LString(fmt.Sprintf("\n\tinvalid module name %q", name)))
+		return 1
+	}
+	chunk, src, err := s.rt.findModule(name)
+	if err != nil {
+		L.Push(lua.LString(fmt.Sprintf("\n\tno module %q: %v", name, err)))
+		return 1
+	}
+	proto, err := s.rt.Compile(chunk, src)
+	if err != nil {
+		L.Error(lua.LString(err.Error()), 0)
+	}
+	L.Push(L.NewFunctionFromProto(proto))
+	return 1
+}
