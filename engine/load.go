@@ -31,6 +31,7 @@ const (
 	maxSeconds    = 1e9 // about 31 years
 	maxRetryCount = 10000
 	maxMemoryMB   = 1 << 20 // 1 TiB
+	maxStepIDLen  = 128     // a step id names output files
 )
 
 // LoadOptions tunes Load.
@@ -141,6 +142,18 @@ type loader struct {
 	// the template variables steps may use
 	known     map[string]bool
 	knownList []string
+	// hintBudget caps the candidates compared for did-you-mean hints, so
+	// that a file with thousands of unknown names still loads quickly.
+	hintBudget int
+}
+
+// hint is didYouMean within the loader's budget.
+func (l *loader) hint(word string, candidates []string) string {
+	if l.hintBudget < len(candidates) {
+		return ""
+	}
+	l.hintBudget -= len(candidates)
+	return didYouMean(word, candidates)
 }
 
 // where tells problems which step they belong to. A step without a usable
@@ -157,7 +170,7 @@ func (w where) errf(line int, format string, args ...any) {
 
 // parse decodes and validates src, the bytes of the pipeline at file.
 func parse(file, dir string, src []byte, opts LoadOptions) (*Pipeline, error) {
-	l := &loader{probs: problems{file: file}, opts: opts}
+	l := &loader{probs: problems{file: file}, opts: opts, hintBudget: 200_000}
 	top := where{l: l}
 	if !l.checkText(src) {
 		return nil, l.probs.err()
@@ -439,7 +452,7 @@ func (w where) pairs(m *yaml.Node) []keyValue {
 			continue
 		}
 		if first, dup := seen[k.Value]; dup {
-			w.errf(k.Line, "duplicate key %q (first on line %d); remove one", k.Value, first)
+			w.errf(k.Line, "duplicate key %q (first on line %d); remove one", snippet(k.Value), first)
 			continue
 		}
 		seen[k.Value] = k.Line
@@ -620,7 +633,7 @@ func (w where) choice(key string, n *yaml.Node, values ...string) (string, bool)
 		}
 	}
 	list := strings.Join(shown[:len(shown)-1], ", ") + " or " + shown[len(shown)-1]
-	w.errf(deref(n).Line, "%s must be %s, not %q%s", key, list, s, didYouMean(s, values))
+	w.errf(deref(n).Line, "%s must be %s, not %q%s", key, list, snippet(s), didYouMean(s, values))
 	return "", false
 }
 
@@ -782,7 +795,7 @@ func (l *loader) step(index int, n *yaml.Node) {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := deref(n.Content[i]), deref(n.Content[i+1])
 		if k.Kind == yaml.ScalarNode && k.Value == "id" && v.Kind == yaml.ScalarNode && v.Tag != "!!null" && strings.TrimSpace(v.Value) != "" {
-			at = where{l: l, step: v.Value}
+			at = where{l: l, step: stepLabel(v.Value)}
 			break
 		}
 	}
@@ -797,10 +810,13 @@ func (l *loader) step(index int, n *yaml.Node) {
 		if !ok {
 			break
 		}
-		at = where{l: l, step: id}
+		at = where{l: l, step: stepLabel(id)}
 		si.s.ID, si.s.Line = id, kv.k.Line
-		if !validName(id, "") {
+		switch {
+		case !validName(id, ""):
 			at.errf(kv.k.Line, "id may only hold letters, digits, \"_\" and \"-\"")
+		case len(id) > maxStepIDLen:
+			at.errf(kv.k.Line, "id is %d bytes; the limit is %d", len(id), maxStepIDLen)
 		}
 	}
 	si.at = at
@@ -833,7 +849,7 @@ func (l *loader) step(index int, n *yaml.Node) {
 			if kvs, ok := at.mapping(key, v); ok {
 				s.With = map[string]any{}
 				for _, kv := range kvs {
-					if x, ok := at.value("with."+kv.key, kv.v); ok {
+					if x, ok := at.value(joinPath("with", kv.key), kv.v); ok {
 						s.With[kv.key] = x
 					}
 				}
@@ -898,6 +914,15 @@ func (l *loader) step(index int, n *yaml.Node) {
 	l.p.Steps = append(l.p.Steps, s)
 }
 
+// stepLabel is the id that messages name a step by, shortened when it is
+// too long to be valid anyway.
+func stepLabel(id string) string {
+	if len(id) > maxStepIDLen {
+		return snippet(id)
+	}
+	return id
+}
+
 // luaPath decodes script and cleanup_script: a .lua file inside the
 // pipeline's folder.
 func (si *stepInfo) luaPath(key string, v *yaml.Node) string {
@@ -917,6 +942,19 @@ func (si *stepInfo) luaPath(key string, v *yaml.Node) string {
 	return filepath.Clean(s)
 }
 
+// joinPath names a value inside `with` for messages: with.a.b[2]. Long
+// paths keep their last 100 bytes.
+func joinPath(path, key string) string {
+	if !strings.HasPrefix(key, "[") {
+		key = "." + snippet(key)
+	}
+	if p := path + key; len(p) <= 100 {
+		return p
+	}
+	p := path + key
+	return "..." + p[len(p)-100:]
+}
+
 // value decodes a `with` value into plain Go types.
 func (w where) value(path string, n *yaml.Node) (any, bool) {
 	n = deref(n)
@@ -925,7 +963,7 @@ func (w where) value(path string, n *yaml.Node) (any, bool) {
 		m := map[string]any{}
 		ok := true
 		for _, kv := range w.pairs(n) {
-			x, good := w.value(path+"."+kv.key, kv.v)
+			x, good := w.value(joinPath(path, kv.key), kv.v)
 			m[kv.key] = x
 			ok = ok && good
 		}
@@ -934,7 +972,7 @@ func (w where) value(path string, n *yaml.Node) (any, bool) {
 		l := make([]any, len(n.Content))
 		ok := true
 		for i, c := range n.Content {
-			x, good := w.value(fmt.Sprintf("%s[%d]", path, i), c)
+			x, good := w.value(joinPath(path, fmt.Sprintf("[%d]", i)), c)
 			l[i] = x
 			ok = ok && good
 		}

@@ -34,7 +34,7 @@ func suggest(word string, candidates []string) string {
 	limit := max(1, min(3, len(word)/3))
 	best, bestDist := "", limit+1
 	for _, c := range candidates {
-		if c == word {
+		if c == word || len(c) > len(word)+limit || len(c) < len(word)-limit {
 			continue
 		}
 		if d := editDistance(lw, strings.ToLower(c)); d < bestDist {

@@ -114,7 +114,7 @@ func (w where) template(key string, n *yaml.Node, s string, shell bool) {
 			continue
 		}
 		reported[sg.name] = true
-		hint := didYouMean(sg.name, w.l.knownList)
+		hint := w.l.hint(sg.name, w.l.knownList)
 		if hint == "" {
 			hint = fmt.Sprintf("; define it under vars: or pass --var %s=VALUE", sg.name)
 		}
@@ -167,7 +167,7 @@ func (l *loader) validate() {
 			case seen[dep]:
 				si.at.errf(dn.Line, "lists %q twice in depends_on; remove one", dep)
 			case ids[dep] == nil:
-				si.at.errf(dn.Line, "depends on unknown step %q%s", snippet(dep), didYouMean(dep, order))
+				si.at.errf(dn.Line, "depends on unknown step %q%s", snippet(dep), l.hint(dep, order))
 			default:
 				si.s.DependsOn = append(si.s.DependsOn, dep)
 			}
@@ -176,7 +176,7 @@ func (l *loader) validate() {
 	}
 	l.cycles(ids)
 	if r := l.p.ResumeFrom; r != "" && ids[r] == nil {
-		where{l: l}.errf(l.resumeLine, "resume_from names unknown step %q%s", snippet(r), didYouMean(r, order))
+		where{l: l}.errf(l.resumeLine, "resume_from names unknown step %q%s", snippet(r), l.hint(r, order))
 	}
 }
 
