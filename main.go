@@ -18,6 +18,7 @@ import (
 
 	"apollo/engine"
 	"apollo/eventlog"
+	"apollo/scripts"
 )
 
 func main() {
@@ -63,8 +64,24 @@ func commands() []*command {
 			usage:   "apollo inspect TASK_ID|LOG.jsonl [--json] [--state-dir DIR]",
 			example: "  apollo inspect daily_data_pipeline-2026-12-03\n  apollo inspect .apollo/logs/task_x_1764748800.jsonl --json | jq '.steps[] | select(.status != \"SUCCESS\")'",
 			run:     cmdInspect},
+		{name: "script", summary: "run a recovery script (Lua, with apollo.state) against a task's log",
+			usage:   "apollo script RECOVERY.lua --task-id ID [--state-dir DIR] [-- args...]",
+			example: "  apollo script fix.lua --task-id daily_data_pipeline-2026-12-03 -- transform\n  # fix.lua: require(\"apollo.state\").reset(arg[1], \"input corrected by hand\")",
+			run:     cmdScript},
+		{name: "lua-types", summary: "print the LuaLS annotations for ctx and apollo.*",
+			usage: "apollo lua-types > apollo-types.lua", example: "  apollo lua-types > .luals/apollo.lua", run: cmdLuaTypes},
 		{name: "version", summary: "print apollo's version", usage: "apollo version", example: "  apollo version", run: cmdVersion},
 	}
+}
+
+// commandNamed returns the command called name.
+func commandNamed(name string) *command {
+	for _, c := range commands() {
+		if c.name == name {
+			return c
+		}
+	}
+	panic("main: no command " + name) // names are constants in this file
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -78,6 +95,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		printHelp(stdout, cmds)
 		if len(args) == 0 {
 			return exitUsage
+		}
+		return exitOK
+	}
+	if args[0] == engine.IsolatedCommand {
+		err := engine.RunIsolatedChild(ctx, os.Stdin, stdout, engine.Options{Bundled: scripts.Modules()})
+		if err != nil {
+			fmt.Fprintf(stderr, "apollo: %v\n", err)
+			return exitFailed
 		}
 		return exitOK
 	}
@@ -243,11 +268,11 @@ func newEngine(stateDir, progress string, stdout, stderr io.Writer) *engine.Engi
 	}
 	color := os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
 	return engine.New(engine.Options{StateDir: stateDir, Stdout: stdout, Stderr: stderr, Progress: progress,
-		Color: color, KillGrace: grace, Version: version()})
+		Color: color, KillGrace: grace, Version: version(), Bundled: scripts.Modules()})
 }
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commands()[0]
+	c := commandNamed("run")
 	var o runOptions
 	fs := newFlags(c, stdout)
 	o.addFlags(fs)
@@ -284,7 +309,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commands()[1]
+	c := commandNamed("validate")
 	var vars []string
 	fs := newFlags(c, stdout)
 	fs.StringArrayVar(&vars, "var", nil, "set a template variable (repeatable): --var k=v")
@@ -308,7 +333,7 @@ func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 }
 
 func cmdInspect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commands()[2]
+	c := commandNamed("inspect")
 	var asJSON bool
 	var stateDir string
 	fs := newFlags(c, stdout)
@@ -332,8 +357,37 @@ func cmdInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return nil
 }
 
+func cmdScript(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := commandNamed("script")
+	var taskID, stateDir string
+	fs := newFlags(c, stdout)
+	fs.StringVar(&taskID, "task-id", "", "the task whose log the script reads and amends (required)")
+	fs.StringVar(&stateDir, "state-dir", stateDirDefault(), "folder for logs, locks, artifacts and outputs (env APOLLO_HOME)")
+	if err := parse(c, fs, args, stdout); err != nil {
+		return err
+	}
+	if fs.NArg() < 1 {
+		return &usageError{msg: "script: expected a Lua file\nUsage: " + c.usage}
+	}
+	if taskID == "" {
+		return &usageError{msg: "script: --task-id is required: name the task the script works on"}
+	}
+	e := newEngine(stateDir, engine.ProgressQuiet, stdout, stderr)
+	return e.Script(ctx, fs.Arg(0), engine.ScriptOptions{TaskID: taskID, Args: fs.Args()[1:]})
+}
+
+func cmdLuaTypes(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := commandNamed("lua-types")
+	fs := newFlags(c, stdout)
+	if err := parse(c, fs, args, stdout); err != nil {
+		return err
+	}
+	_, err := stdout.Write(scripts.LuaTypes())
+	return err
+}
+
 func cmdVersion(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commands()[3]
+	c := commandNamed("version")
 	fs := newFlags(c, stdout)
 	if err := parse(c, fs, args, stdout); err != nil {
 		return err

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"runtime"
 	"time"
@@ -29,6 +30,8 @@ type Options struct {
 	KillGrace time.Duration
 	// Version is apollo's version, written into TASK_START.
 	Version string
+	// Bundled holds the bundled Lua step modules (scripts/).
+	Bundled fs.FS
 	// FS is the file-system seam of the event log; nil means the real one.
 	FS eventlog.FS
 	// Executors run bodies by kind ("shell", "lua"); missing kinds get the
@@ -67,7 +70,7 @@ func New(opts Options) *Engine {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	ex := map[string]Executor{"shell": Shell{}}
+	ex := map[string]Executor{"shell": Shell{}, "lua": &Lua{Bundled: opts.Bundled, Workdir: opts.Workdir}}
 	for k, v := range opts.Executors {
 		ex[k] = v
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	"apollo/stdlib"
 )
 
 // Attempt is one execution of a step body (or of a cleanup hook) as an
@@ -31,6 +33,25 @@ type Attempt struct {
 	Started func(pgid int) error
 	// KillGrace is how long a process group has between SIGTERM and SIGKILL.
 	KillGrace time.Duration
+
+	// What a Lua body sees as ctx and uses through apollo.*.
+	Pipeline     *Pipeline
+	Cleanup      bool // the attempt is the step's cleanup hook
+	InputDigest  string
+	Vars         map[string]string
+	Params       map[string]any
+	Upstream     map[string]json.RawMessage
+	ArtifactsDir string
+	StateDir     string
+	Markers      MarkerStore
+}
+
+// MarkerStore keeps a task's idempotency markers in its event log.
+type MarkerStore interface {
+	Marker(name string) (stdlib.Marker, bool)
+	// RecordMarker appends a MARKER record for step and returns once it is
+	// durable.
+	RecordMarker(step string, retry int, m stdlib.Marker) error
 }
 
 // Result is how an attempt ended.

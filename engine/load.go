@@ -1037,8 +1037,8 @@ func (l *loader) checkStepShape(si *stepInfo) {
 		at.errf(si.lines[cleanups[1]], "has %s; keep at most one cleanup hook", andList(cleanups))
 	}
 	isLua := s.Lua != "" || s.Script != "" || s.Uses != ""
-	if _, ok := si.lines["with"]; ok && len(bodies) == 1 && bodies[0] != "uses" {
-		at.errf(si.lines["with"], "with is only read by uses; remove it or use a module with uses:")
+	if _, ok := si.lines["with"]; ok && len(bodies) == 1 && bodies[0] == "command" {
+		at.errf(si.lines["with"], "with is read by Lua steps (as ctx.params), not by a command; pass values through env or the command itself")
 	}
 	if len(bodies) == 1 && bodies[0] == "command" {
 		for _, k := range []string{"memory_mb", "isolation"} {

@@ -143,7 +143,7 @@ func decide(s *Step, st *eventlog.StepState, resumeFrom string, rerunSet map[str
 		cleanThenRerun(ActionRerun, why)
 		ps.WaitMS = st.RemainingDelay(now).Milliseconds()
 	case st.Attempts > 0 || st.Status != eventlog.Pending:
-		ps.Action, ps.Reason = ActionRerun, "reset"
+		ps.Action, ps.Reason = ActionRerun, "reset or cleaned up: run again"
 	default:
 		ps.Action, ps.Reason = ActionRun, "not started"
 	}

@@ -34,9 +34,10 @@ func (rs *renderedStep) body() string {
 	}
 }
 
-// hasCleanup reports whether the step has a cleanup hook.
+// hasCleanup reports whether the step has a cleanup hook. A module used
+// with `uses` may bring its own, which only loading it tells; it counts.
 func (s *Step) hasCleanup() bool {
-	return s.CleanupCommand != "" || s.CleanupLua != "" || s.CleanupScript != ""
+	return s.CleanupCommand != "" || s.CleanupLua != "" || s.CleanupScript != "" || s.Uses != ""
 }
 
 var datePattern = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -93,8 +94,7 @@ type run struct {
 	nodes []*node
 	byID  map[string]*node
 
-	foreignMu sync.Mutex
-	foreign   []*eventlog.Record // records appended by apollo script meanwhile
+	markersMu sync.Mutex // guards state.Markers while steps run
 }
 
 // node is a step during a run. Only the scheduler goroutine touches it,
@@ -107,18 +107,18 @@ type node struct {
 	waiting  int // dependencies not yet satisfied
 	plan     PlanStep
 
-	retry      int  // the next attempt's number
-	attempts   int  // attempts in this invocation
-	dirty      bool // the previous attempt was cut off by a crash
-	unclean    bool // the previous attempt failed: clean up before the next
-	prevPGID   int
-	prevToken  string
-	final      string // the step's state at the end of this invocation
-	blocked    bool
-	started    bool
-	lastErr    string
-	outDigest  string
-	retryTimer bool
+	retry     int  // the next attempt's number
+	attempts  int  // attempts in this invocation
+	dirty     bool // the previous attempt was cut off by a crash
+	unclean   bool // the previous attempt failed: clean up before the next
+	prevPGID  int
+	prevToken string
+	final     string // the step's state at the end of this invocation
+	blocked   bool
+	started   bool
+	lastErr   string
+	outDigest string
+	output    json.RawMessage
 }
 
 func (n *node) id() string { return n.rs.step.ID }
@@ -197,10 +197,15 @@ func (r *run) openLog(latest string) error {
 		Create:     create,
 		FS:         r.e.opts.FS,
 		Now:        r.e.opts.Now,
+		// Another process appended (apollo script, an isolated Lua
+		// step): its markers count at once; interventions wait for the
+		// next run, which replays them.
 		OnForeign: func(rec *eventlog.Record) {
-			r.foreignMu.Lock()
-			r.foreign = append(r.foreign, rec)
-			r.foreignMu.Unlock()
+			if rec.EventType == eventlog.Marker && rec.Marker != nil {
+				r.markersMu.Lock()
+				r.state.Markers[rec.Marker.Name] = rec.Marker
+				r.markersMu.Unlock()
+			}
 		},
 	}, func(rec *eventlog.Record) error {
 		r.state.Apply(rec)

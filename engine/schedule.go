@@ -3,6 +3,7 @@ package engine
 import (
 	"container/heap"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"apollo/eventlog"
+	"apollo/stdlib"
 )
 
 // buildNodes turns the pipeline and the replayed state into the nodes this
@@ -42,6 +44,7 @@ func (r *run) buildNodes(resumeFrom string) {
 		if n.plan.Action == ActionKeep {
 			n.final = st.Status
 			n.outDigest = st.OutputDigest
+			n.output = st.Output
 		}
 		r.nodes[i] = n
 		r.byID[rs.step.ID] = n
@@ -346,15 +349,16 @@ func (r *run) runCleanup(ctx context.Context, n *node) Result {
 	a.OutputPath = strings.TrimSuffix(a.OutputPath, ".log") + ".cleanup.log"
 	a.PublishPath = ""
 	a.Started = func(int) error { return nil }
-	kind := "shell"
+	a.Cleanup = true
+	var ex Executor
 	if s.CleanupCommand != "" {
 		a.Command = n.rs.cleanupCommand
+		ex = r.e.opts.Executors["shell"]
 	} else {
-		kind = "lua-cleanup"
-	}
-	ex, ok := r.e.opts.Executors[kind]
-	if !ok {
-		return Result{Err: fmt.Errorf("no executor for %s cleanup hooks in this build", kind), ExitCode: -1}
+		var err error
+		if ex, err = r.luaExecutor(s); err != nil {
+			return Result{Err: err, ExitCode: -1}
+		}
 	}
 	actx, cancel := attemptContext(ctx, s.Timeout)
 	defer cancel()
@@ -392,19 +396,42 @@ func (r *run) newAttempt(n *node, retry int) *Attempt {
 		"APOLLO_OUTPUT="+publish,
 		attemptEnv+"="+attemptToken(r.logPath, s.ID, retry),
 	)
+	upstream := make(map[string]json.RawMessage, len(n.deps))
+	for _, d := range n.deps {
+		upstream[d.id()] = d.output
+	}
+	vars := make(map[string]string, len(t.vars)+1)
+	for k, v := range t.vars {
+		vars[k] = v
+	}
+	vars["step_id"] = s.ID
 	return &Attempt{TaskID: t.id, StepID: s.ID, RetryCount: retry, Step: s, Command: n.rs.command,
-		Env: env, Dir: r.e.opts.Workdir, OutputPath: out, PublishPath: publish, KillGrace: r.e.opts.KillGrace}
+		Env: env, Dir: r.e.opts.Workdir, OutputPath: out, PublishPath: publish, KillGrace: r.e.opts.KillGrace,
+		Pipeline: t.p, Vars: vars, Params: n.rs.with, Upstream: upstream,
+		ArtifactsDir: t.lay.artifactsDir(t.id), StateDir: t.lay.root, Markers: r}
 }
 
 // executorFor picks the executor of a step's body.
 func (r *run) executorFor(s *Step) (Executor, error) {
-	kind := "shell"
 	if s.Command == "" {
-		kind = "lua"
+		return r.luaExecutor(s)
 	}
-	ex, ok := r.e.opts.Executors[kind]
+	return r.e.opts.Executors["shell"], nil
+}
+
+// luaExecutor runs Lua in this process, or in a child apollo process for
+// isolation: process.
+func (r *run) luaExecutor(s *Step) (Executor, error) {
+	if s.Isolation == "process" {
+		bin, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("isolation: process: find the apollo binary: %w", err)
+		}
+		return &Isolated{Binary: bin, LogPath: r.logPath}, nil
+	}
+	ex, ok := r.e.opts.Executors["lua"]
 	if !ok {
-		return nil, fmt.Errorf("no executor for %s steps in this build", kind)
+		return nil, errors.New("no executor for Lua steps in this build")
 	}
 	return ex, nil
 }
@@ -422,6 +449,7 @@ func (r *run) attempt(ctx context.Context, n *node) nodeDone {
 	}
 	input := inputDigest(n.rs, upstream)
 	a := r.newAttempt(n, retry)
+	a.InputDigest = input
 	for _, dir := range []string{filepath.Dir(a.OutputPath), t.lay.artifactsDir(t.id)} {
 		if err := eventlog.MkdirAll(eventlog.OS{}, dir); err != nil {
 			return nodeDone{n: n, logErr: fmt.Errorf("create %s: %w", dir, err)}
@@ -472,6 +500,7 @@ func (r *run) attempt(ctx context.Context, n *node) nodeDone {
 		rec.Status = eventlog.Success
 		rec.Output = res.Output
 		n.outDigest = res.OutputDigest
+		n.output = res.Output
 		d.status = eventlog.Success
 	case r.mayRetry(ctx, n, res):
 		d.delay = retryDelay(r.t.p, s, n.attempts)
@@ -542,4 +571,30 @@ func capDelay(d, limit time.Duration) time.Duration {
 		d = maxDelay
 	}
 	return d
+}
+
+// Marker returns the task's marker of that name.
+func (r *run) Marker(name string) (stdlib.Marker, bool) {
+	r.markersMu.Lock()
+	defer r.markersMu.Unlock()
+	m, ok := r.state.Markers[name]
+	if !ok {
+		return stdlib.Marker{}, false
+	}
+	return stdlib.Marker{Name: m.Name, State: m.State, Result: m.Result}, true
+}
+
+// RecordMarker appends a durable MARKER record for a step's attempt.
+func (r *run) RecordMarker(step string, retry int, m stdlib.Marker) error {
+	rec := &eventlog.Record{EventType: eventlog.Marker, StepID: step, Status: eventlog.Running, RetryCount: retry,
+		Marker: &eventlog.MarkerInfo{Name: m.Name, State: m.State, Result: m.Result}}
+	// Never hold markersMu while appending: the writer calls OnForeign,
+	// which takes it, when it catches up with another process's records.
+	if err := r.w.AppendDurable(rec); err != nil {
+		return err
+	}
+	r.markersMu.Lock()
+	r.state.Markers[m.Name] = rec.Marker
+	r.markersMu.Unlock()
+	return nil
 }

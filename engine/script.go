@@ -1,0 +1,211 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"apollo/eventlog"
+	"apollo/luart"
+	"apollo/stdlib"
+)
+
+// ScriptOptions are the flags of apollo script.
+type ScriptOptions struct {
+	TaskID string
+	Args   []string
+}
+
+// Script runs a recovery script in the Lua sandbox with apollo.state: it
+// reads the task's steps and markers and appends interventions (reset,
+// skip, clear_marker) as WARNING-backed records under the log's flock,
+// honoured by the next apollo run. It never rewrites a past line.
+func (e *Engine) Script(ctx context.Context, path string, so ScriptOptions) error {
+	if err := ValidTaskID(so.TaskID); err != nil {
+		return &UsageError{Msg: fmt.Sprintf("--task-id: %v", err)}
+	}
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
+		return &UsageError{Msg: fmt.Sprintf("%s: not a readable Lua file", path)}
+	}
+	lay := layout{root: e.opts.StateDir}
+	logPath, err := lay.latestLog(so.TaskID)
+	if err != nil {
+		return err
+	}
+	if logPath == "" {
+		return &NotFoundError{TaskID: so.TaskID, StateDir: e.opts.StateDir}
+	}
+	env := &scriptEnv{e: e, path: path, state: eventlog.NewState(so.TaskID), stateDir: absOr(e.opts.StateDir)}
+	w, err := eventlog.Open(logPath, eventlog.WriterOptions{TaskID: so.TaskID, Durability: eventlog.Always,
+		FS: e.opts.FS, Now: e.opts.Now, OnForeign: env.apply}, func(r *eventlog.Record) error {
+		env.state.Apply(r)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	env.w = w
+
+	rt := luart.New(luart.Options{Bundled: e.opts.Bundled, Root: e.opts.Workdir})
+	st, err := rt.NewState(ctx, luart.StateOptions{Print: e.opts.Stdout, Modules: stdlib.Modules(env)})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	L := st.L()
+	argv := L.NewTable()
+	for _, a := range so.Args {
+		argv.Append(lua.LString(a))
+	}
+	L.SetGlobal("arg", argv)
+	ctxTable := L.NewTable()
+	ctxTable.RawSetString("task_id", lua.LString(so.TaskID))
+	ctxTable.RawSetString("log", lua.LString(logPath))
+	ctxTable.RawSetString("args", argv)
+	L.SetGlobal("ctx", ctxTable)
+	if _, err := st.DoFile(absOr(path)); err != nil {
+		return &ScriptError{Path: path, Err: err}
+	}
+	return nil
+}
+
+// ScriptError is a recovery script that failed.
+type ScriptError struct {
+	Path string
+	Err  error
+}
+
+func (e *ScriptError) Error() string { return fmt.Sprintf("script %s: %v", e.Path, e.Err) }
+
+func (e *ScriptError) Unwrap() error { return e.Err }
+
+// scriptEnv is the standard library's view of a recovery script.
+type scriptEnv struct {
+	e        *Engine
+	path     string
+	stateDir string
+	w        *eventlog.Writer
+
+	mu    sync.Mutex
+	state *eventlog.State
+}
+
+func (s *scriptEnv) apply(r *eventlog.Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state.Apply(r)
+}
+
+func (s *scriptEnv) TaskID() string      { return s.state.TaskID }
+func (s *scriptEnv) StepID() string      { return "" }
+func (s *scriptEnv) RetryCount() int     { return 0 }
+func (s *scriptEnv) InputDigest() string { return "" }
+func (s *scriptEnv) Workspace() string   { return absOr(s.e.opts.Workdir) }
+func (s *scriptEnv) StateDir() string    { return s.stateDir }
+func (s *scriptEnv) Log() io.Writer      { return s.e.opts.Stdout }
+
+func (s *scriptEnv) Marker(name string) (stdlib.Marker, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.state.Markers[name]
+	if !ok {
+		return stdlib.Marker{}, false
+	}
+	return stdlib.Marker{Name: m.Name, State: m.State, Result: m.Result}, true
+}
+
+func (s *scriptEnv) RecordMarker(m stdlib.Marker) error {
+	return s.append(&eventlog.Record{EventType: eventlog.Marker, Status: eventlog.Running,
+		Marker: &eventlog.MarkerInfo{Name: m.Name, State: m.State, Result: m.Result}})
+}
+
+func (s *scriptEnv) append(r *eventlog.Record) error {
+	if err := s.w.AppendDurable(r); err != nil {
+		return err
+	}
+	s.apply(r)
+	return nil
+}
+
+// Steps lists the task's steps in the order of its graph.
+func (s *scriptEnv) Steps() []stdlib.StepReport {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []stdlib.StepReport
+	for _, id := range s.state.Order {
+		st := s.state.Steps[id]
+		out = append(out, stdlib.StepReport{ID: id, Status: st.Status, Attempts: st.Attempts,
+			RetryCount: st.RetryCount, Dirty: st.Dirty, LastError: st.LastError})
+	}
+	return out
+}
+
+// Markers lists the task's markers by name.
+func (s *scriptEnv) Markers() []stdlib.Marker {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]stdlib.Marker, 0, len(s.state.Markers))
+	for _, m := range s.state.Markers {
+		out = append(out, stdlib.Marker{Name: m.Name, State: m.State, Result: m.Result})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Intervene appends a WARNING that says who changed what, and why.
+func (s *scriptEnv) Intervene(action, target, why string) error {
+	if why == "" {
+		return errors.New("say why: the reason is kept in the log")
+	}
+	iv := &eventlog.Intervention{Action: action, Why: why, By: s.who()}
+	var msg, stepID string
+	switch action {
+	case eventlog.ActionReset, eventlog.ActionSkip:
+		s.mu.Lock()
+		_, known := s.state.Steps[target]
+		ids := append([]string(nil), s.state.Order...)
+		s.mu.Unlock()
+		if !known {
+			hint := ""
+			if m := suggest(target, ids); m != "" {
+				hint = fmt.Sprintf(" (did you mean %q?)", m)
+			}
+			return fmt.Errorf("no step %q in task %s%s", target, s.state.TaskID, hint)
+		}
+		iv.Steps = []string{target}
+		stepID = target
+		verb := "reset: the next apollo run runs it again"
+		if action == eventlog.ActionSkip {
+			verb = "skipped: the next apollo run treats it as SKIPPED"
+		}
+		msg = fmt.Sprintf("manual intervention by %s: step %q %s (why: %s)", iv.By, target, verb, why)
+	case eventlog.ActionClearMarker:
+		if _, ok := s.Marker(target); !ok {
+			return fmt.Errorf("no marker %q in task %s", target, s.state.TaskID)
+		}
+		iv.Marker = target
+		msg = fmt.Sprintf("manual intervention by %s: marker %q cleared: the guarded code may run again (why: %s)", iv.By, target, why)
+	default:
+		return fmt.Errorf("unknown intervention %q", action)
+	}
+	return s.append(&eventlog.Record{EventType: eventlog.Warning, StepID: stepID, Status: eventlog.Running,
+		Message: msg, Intervention: iv})
+}
+
+func (s *scriptEnv) who() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s@%s via apollo script %s (pid %d)", name, host, filepath.Base(s.path), os.Getpid())
+}

@@ -1,0 +1,26 @@
+// Package scripts holds apollo's bundled Lua step modules (http_fetch,
+// notify_webhook, csv_check, publish), the LuaLS annotations for the
+// apollo.* standard library, and example pipelines in examples/. The modules
+// are embedded in the binary: a pipeline step says `uses: publish` and finds
+// them after its own modules folders.
+package scripts
+
+import (
+	"embed"
+	"io/fs"
+)
+
+//go:embed *.lua types/apollo.lua
+var files embed.FS
+
+// Modules returns the bundled step modules, by file name (publish.lua …).
+func Modules() fs.FS { return files }
+
+// LuaTypes returns the LuaLS annotation file for apollo.* and ctx.
+func LuaTypes() []byte {
+	b, err := files.ReadFile("types/apollo.lua")
+	if err != nil {
+		return nil // embedded at build time: cannot fail
+	}
+	return b
+}

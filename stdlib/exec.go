@@ -1,0 +1,257 @@
+package stdlib
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// MaxOutputBytes is how much of a command's stdout, and of its stderr, exec.run keeps. The
+// rest is counted and dropped, and a note says how much.
+const MaxOutputBytes = 16 << 20
+
+// KillGrace is how long exec.run waits after SIGTERM before it sends SIGKILL to the process
+// group of a command it stops.
+const KillGrace = 2 * time.Second
+
+// waitDelay bounds how long exec.run waits for the output pipes after the command itself
+// has exited: a background process that keeps them open does not hold the step.
+const waitDelay = 2 * time.Second
+
+func (lib *library) execFuncs() map[string]lua.LGFunction {
+	return map[string]lua.LGFunction{"run": lib.execRun}
+}
+
+// Command is what exec.run runs.
+type Command struct {
+	Args    []string      // argv; a shell string is {"/bin/sh", "-c", s}
+	Dir     string        // absolute working folder
+	Env     []string      // added to the process's environment ("K=V")
+	Stdin   string        // fed to standard input
+	Timeout time.Duration // 0: none (the context still applies)
+}
+
+// CommandResult is how a command ended.
+type CommandResult struct {
+	Code        int    // exit status; -1 when killed by a signal or stopped
+	Stdout      string // capped at MaxOutputBytes, with a note when cut
+	Stderr      string
+	TimedOut    bool   // stopped by Command.Timeout
+	Interrupted bool   // stopped because ctx ended
+	Signal      string // the signal that ended it, if one did ("killed")
+}
+
+// RunCommand runs c in its own process group. When c.Timeout expires or ctx ends, the whole
+// group gets SIGTERM, then SIGKILL after KillGrace, so grandchildren (`sleep 30 & wait`) die
+// too. A non-zero exit is a result, not an error; the error is for a command that could not
+// start.
+func RunCommand(ctx context.Context, c Command) (CommandResult, error) {
+	if len(c.Args) == 0 {
+		return CommandResult{}, errors.New("empty command")
+	}
+	if err := ctx.Err(); err != nil {
+		return CommandResult{}, fmt.Errorf("the step was stopped: %w", context.Cause(ctx))
+	}
+	cmd := exec.Command(c.Args[0], c.Args[1:]...)
+	cmd.Dir = c.Dir
+	cmd.Env = append(os.Environ(), c.Env...)
+	if c.Stdin != "" {
+		cmd.Stdin = strings.NewReader(c.Stdin) // else /dev/null
+	}
+	stdout, stderr := &cappedBuffer{max: MaxOutputBytes}, &cappedBuffer{max: MaxOutputBytes}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = waitDelay
+	if err := cmd.Start(); err != nil {
+		return CommandResult{}, err
+	}
+	pgid := cmd.Process.Pid
+
+	var (
+		mu     sync.Mutex
+		reason string // "timeout" or "interrupt" once stopping began
+	)
+	exited := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		var timer <-chan time.Time
+		if c.Timeout > 0 {
+			t := time.NewTimer(c.Timeout)
+			defer t.Stop()
+			timer = t.C
+		}
+		select {
+		case <-exited:
+			return
+		case <-ctx.Done():
+			mu.Lock()
+			reason = "interrupt"
+			mu.Unlock()
+		case <-timer:
+			mu.Lock()
+			reason = "timeout"
+			mu.Unlock()
+		}
+		syscall.Kill(-pgid, syscall.SIGTERM)
+		grace := time.NewTimer(KillGrace)
+		defer grace.Stop()
+		select {
+		case <-exited:
+		case <-grace.C:
+		}
+		// After TERM the group is killed in any case: a member that outlived the leader is
+		// not left behind.
+		syscall.Kill(-pgid, syscall.SIGKILL)
+	}()
+	werr := cmd.Wait()
+	close(exited)
+	<-stopped
+
+	res := CommandResult{Code: -1, Stdout: stdout.String(), Stderr: stderr.String()}
+	if ps := cmd.ProcessState; ps != nil {
+		res.Code = ps.ExitCode()
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.Signal = ws.Signal().String()
+		}
+	}
+	switch reason {
+	case "timeout":
+		res.TimedOut, res.Code = true, -1
+	case "interrupt":
+		res.Interrupted, res.Code = true, -1
+	}
+	var ee *exec.ExitError
+	if werr != nil && !errors.As(werr, &ee) && !errors.Is(werr, exec.ErrWaitDelay) && cmd.ProcessState == nil {
+		return res, werr
+	}
+	return res, nil
+}
+
+// cappedBuffer keeps the first max bytes written to it and counts the rest. Writes never
+// fail, so the command does not see a broken pipe.
+type cappedBuffer struct {
+	mu      sync.Mutex
+	max     int
+	buf     []byte
+	dropped int64
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	room := b.max - len(b.buf)
+	if room >= len(p) {
+		b.buf = append(b.buf, p...)
+	} else {
+		if room > 0 {
+			b.buf = append(b.buf, p[:room]...)
+		}
+		b.dropped += int64(len(p) - max(room, 0))
+	}
+	return len(p), nil
+}
+
+func (b *cappedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.dropped == 0 {
+		return string(b.buf)
+	}
+	return string(b.buf) + fmt.Sprintf("\n[apollo.exec: output truncated at %d MiB; %d more bytes dropped]\n", b.max>>20, b.dropped)
+}
+
+func (lib *library) execRun(L *lua.LState) int {
+	const fn = "exec.run"
+	var c Command
+	switch v := L.Get(1).(type) {
+	case lua.LString:
+		if v == "" {
+			argError(L, fn, 1, "command is empty")
+		}
+		c.Args = []string{"/bin/sh", "-c", string(v)}
+	case *lua.LTable:
+		n := v.Len()
+		if n == 0 {
+			argError(L, fn, 1, "argv table is empty")
+		}
+		for i := 1; i <= n; i++ {
+			switch a := v.RawGetInt(i).(type) {
+			case lua.LString:
+				c.Args = append(c.Args, string(a))
+			case lua.LNumber:
+				c.Args = append(c.Args, a.String())
+			default:
+				argError(L, fn, 1, "argv[%d] must be a string, got %s", i, typeName(a))
+			}
+		}
+		if c.Args[0] == "" {
+			argError(L, fn, 1, "argv[1] is empty")
+		}
+	default:
+		argError(L, fn, 1, "command must be an argv table or a shell string, got %s", typeName(v))
+	}
+	opts := optTable(L, fn, 2, "options")
+	c.Timeout = optSeconds(L, fn, opts, "timeout", 0)
+	if in, ok := optStringField(L, fn, opts, "stdin"); ok {
+		c.Stdin = in
+	}
+	if opts != nil {
+		env := stringMap(L, fn, "env", opts.RawGetString("env"))
+		for k, v := range env {
+			if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+				raise(L, fn, "env: invalid variable %q", k)
+			}
+			c.Env = append(c.Env, k+"="+v)
+		}
+	}
+	dir := "."
+	if d, ok := optStringField(L, fn, opts, "dir"); ok && d != "" {
+		dir = d
+	}
+	p, err := lib.paths.resolve(dir)
+	if err != nil {
+		raise(L, fn, "dir: %v", err)
+	}
+	// Stat through os.Root: the folder must exist and no link in it may lead out.
+	err = p.with(func(r *os.Root, rel string) error {
+		fi, err := r.Stat(rel)
+		if err == nil && !fi.IsDir() {
+			return fmt.Errorf("%q is not a folder", dir)
+		}
+		return err
+	})
+	if err != nil {
+		raise(L, fn, "dir: %v", err)
+	}
+	c.Dir = p.abs()
+	checkContext(L, fn)
+
+	res, err := RunCommand(stepContext(L), c)
+	if err != nil {
+		raise(L, fn, "cannot start %q: %v", c.Args[0], err)
+	}
+	t := L.CreateTable(0, 6)
+	t.RawSetString("code", lua.LNumber(res.Code))
+	t.RawSetString("stdout", lua.LString(res.Stdout))
+	t.RawSetString("stderr", lua.LString(res.Stderr))
+	if res.TimedOut {
+		t.RawSetString("timed_out", lua.LTrue)
+	}
+	if res.Interrupted {
+		t.RawSetString("interrupted", lua.LTrue)
+	}
+	if res.Signal != "" {
+		t.RawSetString("signal", lua.LString(res.Signal))
+	}
+	L.Push(t)
+	return 1
+}

@@ -1,0 +1,212 @@
+package stdlib
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"apollo/luart"
+)
+
+// Clock is an optional interface of an Env: when the Env has a Now method, apollo.log
+// timestamps come from it (tests inject a fixed time); otherwise from time.Now.
+type Clock interface {
+	Now() time.Time
+}
+
+// Modules returns the loaders of the standard library for one step, keyed by module name:
+// "apollo.idem", "apollo.fs", "apollo.exec", "apollo.http", "apollo.json", "apollo.log",
+// "apollo.digest", and "apollo.state" only when env also implements StateEnv. Pass them as
+// luart.StateOptions.Modules; each loader builds a fresh module table for its state.
+func Modules(env Env) map[string]lua.LGFunction {
+	lib := &library{env: env, paths: newConfinement(env.Workspace(), env.StateDir())}
+	mods := map[string]lua.LGFunction{
+		"apollo.idem":   lib.loader(lib.idemFuncs()),
+		"apollo.fs":     lib.loader(lib.fsFuncs()),
+		"apollo.exec":   lib.loader(lib.execFuncs()),
+		"apollo.http":   lib.loader(lib.httpFuncs()),
+		"apollo.json":   lib.jsonLoader,
+		"apollo.log":    lib.loader(lib.logFuncs()),
+		"apollo.digest": lib.loader(lib.digestFuncs()),
+	}
+	if st, ok := env.(StateEnv); ok {
+		mods["apollo.state"] = lib.loader(stateFuncs(st))
+	}
+	return mods
+}
+
+// library is the standard library of one step: its Env and its confined file areas.
+type library struct {
+	env   Env
+	paths *confinement
+}
+
+func (lib *library) loader(funcs map[string]lua.LGFunction) lua.LGFunction {
+	return func(L *lua.LState) int {
+		t := L.CreateTable(0, len(funcs))
+		L.SetFuncs(t, funcs)
+		L.Push(t)
+		return 1
+	}
+}
+
+func (lib *library) now() time.Time {
+	if c, ok := lib.env.(Clock); ok {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// raise raises a Lua error "fn: message" at the calling script's position.
+func raise(L *lua.LState, fn string, format string, args ...any) {
+	L.RaiseError("%s", fn+": "+fmt.Sprintf(format, args...))
+}
+
+// argError raises "fn: bad argument #n (message)".
+func argError(L *lua.LState, fn string, n int, format string, args ...any) {
+	L.RaiseError("%s", fmt.Sprintf("%s: bad argument #%d (%s)", fn, n, fmt.Sprintf(format, args...)))
+}
+
+// checkString returns argument n, a string (a number is converted, as Lua does).
+func checkString(L *lua.LState, fn string, n int, what string) string {
+	switch v := L.Get(n).(type) {
+	case lua.LString:
+		return string(v)
+	case lua.LNumber:
+		return v.String()
+	default:
+		argError(L, fn, n, "%s must be a string, got %s", what, typeName(v))
+		return ""
+	}
+}
+
+// checkPath returns argument n, a non-empty path string.
+func checkPath(L *lua.LState, fn string, n int) string {
+	p := checkString(L, fn, n, "path")
+	if p == "" {
+		argError(L, fn, n, "path is empty")
+	}
+	return p
+}
+
+// checkFunction returns argument n, a function.
+func checkFunction(L *lua.LState, fn string, n int, what string) *lua.LFunction {
+	f, ok := L.Get(n).(*lua.LFunction)
+	if !ok {
+		argError(L, fn, n, "%s must be a function, got %s", what, typeName(L.Get(n)))
+	}
+	return f
+}
+
+// optTable returns argument n, a table, or nil when it is nil or absent.
+func optTable(L *lua.LState, fn string, n int, what string) *lua.LTable {
+	switch v := L.Get(n).(type) {
+	case *lua.LNilType:
+		return nil
+	case *lua.LTable:
+		return v
+	default:
+		argError(L, fn, n, "%s must be a table, got %s", what, typeName(v))
+		return nil
+	}
+}
+
+// optSeconds reads field name of opts as a positive number of seconds; absent is def.
+func optSeconds(L *lua.LState, fn string, opts *lua.LTable, name string, def time.Duration) time.Duration {
+	if opts == nil {
+		return def
+	}
+	switch v := opts.RawGetString(name).(type) {
+	case *lua.LNilType:
+		return def
+	case lua.LNumber:
+		f := float64(v)
+		if !(f > 0) || f > 1e9 {
+			raise(L, fn, "%s must be a positive number of seconds, got %s", name, v)
+		}
+		return time.Duration(f * float64(time.Second))
+	default:
+		raise(L, fn, "%s must be a number of seconds, got %s", name, typeName(v))
+		return 0
+	}
+}
+
+// optStringField reads field name of opts as a string; absent is "".
+func optStringField(L *lua.LState, fn string, opts *lua.LTable, name string) (string, bool) {
+	if opts == nil {
+		return "", false
+	}
+	switch v := opts.RawGetString(name).(type) {
+	case *lua.LNilType:
+		return "", false
+	case lua.LString:
+		return string(v), true
+	case lua.LNumber:
+		return v.String(), true
+	default:
+		raise(L, fn, "%s must be a string, got %s", name, typeName(v))
+		return "", false
+	}
+}
+
+// stringMap reads a table of names to strings (numbers and booleans are converted).
+func stringMap(L *lua.LState, fn, what string, v lua.LValue) map[string]string {
+	switch v.(type) {
+	case *lua.LNilType:
+		return nil
+	case *lua.LTable:
+	default:
+		raise(L, fn, "%s must be a table of names to strings, got %s", what, typeName(v))
+	}
+	m := map[string]string{}
+	var bad string
+	v.(*lua.LTable).ForEach(func(k, val lua.LValue) {
+		ks, ok := k.(lua.LString)
+		if !ok {
+			if bad == "" {
+				bad = fmt.Sprintf("%s has a key of type %s; keys must be strings", what, typeName(k))
+			}
+			return
+		}
+		switch val := val.(type) {
+		case lua.LString:
+			m[string(ks)] = string(val)
+		case lua.LNumber, lua.LBool:
+			m[string(ks)] = val.String()
+		default:
+			if bad == "" {
+				bad = fmt.Sprintf("%s.%s must be a string, got %s", what, ks, typeName(val))
+			}
+		}
+	})
+	if bad != "" {
+		raise(L, fn, "%s", bad)
+	}
+	return m
+}
+
+// typeName is a value's Lua type, with json.null named as such.
+func typeName(v lua.LValue) string {
+	if luart.IsNull(v) {
+		return "json.null"
+	}
+	return v.Type().String()
+}
+
+// stepContext is the step's context: L.Context(), or Background for a state without one.
+func stepContext(L *lua.LState) context.Context {
+	if ctx := L.Context(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
+}
+
+// checkContext raises when the step's context has ended: a helper never starts work for a
+// step that is being stopped.
+func checkContext(L *lua.LState, fn string) {
+	if ctx := stepContext(L); ctx.Err() != nil {
+		raise(L, fn, "the step was stopped: %v", context.Cause(ctx))
+	}
+}
