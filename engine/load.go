@@ -1050,6 +1050,13 @@ func (l *loader) checkStepShape(si *stepInfo) {
 	if _, ok := si.lines["isolation"]; !ok && isLua {
 		s.Isolation = l.p.Isolation
 	}
+	// retry_policy defaults to none, which never retries: a step that asks
+	// for retries without a policy would silently get none.
+	if line, ok := si.lines["max_retries"]; ok && s.MaxRetries > 0 {
+		if _, has := si.lines["retry_policy"]; !has {
+			at.errf(line, "max_retries: %d has no effect without a retry_policy (the default is none); add retry_policy: fixed or exponential", s.MaxRetries)
+		}
+	}
 }
 
 func andList(words []string) string {
