@@ -229,6 +229,18 @@ func (e *stepEnv) Workspace() string   { return e.workspace }
 func (e *stepEnv) StateDir() string    { return e.stateDir }
 func (e *stepEnv) Log() io.Writer      { return e.out }
 
+// ExecEnv tags the commands apollo.exec starts with the attempt, like the
+// processes of a shell step, so a resume after a crash can end them.
+func (e *stepEnv) ExecEnv() []string {
+	var tags []string
+	for _, kv := range e.a.Env {
+		if strings.HasPrefix(kv, "APOLLO_") {
+			tags = append(tags, kv)
+		}
+	}
+	return tags
+}
+
 func (e *stepEnv) Marker(name string) (stdlib.Marker, bool) {
 	if e.a.Markers == nil {
 		return stdlib.Marker{}, false

@@ -64,7 +64,13 @@ func TestLuaSandboxEscapes(t *testing.T) {
 			if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
 				t.Fatal(err)
 			}
-			yaml := "task_name: sandbox\nsteps:\n  - id: hostile\n    timeout_seconds: 1\n    memory_mb: 64\n    lua: |\n"
+			// Bombs get time enough for the memory bound to act first,
+			// however loaded the machine is.
+			timeout := "1"
+			if tt.want == "memory" {
+				timeout = "30"
+			}
+			yaml := "task_name: sandbox\nsteps:\n  - id: hostile\n    timeout_seconds: " + timeout + "\n    memory_mb: 64\n    lua: |\n"
 			for _, l := range strings.Split(tt.body, "\n") {
 				yaml += "      " + l + "\n"
 			}

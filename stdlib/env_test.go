@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	lua "github.com/yuin/gopher-lua"
-
 	"apollo/luart"
 )
 
@@ -232,5 +230,3 @@ func TestModulesNames(t *testing.T) {
 	}
 	wantError(t, env, `require("apollo.state")`, "module not found")
 }
-
-var _ lua.LValue = lua.LNil

@@ -16,6 +16,14 @@ type Clock interface {
 	Now() time.Time
 }
 
+// ExecEnver is an optional interface of an Env: the variables it returns
+// are added to the environment of every command exec.run starts. The engine
+// tags a step's processes this way, so that after a crash it can find and
+// end the ones an attempt left running.
+type ExecEnver interface {
+	ExecEnv() []string
+}
+
 // Modules returns the loaders of the standard library for one step, keyed by module name:
 // "apollo.idem", "apollo.fs", "apollo.exec", "apollo.http", "apollo.json", "apollo.log",
 // "apollo.digest", and "apollo.state" only when env also implements StateEnv. Pass them as
