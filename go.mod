@@ -3,11 +3,14 @@ module apollo
 go 1.26.8
 
 require (
-	github.com/gofrs/flock v0.13.2 // indirect
-	github.com/rogpeppe/go-internal v1.16.0 // indirect
-	github.com/spf13/pflag v1.1.0 // indirect
-	github.com/yuin/gopher-lua v1.1.2 // indirect
+	github.com/gofrs/flock v0.13.2
+	github.com/rogpeppe/go-internal v1.16.0
+	github.com/spf13/pflag v1.1.0
+	github.com/yuin/gopher-lua v1.1.2
+	gopkg.in/yaml.v3 v3.0.1
+)
+
+require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/tools v0.26.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
