@@ -12,7 +12,6 @@ import (
 	"syscall"
 
 	"apollo/eventlog"
-	"apollo/stdlib"
 )
 
 // IsolatedCommand is the hidden subcommand that runs one Lua attempt in a
@@ -153,9 +152,9 @@ func RunIsolatedChild(ctx context.Context, stdin io.Reader, stdout io.Writer, op
 	if step == nil {
 		return fmt.Errorf("%s: no step %q in the job", IsolatedCommand, job.StepID)
 	}
-	markers := &logMarkers{state: eventlog.NewState(job.TaskID)}
+	markers := newMarkerBook(nil)
 	w, err := eventlog.Open(job.LogPath, eventlog.WriterOptions{TaskID: job.TaskID, Durability: eventlog.Always,
-		OnForeign: markers.apply}, func(r *eventlog.Record) error { markers.apply(r); return nil })
+		OnForeign: markers.observe}, func(r *eventlog.Record) error { markers.observe(r); return nil })
 	if err != nil {
 		return err
 	}
@@ -173,36 +172,4 @@ func RunIsolatedChild(ctx context.Context, stdin io.Reader, stdout io.Writer, op
 		ans.Err = res.Err.Error()
 	}
 	return json.NewEncoder(stdout).Encode(ans)
-}
-
-// logMarkers keeps markers in a log this process appends to directly. The
-// child runs one attempt on one goroutine, so it needs no lock.
-type logMarkers struct {
-	w     *eventlog.Writer
-	state *eventlog.State
-}
-
-func (l *logMarkers) apply(r *eventlog.Record) {
-	if r.EventType != eventlog.Marker && r.EventType != eventlog.Warning && r.EventType != eventlog.TaskStart {
-		return
-	}
-	l.state.Apply(r)
-}
-
-func (l *logMarkers) Marker(name string) (stdlib.Marker, bool) {
-	m, ok := l.state.Markers[name]
-	if !ok {
-		return stdlib.Marker{}, false
-	}
-	return stdlib.Marker{Name: m.Name, State: m.State, Result: m.Result}, true
-}
-
-func (l *logMarkers) RecordMarker(step string, retry int, m stdlib.Marker) error {
-	rec := &eventlog.Record{EventType: eventlog.Marker, StepID: step, Status: eventlog.Running, RetryCount: retry,
-		Marker: &eventlog.MarkerInfo{Name: m.Name, State: m.State, Result: m.Result}}
-	if err := l.w.AppendDurable(rec); err != nil {
-		return err
-	}
-	l.state.Markers[m.Name] = rec.Marker
-	return nil
 }

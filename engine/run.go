@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"apollo/eventlog"
@@ -94,7 +93,7 @@ type run struct {
 	nodes []*node
 	byID  map[string]*node
 
-	markersMu sync.Mutex // guards state.Markers while steps run
+	markers *markerBook // the task's markers, shared by its steps
 }
 
 // node is a step during a run. Only the scheduler goroutine touches it,
@@ -181,6 +180,7 @@ func (r *run) execute(ctx context.Context) error {
 func (r *run) openLog(latest string) error {
 	t := r.t
 	r.state = eventlog.NewState(t.id)
+	r.markers = newMarkerBook(r.state.Markers)
 	create := latest == "" || r.ro.Fresh
 	if create {
 		start := r.started.Unix()
@@ -200,13 +200,7 @@ func (r *run) openLog(latest string) error {
 		// Another process appended (apollo script, an isolated Lua
 		// step): its markers count at once; interventions wait for the
 		// next run, which replays them.
-		OnForeign: func(rec *eventlog.Record) {
-			if rec.EventType == eventlog.Marker && rec.Marker != nil {
-				r.markersMu.Lock()
-				r.state.Markers[rec.Marker.Name] = rec.Marker
-				r.markersMu.Unlock()
-			}
-		},
+		OnForeign: r.markers.observe,
 	}, func(rec *eventlog.Record) error {
 		r.state.Apply(rec)
 		return nil
@@ -215,6 +209,7 @@ func (r *run) openLog(latest string) error {
 		return err
 	}
 	r.w, r.logPath = w, latest
+	r.markers.w = w
 	return nil
 }
 

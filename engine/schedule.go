@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"apollo/eventlog"
-	"apollo/stdlib"
 )
 
 // buildNodes turns the pipeline and the replayed state into the nodes this
@@ -408,7 +407,7 @@ func (r *run) newAttempt(n *node, retry int) *Attempt {
 	return &Attempt{TaskID: t.id, StepID: s.ID, RetryCount: retry, Step: s, Command: n.rs.command,
 		Env: env, Dir: r.e.opts.Workdir, OutputPath: out, PublishPath: publish, KillGrace: r.e.opts.KillGrace,
 		Pipeline: t.p, Vars: vars, Params: n.rs.with, Upstream: upstream,
-		ArtifactsDir: t.lay.artifactsDir(t.id), StateDir: t.lay.root, Markers: r}
+		ArtifactsDir: t.lay.artifactsDir(t.id), StateDir: t.lay.root, Markers: r.markers}
 }
 
 // executorFor picks the executor of a step's body.
@@ -571,30 +570,4 @@ func capDelay(d, limit time.Duration) time.Duration {
 		d = maxDelay
 	}
 	return d
-}
-
-// Marker returns the task's marker of that name.
-func (r *run) Marker(name string) (stdlib.Marker, bool) {
-	r.markersMu.Lock()
-	defer r.markersMu.Unlock()
-	m, ok := r.state.Markers[name]
-	if !ok {
-		return stdlib.Marker{}, false
-	}
-	return stdlib.Marker{Name: m.Name, State: m.State, Result: m.Result}, true
-}
-
-// RecordMarker appends a durable MARKER record for a step's attempt.
-func (r *run) RecordMarker(step string, retry int, m stdlib.Marker) error {
-	rec := &eventlog.Record{EventType: eventlog.Marker, StepID: step, Status: eventlog.Running, RetryCount: retry,
-		Marker: &eventlog.MarkerInfo{Name: m.Name, State: m.State, Result: m.Result}}
-	// Never hold markersMu while appending: the writer calls OnForeign,
-	// which takes it, when it catches up with another process's records.
-	if err := r.w.AppendDurable(rec); err != nil {
-		return err
-	}
-	r.markersMu.Lock()
-	r.state.Markers[m.Name] = rec.Marker
-	r.markersMu.Unlock()
-	return nil
 }

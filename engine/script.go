@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"sort"
 	"sync"
 
 	lua "github.com/yuin/gopher-lua"
@@ -44,16 +43,17 @@ func (e *Engine) Script(ctx context.Context, path string, so ScriptOptions) erro
 		return &NotFoundError{TaskID: so.TaskID, StateDir: e.opts.StateDir}
 	}
 	env := &scriptEnv{e: e, path: path, state: eventlog.NewState(so.TaskID), stateDir: absOr(e.opts.StateDir)}
+	env.book = newMarkerBook(nil)
 	w, err := eventlog.Open(logPath, eventlog.WriterOptions{TaskID: so.TaskID, Durability: eventlog.Always,
 		FS: e.opts.FS, Now: e.opts.Now, OnForeign: env.apply}, func(r *eventlog.Record) error {
-		env.state.Apply(r)
+		env.apply(r)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-	env.w = w
+	env.w, env.book.w = w, w
 
 	rt := luart.New(luart.Options{Bundled: e.opts.Bundled, Root: e.opts.Workdir})
 	st, err := rt.NewState(ctx, luart.StateOptions{Print: e.opts.Stdout, Modules: stdlib.Modules(env)})
@@ -94,6 +94,7 @@ type scriptEnv struct {
 	path     string
 	stateDir string
 	w        *eventlog.Writer
+	book     *markerBook
 
 	mu    sync.Mutex
 	state *eventlog.State
@@ -101,8 +102,9 @@ type scriptEnv struct {
 
 func (s *scriptEnv) apply(r *eventlog.Record) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.state.Apply(r)
+	s.mu.Unlock()
+	s.book.observe(r)
 }
 
 func (s *scriptEnv) TaskID() string      { return s.state.TaskID }
@@ -113,20 +115,9 @@ func (s *scriptEnv) Workspace() string   { return absOr(s.e.opts.Workdir) }
 func (s *scriptEnv) StateDir() string    { return s.stateDir }
 func (s *scriptEnv) Log() io.Writer      { return s.e.opts.Stdout }
 
-func (s *scriptEnv) Marker(name string) (stdlib.Marker, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m, ok := s.state.Markers[name]
-	if !ok {
-		return stdlib.Marker{}, false
-	}
-	return stdlib.Marker{Name: m.Name, State: m.State, Result: m.Result}, true
-}
+func (s *scriptEnv) Marker(name string) (stdlib.Marker, bool) { return s.book.Marker(name) }
 
-func (s *scriptEnv) RecordMarker(m stdlib.Marker) error {
-	return s.append(&eventlog.Record{EventType: eventlog.Marker, Status: eventlog.Running,
-		Marker: &eventlog.MarkerInfo{Name: m.Name, State: m.State, Result: m.Result}})
-}
+func (s *scriptEnv) RecordMarker(m stdlib.Marker) error { return s.book.RecordMarker("", 0, m) }
 
 func (s *scriptEnv) append(r *eventlog.Record) error {
 	if err := s.w.AppendDurable(r); err != nil {
@@ -150,16 +141,7 @@ func (s *scriptEnv) Steps() []stdlib.StepReport {
 }
 
 // Markers lists the task's markers by name.
-func (s *scriptEnv) Markers() []stdlib.Marker {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]stdlib.Marker, 0, len(s.state.Markers))
-	for _, m := range s.state.Markers {
-		out = append(out, stdlib.Marker{Name: m.Name, State: m.State, Result: m.Result})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
+func (s *scriptEnv) Markers() []stdlib.Marker { return s.book.All() }
 
 // Intervene appends a WARNING that says who changed what, and why.
 func (s *scriptEnv) Intervene(action, target, why string) error {

@@ -1,0 +1,73 @@
+package engine
+
+import (
+	"sort"
+	"sync"
+
+	"apollo/eventlog"
+	"apollo/stdlib"
+)
+
+// markerBook keeps a task's idempotency markers: what the log says, plus
+// what this process records as durable MARKER records. The runner, an
+// isolated Lua child and apollo script each keep one over their writer.
+type markerBook struct {
+	mu      sync.Mutex // never held while appending: the writer calls observe
+	w       *eventlog.Writer
+	markers map[string]*eventlog.MarkerInfo
+}
+
+func newMarkerBook(markers map[string]*eventlog.MarkerInfo) *markerBook {
+	if markers == nil {
+		markers = map[string]*eventlog.MarkerInfo{}
+	}
+	return &markerBook{markers: markers}
+}
+
+// observe takes in a record read from the log or appended by another
+// process: markers, and interventions that clear them.
+func (b *markerBook) observe(r *eventlog.Record) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case r.EventType == eventlog.Marker && r.Marker != nil:
+		m := *r.Marker
+		b.markers[m.Name] = &m
+	case r.EventType == eventlog.Warning && r.Intervention != nil && r.Intervention.Action == eventlog.ActionClearMarker:
+		delete(b.markers, r.Intervention.Marker)
+	}
+}
+
+// Marker returns the marker of that name.
+func (b *markerBook) Marker(name string) (stdlib.Marker, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m, ok := b.markers[name]
+	if !ok {
+		return stdlib.Marker{}, false
+	}
+	return stdlib.Marker{Name: m.Name, State: m.State, Result: m.Result}, true
+}
+
+// All lists the markers by name.
+func (b *markerBook) All() []stdlib.Marker {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]stdlib.Marker, 0, len(b.markers))
+	for _, m := range b.markers {
+		out = append(out, stdlib.Marker{Name: m.Name, State: m.State, Result: m.Result})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// RecordMarker appends a durable MARKER record for a step's attempt.
+func (b *markerBook) RecordMarker(step string, retry int, m stdlib.Marker) error {
+	rec := &eventlog.Record{EventType: eventlog.Marker, StepID: step, Status: eventlog.Running, RetryCount: retry,
+		Marker: &eventlog.MarkerInfo{Name: m.Name, State: m.State, Result: m.Result}}
+	if err := b.w.AppendDurable(rec); err != nil {
+		return err
+	}
+	b.observe(rec)
+	return nil
+}
