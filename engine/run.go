@@ -193,7 +193,9 @@ func (r *run) openLog(latest string) error {
 	}
 	w, err := eventlog.Open(latest, eventlog.WriterOptions{
 		TaskID:     t.id,
-		Durability: t.p.Durability,
+		// Each record's durability is chosen by the engine: the step's
+		// setting for its records, always for task-level ones.
+		Durability: eventlog.Batch,
 		Create:     create,
 		FS:         r.e.opts.FS,
 		Now:        r.e.opts.Now,

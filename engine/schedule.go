@@ -259,6 +259,17 @@ func (r *run) after(ctx context.Context, d time.Duration, n *node, due chan<- *n
 	}()
 }
 
+// appendFor appends a step's record with the step's durability: always
+// waits for the fsync; batch lets it share a later one. Either way the
+// STEP_START of a dependent, which is always durable, comes after it in the
+// file, so a STEP_END is on disk before any step that depends on it starts.
+func (r *run) appendFor(s *Step, rec *eventlog.Record) error {
+	if s.Durability == DurabilityBatch {
+		return r.w.Append(rec)
+	}
+	return r.w.AppendDurable(rec)
+}
+
 // block marks every descendant of a failed required step as blocked.
 func (r *run) block(n *node) {
 	for _, c := range n.children {
@@ -274,7 +285,7 @@ func (r *run) block(n *node) {
 func (r *run) endWithoutRunning(n *node, status, msg string) error {
 	rec := &eventlog.Record{EventType: eventlog.StepEnd, StepID: n.id(), Status: status,
 		RetryCount: max(n.retry-1, 0), ErrorMessage: msg}
-	if err := r.w.Append(rec); err != nil {
+	if err := r.appendFor(n.rs.step, rec); err != nil {
 		return err
 	}
 	n.final = status
@@ -329,7 +340,7 @@ func (r *run) cleanup(ctx context.Context, n *node) (nodeDone, bool) {
 		notes = append([]string{fmt.Sprintf("attempt %d was cut off by a crash", rec.RetryCount)}, notes...)
 	}
 	rec.Message = strings.Join(notes, "; ")
-	if err := r.w.Append(rec); err != nil {
+	if err := r.appendFor(s, rec); err != nil {
 		return nodeDone{n: n, logErr: err}, false
 	}
 	n.dirty, n.unclean = false, rec.Status == eventlog.Failed
@@ -515,7 +526,7 @@ func (r *run) attempt(ctx context.Context, n *node) nodeDone {
 		d.err = res.Err
 		n.unclean = true
 	}
-	if err := r.w.Append(rec); err != nil {
+	if err := r.appendFor(s, rec); err != nil {
 		return nodeDone{n: n, logErr: err}
 	}
 	shown := rec.Status
