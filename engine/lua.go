@@ -48,7 +48,14 @@ func (x *Lua) runtime(p *Pipeline) *luart.Runtime {
 	for i, m := range p.Modules {
 		dirs[i] = filepath.Join(p.Dir, m)
 	}
-	rt := luart.New(luart.Options{ModuleDirs: dirs, Bundled: x.Bundled, Root: x.Workdir})
+	// Chunk names are relative to the workspace, so errors read
+	// "steps/load.lua:12: …"; a pipeline kept outside the workspace names
+	// its scripts relative to its own folder.
+	root := absOr(x.Workdir)
+	if rel, err := filepath.Rel(root, p.Dir); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		root = p.Dir
+	}
+	rt := luart.New(luart.Options{ModuleDirs: dirs, Bundled: x.Bundled, Root: root})
 	x.runtimes[key] = rt
 	return rt
 }
