@@ -37,6 +37,9 @@ type Options struct {
 	// Executors run bodies by kind ("shell", "lua"); missing kinds get the
 	// built-in ones.
 	Executors map[string]Executor
+	// Crash is called at named crash points (see crash.go); nil means the
+	// one APOLLO_CRASH_AT asks for, if any.
+	Crash func(point string)
 }
 
 // Engine loads pipelines and runs, plans and inspects tasks.
@@ -75,6 +78,9 @@ func New(opts Options) *Engine {
 		ex[k] = v
 	}
 	opts.Executors = ex
+	if opts.Crash == nil {
+		opts.Crash = crashHook(os.Getenv(crashAtEnv), os.Getenv(crashTraceEnv))
+	}
 	return &Engine{opts: opts}
 }
 

@@ -65,6 +65,16 @@ func (l layout) taskLogs(taskID string) ([]logFile, error) {
 	return out, nil
 }
 
+// removeUnfinishedLogs removes what a crash while creating one of the task's
+// logs left: a "<log>.new" file that was never renamed into place, which holds
+// at most an unsynced TASK_START and never a record of a step.
+func (l layout) removeUnfinishedLogs(taskID string) {
+	leftovers, _ := filepath.Glob(filepath.Join(l.logsDir(), "task_"+taskID+"_*.jsonl.new"))
+	for _, f := range leftovers {
+		os.Remove(f)
+	}
+}
+
 // latestLog returns the newest log of a task, or "" if it has none.
 func (l layout) latestLog(taskID string) (string, error) {
 	logs, err := l.taskLogs(taskID)

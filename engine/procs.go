@@ -14,9 +14,15 @@ import (
 // processes that left the attempt's process group.
 const attemptEnv = "APOLLO_ATTEMPT"
 
-// attemptToken names one attempt of one step in one log.
+// attemptToken names one attempt of one step in one log. The log is named
+// by its absolute path: two state directories can hold logs of the same
+// name (the same task started in the same second), and a resume in one
+// must never end the steps of the other.
 func attemptToken(logPath, stepID string, retry int) string {
-	return filepath.Base(logPath) + "#" + stepID + "#" + strconv.Itoa(retry)
+	if abs, err := filepath.Abs(logPath); err == nil {
+		logPath = abs
+	}
+	return logPath + "#" + stepID + "#" + strconv.Itoa(retry)
 }
 
 // findTagged lists the pids whose environment carries attemptEnv=token.

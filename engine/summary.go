@@ -41,6 +41,7 @@ func (r *run) summarize(interrupted bool) error {
 	} else if !complete {
 		rec.ErrorMessage = fmt.Sprintf("%d required step(s) failed, %d blocked", len(info.Failed), len(info.Blocked))
 	}
+	r.e.crash("summary:before")
 	werr := r.w.AppendDurable(rec)
 	r.rep.finish(r.summaryText(status, info, roundDur(dur)))
 	if werr != nil {

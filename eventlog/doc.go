@@ -86,7 +86,10 @@ With durability always every record is fsynced before the engine goes on;
 parallel steps share fsyncs (group commit). With batch, records may share a
 later fsync, but a STEP_START is durable before its body starts, a STEP_END
 before any dependent step starts, and a MARKER before the code it guards.
-Creating a log fsyncs its folder. A failed write or fsync is final: the
+A log is created with its first record (its TASK_START) already durable: the
+record is written to <log>.new, fsynced, renamed to the log's name, and the
+folder fsynced. A crash during creation leaves no log, only the .new file,
+which no reader looks at. A failed write or fsync is final: the
 writer refuses every later append (see WriteError), and says which record is
 the last known to be on disk.
 
@@ -104,9 +107,10 @@ last, that is two good records run together where the newline between them
 was damaged: a crash never leaves that, since a record and its newline are
 written together.
 
-When no line of a log is good, only a single line can be torn: the first
-record is fsynced before anything else is written, so a crash can cut only
-that one. Several lines with no good one (a file converted to CR LF line ends,
+When no line of a log is good, only a single line can be torn: a log made
+by this writer begins with a durable record, and one created empty (by an
+older writer, or without a first record) has its first record fsynced before
+anything else is written, so a crash can cut only that one. Several lines with no good one (a file converted to CR LF line ends,
 one with a byte order mark, someone else's file) is corruption: a writer will
 not cut away a whole file it cannot recognise. A cut first record leaves an
 empty log after the repair, with no WARNING, since a log must begin with a

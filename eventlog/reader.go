@@ -75,7 +75,7 @@ func Read(path string, opts ReadOptions, visit func(*Record) error) (Tail, error
 			return Tail{}, fmt.Errorf("read event log %s: %w", path, err)
 		}
 	}
-	return scan(f, fi.Size()-opts.Offset, path, opts, 0, visit)
+	return scan(f, fi.Size()-opts.Offset, path, opts, int(opts.Seq), visit) // one line per seq before Offset
 }
 
 // ReadAll reads every good record of the log at path.

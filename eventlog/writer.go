@@ -27,6 +27,12 @@ type WriterOptions struct {
 	Durability string
 	// Create makes Open fail if the log already exists.
 	Create bool
+	// First, when set, is the log's first record (its TASK_START), written
+	// when Open creates the log: into a temporary file that is fsynced and
+	// then renamed into place, so a log that exists always starts with a
+	// durable record and a crash during creation leaves no log at all.
+	// Open visits it like a replayed record.
+	First *Record
 	// FS is the file-system seam; nil means the real one.
 	FS FS
 	// Now is the clock for timestamps; nil means time.Now.
@@ -34,6 +40,26 @@ type WriterOptions struct {
 	// OnForeign is called, in order and under the writer's lock, with each
 	// record another process (apollo script) appended since the last append.
 	OnForeign func(*Record)
+	// OnAppend is called, under the writer's lock, with each record this
+	// writer appends and the log's size just after it.
+	OnAppend func(r *Record, end int64)
+	// After, when set, is a prefix of the log already replayed (a verified
+	// snapshot): Open reads and visits only the records that follow it.
+	After Prefix
+	// Crash, when set, is called with a named crash point: "write:<EVENT>"
+	// right after a record is written and before it is fsynced, and
+	// "fsync:<EVENT>" right after the fsync that made it durable (<EVENT> is
+	// the event type of the last record that fsync covered). Crash tests
+	// kill the process there.
+	Crash func(point string)
+}
+
+// Prefix is the start of a log: its size, the seq of its last record and the
+// newest format version of its TASK_STARTs.
+type Prefix struct {
+	Offset  int64
+	Seq     int64
+	Version int
 }
 
 // WriteError is the sticky error of a writer whose write or fsync failed.
@@ -72,6 +98,7 @@ type Writer struct {
 	// last record before it: what a WriteError can promise.
 	synced    int64
 	syncedSeq int64
+	lastKind  string // event type of the last record written
 
 	syncMu sync.Mutex // serialises fsyncs
 
@@ -104,12 +131,18 @@ func Open(path string, opts WriterOptions, visit func(*Record) error) (*Writer, 
 		flag |= os.O_CREATE | os.O_EXCL
 		created = true
 	}
+	if created && opts.First != nil {
+		if err := w.createWith(opts.First); err != nil {
+			return nil, err
+		}
+		flag &^= os.O_CREATE | os.O_EXCL
+	}
 	f, err := fsys.OpenFile(path, flag, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open event log: %w", err)
 	}
 	w.f = f
-	if created {
+	if created && opts.First == nil {
 		if err := fsys.SyncDir(filepath.Dir(path)); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("create event log %s: sync folder: %w", path, err)
@@ -124,11 +157,13 @@ func Open(path string, opts WriterOptions, visit func(*Record) error) (*Writer, 
 	if visit == nil {
 		visit = func(*Record) error { return nil }
 	}
-	tail, err := Read(path, ReadOptions{TaskID: opts.TaskID}, visit)
+	tail, err := Read(path, ReadOptions{TaskID: opts.TaskID, Offset: opts.After.Offset, Seq: opts.After.Seq}, visit)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
+	tail.Version = max(tail.Version, opts.After.Version)
+	tail.Lines += int(opts.After.Seq) // a good log has one line per seq
 	if tail.Version > Version {
 		f.Close()
 		return nil, fmt.Errorf("event log %s: format v%d is newer than this apollo (v%d): upgrade apollo to continue this task",
@@ -143,6 +178,55 @@ func Open(path string, opts WriterOptions, visit func(*Record) error) (*Writer, 
 		}
 	}
 	return w, nil
+}
+
+// createWith creates the log holding only first (seq 1): written to a
+// temporary file beside it, fsynced, renamed into place, and the folder
+// fsynced. A crash before the rename leaves only the temporary file, which
+// no reader looks at and the next creation overwrites.
+func (w *Writer) createWith(first *Record) error {
+	if _, err := os.Lstat(w.path); err == nil {
+		return fmt.Errorf("create event log %s: %w", w.path, os.ErrExist)
+	}
+	first.Seq = 1
+	first.TaskID = w.opts.TaskID
+	if first.Timestamp == "" {
+		first.Timestamp = FormatTime(w.opts.Now())
+	}
+	line, err := Encode(first)
+	if err != nil {
+		return fmt.Errorf("create event log %s: %w", w.path, err)
+	}
+	tmp := w.path + ".new"
+	f, err := w.fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("create event log: %w", err)
+	}
+	n, err := f.Write(line)
+	if err == nil && n != len(line) {
+		err = fmt.Errorf("short write (%d of %d bytes)", n, len(line))
+	}
+	if err == nil {
+		w.crash("write:" + first.EventType)
+		w.fsyncs.Add(1)
+		err = datasync(f)
+	}
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err == nil {
+		err = w.fsys.Rename(tmp, w.path)
+	}
+	if err == nil {
+		err = w.fsys.SyncDir(filepath.Dir(w.path))
+	}
+	if err != nil {
+		// Nothing of this log exists yet: no record may be trusted.
+		return &WriteError{Path: w.path, Err: fmt.Errorf("create: %w", err)}
+	}
+	w.records.Add(1)
+	w.crash("fsync:" + first.EventType)
+	return nil
 }
 
 // Path is the log's file name.
@@ -262,7 +346,12 @@ func (w *Writer) writeLocked(r *Record) (int64, error) {
 	w.seq++
 	w.offset += int64(n)
 	w.lines++
+	w.lastKind = r.EventType
 	w.records.Add(1)
+	if w.opts.OnAppend != nil {
+		w.opts.OnAppend(r, w.offset)
+	}
+	w.crash("write:" + r.EventType)
 	return w.offset, nil
 }
 
@@ -278,7 +367,7 @@ func (w *Writer) syncTo(end int64) error {
 		w.mu.Unlock()
 		return err
 	}
-	target, seq, f := w.offset, w.seq, w.f
+	target, seq, f, kind := w.offset, w.seq, w.f, w.lastKind
 	w.mu.Unlock()
 	if f == nil {
 		return fmt.Errorf("event log %s: sync after close", w.path)
@@ -294,7 +383,14 @@ func (w *Writer) syncTo(end int64) error {
 	if target > w.synced { // a repair under w.mu may have synced further
 		w.synced, w.syncedSeq = target, seq
 	}
+	w.crash("fsync:" + kind)
 	return nil
+}
+
+func (w *Writer) crash(point string) {
+	if w.opts.Crash != nil {
+		w.opts.Crash(point)
+	}
 }
 
 // failLocked makes err the writer's sticky error. Its LastSeq is the last

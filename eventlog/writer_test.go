@@ -228,6 +228,55 @@ func TestOpenCreates(t *testing.T) {
 	}
 }
 
+// TestOpenCreatesWithFirst: a log created with its first record exists only
+// once that record is durable — a crash or fault before then leaves no log
+// under its name, only a temporary file the next creation replaces.
+func TestOpenCreatesWithFirst(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "task_t1_1735787045.jsonl")
+	var seen []string
+	fs := &faultFS{}
+	w, err := Open(path, WriterOptions{TaskID: testTask, FS: fs, Create: true, First: taskStart(),
+		Crash: func(p string) {
+			if _, err := os.Stat(path); p == "write:TASK_START" && err == nil {
+				t.Errorf("log exists before its first record is fsynced")
+			}
+			seen = append(seen, p)
+		}}, func(r *Record) error {
+		seen = append(seen, "visit:"+r.EventType)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"write:TASK_START", "fsync:TASK_START", "visit:TASK_START"}; !reflect.DeepEqual(seen, want) {
+		t.Errorf("creation went %v, want %v", seen, want)
+	}
+	if _, syncs, _, _ := fs.counts(); syncs != 1 || !reflect.DeepEqual(fs.dirSyncs, []string{dir}) {
+		t.Errorf("creation made %d fsyncs and synced folders %v, want 1 and [%s]", syncs, fs.dirSyncs, dir)
+	}
+	mustAppend(t, w, &Record{EventType: StepStart, StepID: "a"})
+	mustClose(t, w)
+	recs := readClean(t, path)
+	if len(recs) != 2 || recs[0].Seq != 1 || recs[0].EventType != TaskStart || recs[1].Seq != 2 {
+		t.Errorf("log holds %+v, want TASK_START seq 1 then seq 2", recs)
+	}
+	if _, err := os.Stat(path + ".new"); !os.IsNotExist(err) {
+		t.Errorf("temporary file left behind: %v", err)
+	}
+
+	// The fsync of the first record fails: no log, a WriteError.
+	path2 := filepath.Join(dir, "task_t1_1735787046.jsonl")
+	_, err = Open(path2, WriterOptions{TaskID: testTask, FS: &faultFS{failSync: 1, errno: syscall.EIO}, Create: true, First: taskStart()}, nil)
+	var we *WriteError
+	if !errors.As(err, &we) || !errors.Is(err, syscall.EIO) {
+		t.Errorf("Open with a failing fsync = %v, want a WriteError wrapping EIO", err)
+	}
+	if _, err := os.Stat(path2); !os.IsNotExist(err) {
+		t.Errorf("a log whose first record never became durable exists: %v", err)
+	}
+}
+
 func TestAppendAssignsSeqAndTask(t *testing.T) {
 	path := newLogPath(t)
 	w := openLog(t, path, WriterOptions{})
