@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -62,10 +61,7 @@ func (x *Lua) runtime(p *Pipeline) *luart.Runtime {
 
 // Run runs one Lua attempt or cleanup.
 func (x *Lua) Run(ctx context.Context, a *Attempt) Result {
-	out, err := os.OpenFile(a.OutputPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return Result{Err: fmt.Errorf("open output file: %w", err), ExitCode: -1, NotStarted: true}
-	}
+	out := &lazyOutput{path: a.OutputPath}
 	defer out.Close()
 	if err := a.Started(0); err != nil {
 		return Result{Err: err, ExitCode: -1, NotStarted: true}

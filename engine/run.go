@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -65,7 +66,7 @@ func (e *Engine) Run(ctx context.Context, path string, ro RunOptions) error {
 	if ro.DryRun {
 		return e.dryRun(t, ro)
 	}
-	if err := eventlog.MkdirAll(eventlog.OS{}, t.lay.logsDir()); err != nil {
+	if err := eventlog.MkdirAll(e.fs(), t.lay.logsDir()); err != nil {
 		return fmt.Errorf("create state directory: %w", err)
 	}
 	lock, err := eventlog.LockTask(t.lay.lockPath(t.id))
@@ -88,12 +89,16 @@ type run struct {
 	w       *eventlog.Writer
 	state   *eventlog.State
 	logPath string
+	created bool // this invocation created the log (with its TASK_START)
 	rep     reporter
 
 	nodes []*node
 	byID  map[string]*node
 
 	markers *markerBook // the task's markers, shared by its steps
+
+	snap        *snapshotter
+	snapIgnored string // why a snapshot did not match the log, "" if it did or there was none
 }
 
 // node is a step during a run. Only the scheduler goroutine touches it,
@@ -154,11 +159,15 @@ func (r *run) execute(ctx context.Context) error {
 		return &ChangedError{TaskID: t.id, Steps: changed}
 	}
 
-	start := r.taskStart()
-	if err := r.w.AppendDurable(start); err != nil {
-		return err
+	if !r.created {
+		// A new log was created holding its TASK_START; a resumed one gets
+		// a TASK_START for this invocation.
+		start := r.taskStart()
+		if err := r.w.AppendDurable(start); err != nil {
+			return err
+		}
+		r.state.Apply(start)
 	}
-	r.state.Apply(start)
 	if len(changed) > 0 {
 		if err := r.warn(&eventlog.Intervention{Action: eventlog.ActionAcceptChanges, Steps: changed,
 			Why: "--accept-changes", By: "apollo run"},
@@ -171,8 +180,17 @@ func (r *run) execute(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if r.snapIgnored != "" {
+		if err := r.warn(nil, "snapshot ignored, the whole log was replayed: "+r.snapIgnored); err != nil {
+			return err
+		}
+	}
 	r.buildNodes(resumeFrom)
-	return r.schedule(ctx)
+	err = r.schedule(ctx)
+	if r.w.Err() == nil {
+		r.snap.write()
+	}
+	return err
 }
 
 // openLog opens the task's log (a new one for a new task or --fresh) and
@@ -180,7 +198,6 @@ func (r *run) execute(ctx context.Context) error {
 func (r *run) openLog(latest string) error {
 	t := r.t
 	r.state = eventlog.NewState(t.id)
-	r.markers = newMarkerBook(r.state.Markers)
 	create := latest == "" || r.ro.Fresh
 	if create {
 		start := r.started.Unix()
@@ -191,27 +208,57 @@ func (r *run) openLog(latest string) error {
 		}
 		latest = t.lay.logPath(t.id, start)
 	}
+	r.snap = newSnapshotter(t.lay.snapshotPath(t.id), latest, t.id, r.e.opts.FS, r.e.opts.Stderr)
+	var after eventlog.Prefix
+	if !create {
+		// A snapshot that matches the log spares reading all but its tail.
+		snap, err := eventlog.LoadSnapshot(t.lay.snapshotPath(t.id), latest, t.id)
+		if err == nil {
+			r.state, err = r.snap.load(snap)
+			after = eventlog.Prefix{Offset: snap.Offset, Seq: snap.Seq, Version: snap.LogVersion}
+		}
+		if err != nil && !errors.Is(err, eventlog.ErrNoSnapshot) {
+			r.state, after, r.snapIgnored = eventlog.NewState(t.id), eventlog.Prefix{}, err.Error()
+			r.snap = newSnapshotter(t.lay.snapshotPath(t.id), latest, t.id, r.e.opts.FS, r.e.opts.Stderr)
+		}
+	}
+	r.markers = newMarkerBook(r.state.Markers)
+	var first *eventlog.Record
+	if create {
+		t.lay.removeUnfinishedLogs(t.id)
+		first = r.taskStart()
+	}
 	w, err := eventlog.Open(latest, eventlog.WriterOptions{
-		TaskID:     t.id,
+		TaskID: t.id,
 		// Each record's durability is chosen by the engine: the step's
 		// setting for its records, always for task-level ones.
 		Durability: eventlog.Batch,
 		Create:     create,
+		First:      first,
 		FS:         r.e.opts.FS,
 		Now:        r.e.opts.Now,
 		// Another process appended (apollo script, an isolated Lua
 		// step): its markers count at once; interventions wait for the
 		// next run, which replays them.
-		OnForeign: r.markers.observe,
+		OnForeign: func(rec *eventlog.Record) {
+			r.markers.observe(rec)
+			r.snap.foreign(rec)
+		},
+		OnAppend: r.snap.appended,
+		After:    after,
+		Crash:    r.e.opts.Crash,
 	}, func(rec *eventlog.Record) error {
 		r.state.Apply(rec)
+		r.snap.replayed(rec)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	r.w, r.logPath = w, latest
+	r.snap.opened(w)
+	r.w, r.logPath, r.created = w, latest, create
 	r.markers.w = w
+	r.markers.crash = r.e.opts.Crash
 	return nil
 }
 

@@ -168,6 +168,9 @@ func (r *run) schedule(parent context.Context) error {
 	}
 
 	for {
+		if r.snap.due() {
+			r.snap.write()
+		}
 		for !stopping && running < r.t.parallel && ready.Len() > 0 {
 			n := heap.Pop(ready).(*node)
 			if n.blocked || n.final != "" {
@@ -321,7 +324,9 @@ func (r *run) cleanup(ctx context.Context, n *node) (nodeDone, bool) {
 	began := r.e.opts.Now()
 	if s.hasCleanup() {
 		r.rep.event(s.ID, "cleanup before rerun")
+		r.e.crash("cleanup:before")
 		res := r.runCleanup(ctx, n)
+		r.e.crash("cleanup:after")
 		rec.DurationMS = r.e.opts.Now().Sub(began).Milliseconds()
 		if res.ExitCode != 0 || res.Err != nil {
 			code := res.ExitCode
@@ -461,7 +466,7 @@ func (r *run) attempt(ctx context.Context, n *node) nodeDone {
 	a := r.newAttempt(n, retry)
 	a.InputDigest = input
 	for _, dir := range []string{filepath.Dir(a.OutputPath), t.lay.artifactsDir(t.id)} {
-		if err := eventlog.MkdirAll(eventlog.OS{}, dir); err != nil {
+		if err := eventlog.MkdirAll(r.e.fs(), dir); err != nil {
 			return nodeDone{n: n, logErr: fmt.Errorf("create %s: %w", dir, err)}
 		}
 	}
@@ -489,6 +494,7 @@ func (r *run) attempt(ctx context.Context, n *node) nodeDone {
 		actx, cancel := attemptContext(ctx, s.Timeout)
 		res = ex.Run(actx, a)
 		cancel()
+		r.e.crash("body:after")
 		if res.NotStarted {
 			var we *eventlog.WriteError
 			if errors.As(res.Err, &we) || r.w.Err() != nil {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -29,10 +30,7 @@ type Shell struct{}
 
 // Run runs a.Command.
 func (Shell) Run(ctx context.Context, a *Attempt) Result {
-	out, err := os.OpenFile(a.OutputPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return Result{Err: fmt.Errorf("open output file: %w", err), ExitCode: -1, NotStarted: true}
-	}
+	out := &lazyOutput{path: a.OutputPath}
 	defer out.Close()
 
 	holdR, holdW, err := os.Pipe()
@@ -45,20 +43,32 @@ func (Shell) Run(ctx context.Context, a *Attempt) Result {
 		holdW.Close()
 		return Result{Err: fmt.Errorf("start: %w", err), ExitCode: -1, NotStarted: true}
 	}
+	// stderr goes through a pipe too, so that a step that prints nothing
+	// creates no output file.
+	stderrR, stderrW, err := os.Pipe()
+	if err != nil {
+		holdR.Close()
+		holdW.Close()
+		stdoutR.Close()
+		stdoutW.Close()
+		return Result{Err: fmt.Errorf("start: %w", err), ExitCode: -1, NotStarted: true}
+	}
 	cmd := exec.Command("/bin/sh", "-c", holdPrefix+a.Command)
 	cmd.Dir = a.Dir
 	cmd.Env = a.Env
 	cmd.Stdin = nil
 	cmd.Stdout = stdoutW
-	cmd.Stderr = out
+	cmd.Stderr = stderrW
 	cmd.ExtraFiles = []*os.File{holdR}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	startErr := cmd.Start()
 	holdR.Close()
 	stdoutW.Close()
+	stderrW.Close()
 	if startErr != nil {
 		holdW.Close()
 		stdoutR.Close()
+		stderrR.Close()
 		return Result{Err: fmt.Errorf("start /bin/sh: %w", startErr), ExitCode: -1, NotStarted: true}
 	}
 	pgid := cmd.Process.Pid
@@ -70,12 +80,27 @@ func (Shell) Run(ctx context.Context, a *Attempt) Result {
 		io.Copy(io.MultiWriter(out, hash), stdoutR)
 		close(copied)
 	}()
+	copiedErr := make(chan struct{})
+	go func() {
+		io.Copy(out, stderrR)
+		close(copiedErr)
+	}()
+	drain := func() {
+		// A process that left the group may still hold stdout or stderr;
+		// do not wait on it.
+		deadline := time.Now().Add(2 * time.Second)
+		stdoutR.SetReadDeadline(deadline)
+		stderrR.SetReadDeadline(deadline)
+		<-copied
+		<-copiedErr
+		stdoutR.Close()
+		stderrR.Close()
+	}
 
 	if err := a.Started(pgid); err != nil {
 		holdW.Close() // the shell reads EOF and exits 125 without running the body
 		cmd.Wait()
-		stdoutR.Close()
-		<-copied
+		drain()
 		return Result{Err: err, ExitCode: -1, NotStarted: true}
 	}
 	_, werr := holdW.Write([]byte("\n"))
@@ -97,10 +122,7 @@ func (Shell) Run(ctx context.Context, a *Attempt) Result {
 	if groupAlive(pgid) {
 		reapGroup(pgid, a.KillGrace)
 	}
-	// A process that left the group may still hold stdout; do not wait on it.
-	stdoutR.SetReadDeadline(time.Now().Add(2 * time.Second))
-	<-copied
-	stdoutR.Close()
+	drain()
 
 	res := Result{OutputDigest: "sha256:" + hex.EncodeToString(hash.Sum(nil))}
 	res.TimedOut, res.Interrupted = endCause(ctx)
@@ -238,4 +260,39 @@ func readPublished(path string) (json.RawMessage, error) {
 		return nil, fmt.Errorf("read $APOLLO_OUTPUT: %w", err)
 	}
 	return json.Marshal(out)
+}
+
+// lazyOutput is an attempt's output file, created on its first write: most
+// steps of a big DAG print nothing, and creating a file can cost as much as
+// an fsync.
+type lazyOutput struct {
+	path string
+	mu   sync.Mutex
+	f    *os.File
+	err  error
+}
+
+func (o *lazyOutput) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.f == nil && o.err == nil {
+		o.f, o.err = os.OpenFile(o.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	}
+	if o.err != nil {
+		return 0, fmt.Errorf("open output file: %w", o.err)
+	}
+	return o.f.Write(p)
+}
+
+// Close closes the file if it was created.
+func (o *lazyOutput) Close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.f == nil {
+		return nil
+	}
+	return o.f.Close()
 }

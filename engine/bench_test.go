@@ -1,0 +1,289 @@
+package engine
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"apollo/eventlog"
+)
+
+// Benchmarks of the engine, each paired with the baseline it is judged
+// against and measured in the same run (the `ratio` metric). None asserts a
+// timing: the figures go into the README.
+
+// countFS counts the fsyncs of the event log (group commit).
+type countFS struct {
+	eventlog.OS
+	syncs *atomic.Int64
+}
+
+func (c countFS) OpenFile(name string, flag int, perm os.FileMode) (eventlog.File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return countFile{f, c.syncs}, nil
+}
+
+type countFile struct {
+	*os.File
+	syncs *atomic.Int64
+}
+
+// Sync does what the writer does with a real file: fdatasync.
+func (f countFile) Sync() error {
+	f.syncs.Add(1)
+	return syscall.Fdatasync(int(f.Fd()))
+}
+
+// noSyncFS skips every fsync: what the engine costs beyond its fsyncs.
+type noSyncFS struct{ eventlog.OS }
+
+func (noSyncFS) OpenFile(name string, flag int, perm os.FileMode) (eventlog.File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return noSyncFile{f}, nil
+}
+
+func (noSyncFS) WriteFile(name string, data []byte, perm os.FileMode) error {
+	return os.WriteFile(name, data, perm)
+}
+
+func (noSyncFS) SyncDir(string) error { return nil }
+
+type noSyncFile struct{ *os.File }
+
+func (noSyncFile) Sync() error { return nil }
+
+// pipelineYAML writes a pipeline of n steps with the given body. shape is
+// chain (each step depends on the previous), wide (one root, n-2 steps
+// under it, one step joining them all) or flat (no edges).
+func pipelineYAML(n int, shape, durability string, parallel int, body string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "task_name: bench\nparallelism: %d\ndurability: %s\nsteps:\n", parallel, durability)
+	for i := range n {
+		fmt.Fprintf(&b, "  - id: s%d\n    %s\n", i, body)
+		switch {
+		case i == 0 || shape == "flat":
+		case shape == "chain":
+			fmt.Fprintf(&b, "    depends_on: [s%d]\n", i-1)
+		case shape == "wide" && i < n-1:
+			b.WriteString("    depends_on: [s0]\n")
+		case shape == "wide":
+			b.WriteString("    depends_on: [")
+			for j := 1; j < n-1; j++ {
+				if j > 1 {
+					b.WriteString(", ")
+				}
+				fmt.Fprintf(&b, "s%d", j)
+			}
+			b.WriteString("]\n")
+		}
+	}
+	return b.String()
+}
+
+const (
+	bodyTrue = `command: "true"`
+	bodyNoop = `lua: "return nil"`
+)
+
+// benchRun runs the pipeline at path once in a fresh state folder under
+// dir, and returns how long it took.
+func benchRun(b *testing.B, dir, path string, i int, fsys eventlog.FS, dryRun bool) time.Duration {
+	b.Helper()
+	state := filepath.Join(dir, "state-"+strconv.Itoa(i))
+	e := New(Options{StateDir: state, Workdir: dir, Progress: ProgressQuiet, FS: fsys, Stdout: io.Discard, Stderr: io.Discard})
+	began := time.Now()
+	err := e.Run(b.Context(), path, RunOptions{TaskID: "bench", DryRun: dryRun})
+	took := time.Since(began)
+	if err != nil {
+		b.Fatalf("Run: %v", err)
+	}
+	b.StopTimer()
+	os.RemoveAll(state)
+	b.StartTimer()
+	return took
+}
+
+func writePipeline(b *testing.B, yaml string) (dir, path string) {
+	b.Helper()
+	dir = b.TempDir()
+	path = filepath.Join(dir, "pipeline.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return dir, path
+}
+
+// BenchmarkChain runs a chain of `true` shell steps through the engine and,
+// in the same iteration, the same commands from a plain loop
+// (exec.Command("/bin/sh", "-c", "true").Run()). ratio is engine / loop.
+func BenchmarkChain(b *testing.B) {
+	const steps = 100
+	for _, c := range []struct {
+		name, durability string
+		fsys             eventlog.FS
+	}{
+		{DurabilityAlways, DurabilityAlways, nil},
+		{DurabilityBatch, DurabilityBatch, nil},
+		{"no-fsync", DurabilityAlways, noSyncFS{}}, // not durable: the engine's cost beyond its fsyncs
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			dir, path := writePipeline(b, pipelineYAML(steps, "chain", c.durability, 1, bodyTrue))
+			var engine, loop time.Duration
+			for i := 0; b.Loop(); i++ {
+				engine += benchRun(b, dir, path, i, c.fsys, false)
+				began := time.Now()
+				for range steps {
+					if err := exec.Command("/bin/sh", "-c", "true").Run(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				loop += time.Since(began)
+			}
+			perStep := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N*steps) }
+			b.ReportMetric(perStep(engine), "µs/step")
+			b.ReportMetric(perStep(loop), "loop-µs/step")
+			b.ReportMetric(float64(engine)/float64(loop), "ratio")
+		})
+	}
+}
+
+// BenchmarkLuaStep runs a chain of no-op Lua steps (each with its durable
+// STEP_START) and, in the same iteration, creates and closes as many bare
+// gopher-lua states. ratio is engine / bare state.
+func BenchmarkLuaStep(b *testing.B) {
+	const steps = 200
+	for _, durability := range []string{DurabilityAlways, DurabilityBatch} {
+		b.Run(durability, func(b *testing.B) {
+			dir, path := writePipeline(b, pipelineYAML(steps, "chain", durability, 1, bodyNoop))
+			var engine, bare time.Duration
+			for i := 0; b.Loop(); i++ {
+				engine += benchRun(b, dir, path, i, nil, false)
+				began := time.Now()
+				for range steps {
+					L := lua.NewState()
+					L.Close()
+				}
+				bare += time.Since(began)
+			}
+			perStep := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 / float64(b.N*steps) }
+			b.ReportMetric(perStep(engine), "µs/step")
+			b.ReportMetric(perStep(bare), "bare-state-µs")
+			b.ReportMetric(float64(engine)/float64(bare), "ratio")
+		})
+	}
+}
+
+// BenchmarkGroupCommit runs 1,000 independent no-op steps at parallelism 8
+// with durability always and counts the log's fsyncs: without group commit
+// there would be two a step (STEP_START and STEP_END).
+func BenchmarkGroupCommit(b *testing.B) {
+	const steps = 1000
+	for _, kind := range []struct{ name, body string }{{"shell", bodyTrue}, {"lua", bodyNoop}} {
+		b.Run(kind.name, func(b *testing.B) {
+			dir, path := writePipeline(b, pipelineYAML(steps, "flat", DurabilityAlways, 8, kind.body))
+			var syncs atomic.Int64
+			var took time.Duration
+			for i := 0; b.Loop(); i++ {
+				took += benchRun(b, dir, path, i, countFS{syncs: &syncs}, false)
+			}
+			b.ReportMetric(float64(syncs.Load())/float64(b.N*steps), "fsyncs/step")
+			b.ReportMetric(float64(took.Microseconds())/float64(b.N*steps), "µs/step")
+		})
+	}
+}
+
+var dagSizes = []int{1_000, 10_000, 100_000}
+
+// runSizes stop below 10,000 steps: a TASK_START names every step, and for
+// 10,000 it is longer than eventlog.MaxLineBytes (1 MiB).
+var runSizes = []int{1_000, 2_000, 5_000}
+
+// BenchmarkPlanDAG loads, validates, renders and plans (apollo run
+// --dry-run) DAGs of 1k, 10k and 100k steps: linear means ns/step stays flat.
+func BenchmarkPlanDAG(b *testing.B) {
+	for _, shape := range []string{"wide", "chain"} {
+		for _, n := range dagSizes {
+			b.Run(fmt.Sprintf("%s/%d", shape, n), func(b *testing.B) {
+				dir, path := writePipeline(b, pipelineYAML(n, shape, DurabilityBatch, 8, bodyNoop))
+				peak := watchMemory()
+				var took time.Duration
+				for i := 0; b.Loop(); i++ {
+					took += benchRun(b, dir, path, i, nil, true)
+				}
+				b.ReportMetric(float64(peak())/(1<<20), "peak-heap-MB")
+				b.ReportMetric(float64(took.Nanoseconds())/float64(b.N*n), "ns/step")
+				b.ReportMetric(float64(took.Milliseconds())/float64(b.N), "ms/plan")
+			})
+		}
+	}
+}
+
+// BenchmarkRunDAG runs DAGs of 1k, 2k and 5k no-op Lua steps end to end
+// (durability batch, parallelism 8) and reports the time per step and the
+// peak memory of the Go runtime during the run.
+func BenchmarkRunDAG(b *testing.B) {
+	for _, shape := range []string{"wide", "chain"} {
+		for _, n := range runSizes {
+			b.Run(fmt.Sprintf("%s/%d", shape, n), func(b *testing.B) {
+				dir, path := writePipeline(b, pipelineYAML(n, shape, DurabilityBatch, 8, bodyNoop))
+				var syncs atomic.Int64
+				peak := watchMemory()
+				var took time.Duration
+				for i := 0; b.Loop(); i++ {
+					took += benchRun(b, dir, path, i, countFS{syncs: &syncs}, false)
+				}
+				b.ReportMetric(float64(took.Nanoseconds())/float64(b.N*n), "ns/step")
+				b.ReportMetric(float64(syncs.Load())/float64(b.N*n), "fsyncs/step")
+				b.ReportMetric(float64(peak())/(1<<20), "peak-heap-MB")
+			})
+		}
+	}
+}
+
+// watchMemory samples the heap (live and not yet swept objects) until the
+// returned function is called, which reports the peak. The runtime's total
+// mapped memory would count what earlier benchmarks of the process left.
+func watchMemory() func() uint64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			metrics.Read(sample)
+			if v := sample[0].Value.Uint64(); v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() uint64 {
+		close(stop)
+		<-done
+		return peak.Load()
+	}
+}

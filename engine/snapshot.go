@@ -1,0 +1,124 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+
+	"apollo/eventlog"
+)
+
+// snapshotEvery is how many records a run appends between two snapshots. A
+// task with more steps than that waits for as many records as it has steps,
+// so that the cost of writing snapshots stays linear in the log.
+const snapshotEvery = 10_000
+
+func (l layout) snapshotPath(taskID string) string {
+	return filepath.Join(l.root, "state", taskID+".snapshot.json")
+}
+
+// snapshotter keeps its own replay of the log, fed with every record in log
+// order (those read at open, those this run appends, those another process
+// appends), and writes it as a snapshot (SPEC §4) every snapshotEvery
+// records and at the end of an invocation.
+type snapshotter struct {
+	path    string
+	logPath string
+	fsys    eventlog.FS
+	warn    io.Writer
+
+	mu      sync.Mutex // held by the writer's callbacks: never append under it
+	state   *eventlog.State
+	end     int64 // the log's size after the last record applied; 0 if unknown
+	version int   // newest format version of the log's TASK_STARTs
+	since   int   // records applied since the last snapshot
+	written int64 // seq of the last snapshot written
+}
+
+func newSnapshotter(path, logPath, taskID string, fsys eventlog.FS, warn io.Writer) *snapshotter {
+	return &snapshotter{path: path, logPath: logPath, fsys: fsys, warn: warn, state: eventlog.NewState(taskID)}
+}
+
+// load starts from a verified snapshot. The run gets its own copy of the
+// state, since it changes its copy in ways the log does not (markers).
+func (s *snapshotter) load(snap *eventlog.Snapshot) (*eventlog.State, error) {
+	b, err := json.Marshal(snap.State)
+	if err != nil {
+		return nil, err
+	}
+	st := eventlog.NewState(snap.TaskID)
+	if err := json.Unmarshal(b, st); err != nil {
+		return nil, err
+	}
+	if st.Markers == nil {
+		st.Markers = map[string]*eventlog.MarkerInfo{}
+	}
+	s.state, s.end, s.version, s.written = snap.State, snap.Offset, snap.LogVersion, snap.Seq
+	return st, nil
+}
+
+// replayed takes a record read when the log is opened.
+func (s *snapshotter) replayed(r *eventlog.Record) {
+	s.apply(r, 0)
+}
+
+// appended takes a record this run appended; end is the log's size after it.
+func (s *snapshotter) appended(r *eventlog.Record, end int64) {
+	s.apply(r, end)
+}
+
+// foreign takes a record another process appended; where it ends is not
+// known, so no snapshot is written until this run appends again.
+func (s *snapshotter) foreign(r *eventlog.Record) {
+	s.apply(r, 0)
+}
+
+func (s *snapshotter) apply(r *eventlog.Record, end int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state.Apply(r)
+	s.end = end
+	s.since++
+	if r.EventType == eventlog.TaskStart && r.Start != nil && r.Start.Version > s.version {
+		s.version = r.Start.Version
+	}
+}
+
+// opened records the log's size once Open has read it.
+func (s *snapshotter) opened(w *eventlog.Writer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state.LastSeq == w.LastSeq() {
+		s.end = w.Offset()
+	}
+	s.since = 0
+}
+
+// due reports whether enough records have been appended for a snapshot.
+func (s *snapshotter) due() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.since >= max(snapshotEvery, len(s.state.Steps))
+}
+
+// write saves the state as a snapshot. A failure is a warning: the log is
+// the authority and a resume without a snapshot only reads more.
+func (s *snapshotter) write() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.end == 0 || s.state.LastSeq == 0 || s.state.LastSeq == s.written {
+		return
+	}
+	s.since = 0
+	snap, err := eventlog.NewSnapshot(s.logPath, s.end, s.state.LastSeq, s.version, s.state)
+	if err == nil {
+		err = eventlog.WriteSnapshot(s.fsys, s.path, snap)
+	}
+	if err != nil {
+		fmt.Fprintf(s.warn, "apollo: warning: %v (the next resume replays the whole log)\n", err)
+		return
+	}
+	s.written = s.state.LastSeq
+}

@@ -1,0 +1,310 @@
+package eventlog
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writeHistory writes recs through a real writer and returns each record's
+// end offset.
+func writeHistory(t *testing.T, path string, recs []*Record) []int64 {
+	t.Helper()
+	var ends []int64
+	w := openLog(t, path, WriterOptions{Durability: Batch, OnAppend: func(_ *Record, end int64) { ends = append(ends, end) }})
+	for _, r := range recs {
+		c := *r
+		c.Seq, c.TaskID = 0, ""
+		mustAppend(t, w, &c)
+	}
+	mustClose(t, w)
+	return ends
+}
+
+// resume replays the log at logPath the way a resume does: from the
+// snapshot at snapPath when it matches, else from the start.
+func resume(t *testing.T, snapPath, logPath string) (*State, error) {
+	t.Helper()
+	st := NewState(testTask)
+	var opts ReadOptions
+	s, err := LoadSnapshot(snapPath, logPath, testTask)
+	if err == nil {
+		st, opts = s.State, ReadOptions{Offset: s.Offset, Seq: s.Seq}
+	}
+	opts.TaskID = testTask
+	if _, rerr := Read(logPath, opts, func(r *Record) error { st.Apply(r); return nil }); rerr != nil {
+		t.Fatalf("Read: %v", rerr)
+	}
+	return st, err
+}
+
+// TestSnapshotProperties: a snapshot taken after any record k, plus the
+// records after it, replays to the state of the whole log.
+func TestSnapshotProperties(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	histories := 60
+	if testing.Short() {
+		histories = 15
+	}
+	for h := range histories {
+		recs := randomHistory(rng, 1+rng.IntN(150))
+		dir := t.TempDir()
+		logPath := filepath.Join(dir, "task_t1_1.jsonl")
+		ends := writeHistory(t, logPath, recs)
+		want := jsonState(t, Replay(testTask, recs))
+		for _, k := range []int{1, 1 + rng.IntN(len(recs)), len(recs)} {
+			s, err := NewSnapshot(logPath, ends[k-1], int64(k), Version, Replay(testTask, recs[:k]))
+			if err != nil {
+				t.Fatalf("seed %d history %d: NewSnapshot at %d: %v", seed, h, k, err)
+			}
+			snapPath := filepath.Join(dir, "state", "t1.snapshot.json")
+			if err := WriteSnapshot(nil, snapPath, s); err != nil {
+				t.Fatal(err)
+			}
+			got, err := resume(t, snapPath, logPath)
+			if err != nil {
+				t.Fatalf("seed %d history %d: LoadSnapshot at record %d: %v", seed, h, k, err)
+			}
+			if got := jsonState(t, got); !reflect.DeepEqual(got, want) {
+				t.Fatalf("seed %d history %d: snapshot at record %d + tail =\n%+v\nwant %+v", seed, h, k, got, want)
+			}
+		}
+	}
+}
+
+// TestSnapshotMismatch: a snapshot that does not match its log, in any way,
+// is refused, and the full replay is still right.
+func TestSnapshotMismatch(t *testing.T) {
+	recs := logRecords(testTask, sampleRecords())
+	want := jsonState(t, Replay(testTask, recs))
+	cases := []struct {
+		name   string
+		damage func(t *testing.T, snapPath, logPath string, s *Snapshot)
+		reason string
+	}{
+		{"flipped byte", func(t *testing.T, snapPath, _ string, _ *Snapshot) {
+			data := readFile(t, snapPath)
+			data[len(data)/2] ^= 1
+			os.WriteFile(snapPath, data, 0o644)
+		}, "checksum mismatch"},
+		{"other version", func(t *testing.T, snapPath, _ string, s *Snapshot) {
+			s.Version = SnapshotVersion + 1
+			mustWriteSnapshot(t, snapPath, s)
+		}, "format v2"},
+		{"other task", func(t *testing.T, snapPath, _ string, s *Snapshot) {
+			s.TaskID = "t2"
+			mustWriteSnapshot(t, snapPath, s)
+		}, `task "t2"`},
+		{"other log", func(t *testing.T, snapPath, _ string, s *Snapshot) {
+			s.Log = "task_t1_2.jsonl"
+			mustWriteSnapshot(t, snapPath, s)
+		}, "covers log"},
+		{"offset past the end", func(t *testing.T, snapPath, _ string, s *Snapshot) {
+			s.Offset = 1 << 30
+			mustWriteSnapshot(t, snapPath, s)
+		}, "past the log's end"},
+		{"offset mid-line", func(t *testing.T, snapPath, _ string, s *Snapshot) {
+			s.Offset -= 3
+			mustWriteSnapshot(t, snapPath, s)
+		}, "no line ends"},
+		{"other seq", func(t *testing.T, snapPath, _ string, s *Snapshot) {
+			s.Seq--
+			s.State.LastSeq--
+			mustWriteSnapshot(t, snapPath, s)
+		}, "seq"},
+		{"other record crc", func(t *testing.T, snapPath, _ string, s *Snapshot) {
+			s.RecordCRC = "00000000"
+			mustWriteSnapshot(t, snapPath, s)
+		}, "crc"},
+		{"other nonce", func(t *testing.T, snapPath, _ string, s *Snapshot) {
+			s.RunNonce = "ffff"
+			mustWriteSnapshot(t, snapPath, s)
+		}, "run_nonce"},
+		{"newer log format", func(t *testing.T, snapPath, _ string, s *Snapshot) {
+			s.LogVersion = Version + 1
+			mustWriteSnapshot(t, snapPath, s)
+		}, "newer"},
+		{"log replaced", func(t *testing.T, _, logPath string, _ *Snapshot) {
+			os.Remove(logPath)
+			again := logRecords(testTask, sampleRecords())
+			again[0].Start.RunNonce = "another"
+			os.WriteFile(logPath, bytes.Join(encodeLines(t, again), nil), 0o644)
+		}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			logPath := filepath.Join(dir, "task_t1_1.jsonl")
+			ends := writeHistory(t, logPath, recs)
+			k := len(recs) - 3
+			s, err := NewSnapshot(logPath, ends[k-1], int64(k), Version, Replay(testTask, recs[:k]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			snapPath := filepath.Join(dir, "t1.snapshot.json")
+			mustWriteSnapshot(t, snapPath, s)
+			c.damage(t, snapPath, logPath, s)
+			got, err := resume(t, snapPath, logPath)
+			if err == nil || !strings.Contains(err.Error(), c.reason) {
+				t.Errorf("LoadSnapshot = %v, want an error containing %q", err, c.reason)
+			}
+			if c.name != "log replaced" && !reflect.DeepEqual(jsonState(t, got), want) {
+				t.Errorf("state after the full replay differs from the log's")
+			}
+		})
+	}
+	if _, err := LoadSnapshot(filepath.Join(t.TempDir(), "none.json"), "x", testTask); !errors.Is(err, ErrNoSnapshot) {
+		t.Errorf("LoadSnapshot(missing) = %v, want ErrNoSnapshot", err)
+	}
+}
+
+func mustWriteSnapshot(t *testing.T, path string, s *Snapshot) {
+	t.Helper()
+	if err := WriteSnapshot(nil, path, s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// renameFailFS fails every Rename.
+type renameFailFS struct{ OS }
+
+func (renameFailFS) Rename(string, string) error { return errors.New("injected rename failure") }
+
+// TestWriteSnapshotFailure: a failed write leaves the previous snapshot.
+func TestWriteSnapshotFailure(t *testing.T) {
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "task_t1_1.jsonl")
+	recs := logRecords(testTask, sampleRecords())
+	ends := writeHistory(t, logPath, recs)
+	snapPath := filepath.Join(dir, "t1.snapshot.json")
+	old, err := NewSnapshot(logPath, ends[1], 2, Version, Replay(testTask, recs[:2]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWriteSnapshot(t, snapPath, old)
+	next, err := NewSnapshot(logPath, ends[len(ends)-1], int64(len(recs)), Version, Replay(testTask, recs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSnapshot(renameFailFS{}, snapPath, next); err == nil {
+		t.Fatal("WriteSnapshot with a failing rename = nil, want an error")
+	}
+	got, err := LoadSnapshot(snapPath, logPath, testTask)
+	if err != nil || got.Seq != 2 {
+		t.Fatalf("LoadSnapshot after a failed write = seq %v, %v; want the old snapshot (seq 2)", got, err)
+	}
+}
+
+// BenchmarkReplay1M reads and replays a log of 1,000,000 records, as a
+// resume without a snapshot does, and in the same iteration reads the same
+// file line by line without decoding it. ratio is replay / read.
+func BenchmarkReplay1M(b *testing.B) {
+	path, n := buildReplayLog(b, 1_000_000)
+	var replay, read time.Duration
+	for b.Loop() {
+		began := time.Now()
+		s := NewState(testTask)
+		tail, err := Read(path, ReadOptions{TaskID: testTask}, func(r *Record) error { s.Apply(r); return nil })
+		if err != nil || tail.Lines != n {
+			b.Fatalf("Read = %v, %d lines", err, tail.Lines)
+		}
+		replay += time.Since(began)
+		began = time.Now()
+		lines := readLines(b, path)
+		read += time.Since(began)
+		if lines != n {
+			b.Fatalf("%d lines, want %d", lines, n)
+		}
+	}
+	b.ReportMetric(replay.Seconds()/float64(b.N), "s/replay")
+	b.ReportMetric(read.Seconds()/float64(b.N), "s/read")
+	b.ReportMetric(float64(replay)/float64(read), "ratio")
+}
+
+func readLines(b *testing.B, path string) int {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 256<<10)
+	n := 0
+	for {
+		_, err := br.ReadSlice('\n')
+		if err == io.EOF {
+			return n
+		}
+		if err != nil && err != bufio.ErrBufferFull {
+			b.Fatal(err)
+		}
+		n++
+	}
+}
+
+// BenchmarkResumeSnapshot opens a writer on a log of 1,000,000 records the
+// way a resume does: with a snapshot that covers all but the last 1,000
+// records (load, verify, read the tail), and, in the same iteration, with
+// no snapshot (read everything). ratio is with / without.
+func BenchmarkResumeSnapshot(b *testing.B) {
+	const tailRecords = 1000
+	path, n := buildReplayLog(b, 1_000_000)
+	k := int64(n - tailRecords)
+	errStop := errors.New("stop")
+	st := NewState(testTask)
+	tail, err := Read(path, ReadOptions{TaskID: testTask}, func(r *Record) error {
+		st.Apply(r)
+		if r.Seq == k {
+			return errStop
+		}
+		return nil
+	})
+	if !errors.Is(err, errStop) {
+		b.Fatal(err)
+	}
+	snap, err := NewSnapshot(path, tail.End, k, Version, st)
+	if err != nil {
+		b.Fatal(err)
+	}
+	snapPath := filepath.Join(b.TempDir(), "t1.snapshot.json")
+	if err := WriteSnapshot(nil, snapPath, snap); err != nil {
+		b.Fatal(err)
+	}
+	open := func(after Prefix, st *State) *State {
+		w, err := Open(path, WriterOptions{TaskID: testTask, After: after}, func(r *Record) error { st.Apply(r); return nil })
+		if err != nil {
+			b.Fatal(err)
+		}
+		w.Close()
+		return st
+	}
+	var with, without time.Duration
+	for b.Loop() {
+		began := time.Now()
+		s, err := LoadSnapshot(snapPath, path, testTask)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got := open(Prefix{Offset: s.Offset, Seq: s.Seq, Version: s.LogVersion}, s.State)
+		with += time.Since(began)
+		began = time.Now()
+		full := open(Prefix{}, NewState(testTask))
+		without += time.Since(began)
+		if got.LastSeq != int64(n) || full.LastSeq != int64(n) {
+			b.Fatalf("resumed to seq %d and %d, want %d", got.LastSeq, full.LastSeq, n)
+		}
+	}
+	fi, _ := os.Stat(snapPath)
+	b.ReportMetric(float64(with.Microseconds())/1000/float64(b.N), "ms/resume")
+	b.ReportMetric(float64(without.Microseconds())/1000/float64(b.N), "full-ms/resume")
+	b.ReportMetric(float64(with)/float64(without), "ratio")
+	b.ReportMetric(float64(fi.Size())/1024, "snapshot-KiB")
+}
