@@ -48,7 +48,13 @@ type command struct {
 	summary string
 	usage   string
 	example string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	// json documents the command's --json output, shown by --help.
+	json string
+	// args is what the positional arguments are (engine.Arg*), and flags
+	// registers the command's flags: both for shell completion.
+	args  string
+	flags func(fs *pflag.FlagSet)
+	run   func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 func commands() []*command {
@@ -56,18 +62,50 @@ func commands() []*command {
 		{name: "run", summary: "run or resume the task of a pipeline",
 			usage:   "apollo run PIPELINE.yaml [flags]",
 			example: "  apollo run scripts/examples/daily_data_pipeline.yaml --var region=eu\n  apollo run pipeline.yaml --dry-run --json\n  apollo run pipeline.yaml --resume-from transform",
-			run:     cmdRun},
+			json:    planJSONDoc, args: engine.ArgPipeline, flags: func(fs *pflag.FlagSet) { new(runOptions).addFlags(fs) },
+			run: cmdRun},
 		{name: "validate", summary: "check a pipeline file without running it",
 			usage: "apollo validate PIPELINE.yaml [--var k=v]...", example: "  apollo validate scripts/examples/daily_data_pipeline.yaml",
+			args: engine.ArgPipeline, flags: func(fs *pflag.FlagSet) { new(validateOptions).addFlags(fs) },
 			run: cmdValidate},
 		{name: "inspect", summary: "show where a task stands, from its log alone",
-			usage:   "apollo inspect TASK_ID|LOG.jsonl [--json] [--state-dir DIR]",
+			usage:   "apollo inspect TASK_ID|LOG.jsonl[.gz] [--json] [--state-dir DIR]",
 			example: "  apollo inspect daily_data_pipeline-2026-12-03\n  apollo inspect .apollo/logs/task_x_1764748800.jsonl --json | jq '.steps[] | select(.status != \"SUCCESS\")'",
-			run:     cmdInspect},
+			json:    inspectJSONDoc, args: engine.ArgTask, flags: func(fs *pflag.FlagSet) { new(inspectOptions).addFlags(fs) },
+			run: cmdInspect},
+		{name: "list", summary: "list the task runs in the state folder, newest first",
+			usage:   "apollo list [--json] [--ids] [--all] [--state-dir DIR]",
+			example: "  apollo list\n  apollo list --json | jq -r '.runs[] | select(.status == \"failed\") | .task_id'\n  apollo list --ids --all",
+			json:    listJSONDoc, flags: func(fs *pflag.FlagSet) { new(listOptions).addFlags(fs) },
+			run: cmdList},
+		{name: "logs", summary: "print a run's events, or a step attempt's output; -f follows a live run",
+			usage:   "apollo logs TASK_ID [STEP] [--attempt N] [-f] [--state-dir DIR]",
+			example: "  apollo logs daily_data_pipeline-2026-12-03            # the run's events, one line each\n  apollo logs daily_data_pipeline-2026-12-03 transform  # the latest attempt's stdout and stderr\n  apollo logs daily_data_pipeline-2026-12-03 fetch_raw --attempt 0\n  apollo logs daily_data_pipeline-2026-12-03 -f         # follow until the run ends (or Ctrl-C)",
+			args:    engine.ArgTask, flags: func(fs *pflag.FlagSet) { new(logsOptions).addFlags(fs) },
+			run: cmdLogs},
+		{name: "graph", summary: "draw a pipeline's DAG (Graphviz DOT or Mermaid), coloured by a task's state",
+			usage:   "apollo graph PIPELINE.yaml [--task-id ID] [--format dot|mermaid] [--var k=v]... [--state-dir DIR]",
+			example: "  apollo graph scripts/examples/daily_data_pipeline.yaml | dot -Tsvg > dag.svg\n  apollo graph pipeline.yaml --task-id daily_data_pipeline-2026-12-03 --format mermaid",
+			args:    engine.ArgPipeline, flags: func(fs *pflag.FlagSet) { new(graphOptions).addFlags(fs) },
+			run: cmdGraph},
+		{name: "gc", summary: "archive (gzip) the logs of finished runs older than a limit, and remove their outputs",
+			usage:   "apollo gc --older-than AGE [--archive DIR] [--dry-run] [--json] [--state-dir DIR]",
+			example: "  apollo gc --older-than 30d --dry-run\n  apollo gc --older-than 30d\n  apollo gc --older-than 12h --archive /mnt/backup/apollo",
+			json:    gcJSONDoc, flags: func(fs *pflag.FlagSet) { new(gcOptions).addFlags(fs) },
+			run: cmdGC},
 		{name: "script", summary: "run a recovery script (Lua, with apollo.state) against a task's log",
 			usage:   "apollo script RECOVERY.lua --task-id ID [--state-dir DIR] [-- args...]",
 			example: "  apollo script fix.lua --task-id daily_data_pipeline-2026-12-03 -- transform\n  # fix.lua: require(\"apollo.state\").reset(arg[1], \"input corrected by hand\")",
-			run:     cmdScript},
+			args:    engine.ArgLua, flags: func(fs *pflag.FlagSet) { new(scriptOptions).addFlags(fs) },
+			run: cmdScript},
+		{name: "schema", summary: "print the JSON Schema of the pipeline format, for editors",
+			usage:   "apollo schema > pipeline.schema.json",
+			example: "  apollo schema > pipeline.schema.json\n  # then, first line of a pipeline: # yaml-language-server: $schema=./pipeline.schema.json",
+			run:     cmdSchema},
+		{name: "completion", summary: "print a shell completion script (bash, zsh or fish)",
+			usage:   "apollo completion bash|zsh|fish",
+			example: "  source <(apollo completion bash)\n  apollo completion zsh > \"${fpath[1]}/_apollo\"\n  apollo completion fish > ~/.config/fish/completions/apollo.fish",
+			args:    engine.ArgShell, run: cmdCompletion},
 		{name: "lua-types", summary: "print the LuaLS annotations for ctx and apollo.*",
 			usage: "apollo lua-types > apollo-types.lua", example: "  apollo lua-types > .luals/apollo.lua", run: cmdLuaTypes},
 		{name: "version", summary: "print apollo's version", usage: "apollo version", example: "  apollo version", run: cmdVersion},
@@ -131,9 +169,9 @@ func printHelp(w io.Writer, cmds []*command) {
 	fmt.Fprintf(w, "apollo runs long, many-step jobs as resumable DAGs over a plain JSON Lines event log.\n\n")
 	fmt.Fprintf(w, "Usage:\n  apollo <command> [arguments]\n\nCommands:\n")
 	for _, c := range cmds {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "\nExamples:\n  apollo run scripts/examples/daily_data_pipeline.yaml\n  apollo inspect daily_data_pipeline-2026-12-03\n")
+	fmt.Fprintf(w, "\nExamples:\n  apollo run scripts/examples/daily_data_pipeline.yaml\n  apollo inspect daily_data_pipeline-2026-12-03\n  apollo list\n")
 	fmt.Fprintf(w, "\nRun 'apollo <command> --help' for a command's flags.\n\n%s", exitCodeTable)
 }
 
@@ -205,8 +243,11 @@ func parse(c *command, fs *pflag.FlagSet, args []string, stdout io.Writer) error
 		return &usageError{msg: msg + "\nRun 'apollo " + c.name + " --help' for usage."}
 	}
 	if h, _ := fs.GetBool("help"); h {
-		fmt.Fprintf(stdout, "%s\n\nUsage:\n  %s\n\nFlags:\n%s\nExamples:\n%s\n\n%s", c.summary, c.usage,
-			fs.FlagUsages(), c.example, exitCodeTable)
+		fmt.Fprintf(stdout, "%s\n\nUsage:\n  %s\n\nFlags:\n%s\nExamples:\n%s\n\n", c.summary, c.usage, fs.FlagUsages(), c.example)
+		if c.json != "" {
+			fmt.Fprintf(stdout, "%s\n", c.json)
+		}
+		fmt.Fprint(stdout, exitCodeTable)
 		return errHelp
 	}
 	return nil
@@ -308,18 +349,26 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		ResumeFrom: o.resumeFrom, AcceptChanges: o.acceptChanges, Parallel: o.parallel, DryRun: o.dryRun, JSON: o.json})
 }
 
+type validateOptions struct {
+	vars []string
+}
+
+func (o *validateOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&o.vars, "var", nil, "set a template variable (repeatable): --var k=v")
+}
+
 func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := commandNamed("validate")
-	var vars []string
+	var o validateOptions
 	fs := newFlags(c, stdout)
-	fs.StringArrayVar(&vars, "var", nil, "set a template variable (repeatable): --var k=v")
+	o.addFlags(fs)
 	if err := parse(c, fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return &usageError{msg: "validate: expected one pipeline file\nUsage: " + c.usage}
 	}
-	vm, err := parseVars(vars)
+	vm, err := parseVars(o.vars)
 	if err != nil {
 		return err
 	}
@@ -332,49 +381,370 @@ func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
+// stateDirFlag adds --state-dir to fs.
+func stateDirFlag(fs *pflag.FlagSet, p *string) {
+	fs.StringVar(p, "state-dir", stateDirDefault(), "folder for logs, locks, artifacts and outputs (env APOLLO_HOME)")
+}
+
+type inspectOptions struct {
+	json     bool
+	stateDir string
+}
+
+func (o *inspectOptions) addFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
+	stateDirFlag(fs, &o.stateDir)
+}
+
 func cmdInspect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := commandNamed("inspect")
-	var asJSON bool
-	var stateDir string
+	var o inspectOptions
 	fs := newFlags(c, stdout)
-	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	fs.StringVar(&stateDir, "state-dir", stateDirDefault(), "folder for logs, locks, artifacts and outputs (env APOLLO_HOME)")
+	o.addFlags(fs)
 	if err := parse(c, fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return &usageError{msg: "inspect: expected a task id or a log file\nUsage: " + c.usage}
 	}
-	e := newEngine(stateDir, engine.ProgressQuiet, stdout, stderr)
+	e := newEngine(o.stateDir, engine.ProgressQuiet, stdout, stderr)
 	rep, err := e.Inspect(fs.Arg(0))
 	if err != nil {
 		return err
 	}
-	if asJSON {
+	if o.json {
 		return engine.WriteReportJSON(stdout, rep)
 	}
 	engine.WriteReport(stdout, rep, time.Now())
 	return nil
 }
 
+type listOptions struct {
+	json     bool
+	ids      bool
+	all      bool
+	stateDir string
+}
+
+func (o *listOptions) addFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.json, "json", false, "print the runs as JSON")
+	fs.BoolVar(&o.ids, "ids", false, "print only the task ids, one a line (for scripts and shell completion)")
+	fs.BoolVar(&o.all, "all", false, "also list the runs that apollo gc archived in <state-dir>/archive")
+	stateDirFlag(fs, &o.stateDir)
+}
+
+func cmdList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := commandNamed("list")
+	var o listOptions
+	fs := newFlags(c, stdout)
+	o.addFlags(fs)
+	if err := parse(c, fs, args, stdout); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return &usageError{msg: "list: takes no arguments\nUsage: " + c.usage}
+	}
+	if o.json && o.ids {
+		return &usageError{msg: "list: --json and --ids do not go together: pick one output"}
+	}
+	return runList(ctx, o, stdout)
+}
+
+// runList prints the task runs of o.stateDir.
+func runList(ctx context.Context, o listOptions, stdout io.Writer) error {
+	e := newEngine(o.stateDir, engine.ProgressQuiet, io.Discard, io.Discard)
+	runs, err := e.List(engine.ListOptions{All: o.all})
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.json:
+		return engine.WriteListJSON(stdout, runs)
+	case o.ids:
+		for _, id := range engine.TaskIDs(runs) {
+			fmt.Fprintln(stdout, id)
+		}
+	default:
+		engine.WriteList(stdout, runs, time.Local)
+	}
+	return nil
+}
+
+type logsOptions struct {
+	taskID   string // the first argument
+	step     string // the second argument, if any
+	attempt  int
+	follow   bool
+	stateDir string
+}
+
+func (o *logsOptions) addFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.attempt, "attempt", -1, "with STEP: the attempt (retry_count) whose output to print; -1 is the latest")
+	fs.BoolVarP(&o.follow, "follow", "f", false, "keep printing what a live run adds until it ends (or Ctrl-C)")
+	stateDirFlag(fs, &o.stateDir)
+}
+
+func cmdLogs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := commandNamed("logs")
+	var o logsOptions
+	fs := newFlags(c, stdout)
+	o.addFlags(fs)
+	if err := parse(c, fs, args, stdout); err != nil {
+		return err
+	}
+	if fs.NArg() < 1 || fs.NArg() > 2 {
+		return &usageError{msg: "logs: expected a task id and, optionally, a step\nUsage: " + c.usage}
+	}
+	if fs.Changed("attempt") && fs.NArg() != 2 {
+		return &usageError{msg: "logs: --attempt goes with a STEP: apollo logs TASK_ID STEP --attempt N"}
+	}
+	if o.attempt < -1 || (fs.Changed("attempt") && o.attempt < 0) {
+		return &usageError{msg: "logs: --attempt must be 0 or more"}
+	}
+	o.taskID, o.step = fs.Arg(0), fs.Arg(1)
+	return runLogs(ctx, o, stdout, stderr)
+}
+
+// runLogs prints a run's events or a step's output, following a live run
+// with o.follow until it ends or ctx is done (Ctrl-C: exit 0).
+func runLogs(ctx context.Context, o logsOptions, stdout, stderr io.Writer) error {
+	e := newEngine(o.stateDir, engine.ProgressQuiet, stdout, stderr)
+	return e.Logs(ctx, o.taskID, engine.LogsOptions{Step: o.step, Attempt: o.attempt, Follow: o.follow})
+}
+
+type graphOptions struct {
+	pipeline string // the argument
+	taskID   string
+	format   string
+	vars     []string
+	stateDir string
+}
+
+func (o *graphOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.taskID, "task-id", "", "colour each step by its state in this task's latest log")
+	fs.StringVar(&o.format, "format", engine.GraphDOT, "output format: dot (Graphviz) or mermaid")
+	fs.StringArrayVar(&o.vars, "var", nil, "set a template variable (repeatable): --var k=v")
+	stateDirFlag(fs, &o.stateDir)
+}
+
+func cmdGraph(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := commandNamed("graph")
+	var o graphOptions
+	fs := newFlags(c, stdout)
+	o.addFlags(fs)
+	if err := parse(c, fs, args, stdout); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return &usageError{msg: "graph: expected one pipeline file\nUsage: " + c.usage}
+	}
+	o.pipeline = fs.Arg(0)
+	return runGraph(ctx, o, stdout, stderr)
+}
+
+// runGraph prints the DAG of o.pipeline in o.format.
+func runGraph(ctx context.Context, o graphOptions, stdout, stderr io.Writer) error {
+	write := engine.WriteDOT
+	switch o.format {
+	case engine.GraphDOT:
+	case engine.GraphMermaid:
+		write = engine.WriteMermaid
+	default:
+		msg := fmt.Sprintf("graph: --format %q: expected dot or mermaid", o.format)
+		if s := engine.Suggest(o.format, []string{engine.GraphDOT, engine.GraphMermaid}); s != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		return &usageError{msg: msg}
+	}
+	vars, err := parseVars(o.vars)
+	if err != nil {
+		return err
+	}
+	e := newEngine(o.stateDir, engine.ProgressQuiet, stdout, stderr)
+	g, err := e.Graph(o.pipeline, engine.GraphOptions{TaskID: o.taskID, Vars: vars})
+	if err != nil {
+		return err
+	}
+	return write(stdout, g)
+}
+
+type gcOptions struct {
+	olderThan string
+	archive   string
+	dryRun    bool
+	json      bool
+	stateDir  string
+}
+
+func (o *gcOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.olderThan, "older-than", "", "archive finished runs whose last event is older than this: 30d, 12h, 90m, 1h30m (required)")
+	fs.StringVar(&o.archive, "archive", "", "folder for the compressed logs (default <state-dir>/archive, where inspect and logs find them)")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "print what would be archived and removed, and change nothing")
+	fs.BoolVar(&o.json, "json", false, "print the result as JSON")
+	stateDirFlag(fs, &o.stateDir)
+}
+
+func cmdGC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := commandNamed("gc")
+	var o gcOptions
+	fs := newFlags(c, stdout)
+	o.addFlags(fs)
+	if err := parse(c, fs, args, stdout); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return &usageError{msg: "gc: takes no arguments\nUsage: " + c.usage}
+	}
+	return runGC(ctx, o, stdout, stderr)
+}
+
+// runGC archives the finished runs older than o.olderThan.
+func runGC(ctx context.Context, o gcOptions, stdout, stderr io.Writer) error {
+	if o.olderThan == "" {
+		return &usageError{msg: "gc: --older-than is required: say how old a finished run must be to be archived, like --older-than 30d"}
+	}
+	age, err := engine.ParseAge(o.olderThan)
+	if err != nil {
+		return &usageError{msg: "gc: --older-than: " + err.Error()}
+	}
+	e := newEngine(o.stateDir, engine.ProgressQuiet, stdout, stderr)
+	res, err := e.GC(engine.GCOptions{OlderThan: age, Archive: o.archive, DryRun: o.dryRun})
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return engine.WriteGCJSON(stdout, res)
+	}
+	engine.WriteGC(stdout, res)
+	return nil
+}
+
+type scriptOptions struct {
+	taskID   string
+	stateDir string
+}
+
+func (o *scriptOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.taskID, "task-id", "", "the task whose log the script reads and amends (required)")
+	stateDirFlag(fs, &o.stateDir)
+}
+
 func cmdScript(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := commandNamed("script")
-	var taskID, stateDir string
+	var o scriptOptions
 	fs := newFlags(c, stdout)
-	fs.StringVar(&taskID, "task-id", "", "the task whose log the script reads and amends (required)")
-	fs.StringVar(&stateDir, "state-dir", stateDirDefault(), "folder for logs, locks, artifacts and outputs (env APOLLO_HOME)")
+	o.addFlags(fs)
 	if err := parse(c, fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() < 1 {
 		return &usageError{msg: "script: expected a Lua file\nUsage: " + c.usage}
 	}
-	if taskID == "" {
+	if o.taskID == "" {
 		return &usageError{msg: "script: --task-id is required: name the task the script works on"}
 	}
-	e := newEngine(stateDir, engine.ProgressQuiet, stdout, stderr)
-	return e.Script(ctx, fs.Arg(0), engine.ScriptOptions{TaskID: taskID, Args: fs.Args()[1:]})
+	e := newEngine(o.stateDir, engine.ProgressQuiet, stdout, stderr)
+	return e.Script(ctx, fs.Arg(0), engine.ScriptOptions{TaskID: o.taskID, Args: fs.Args()[1:]})
 }
+
+func cmdSchema(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := commandNamed("schema")
+	fs := newFlags(c, stdout)
+	if err := parse(c, fs, args, stdout); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return &usageError{msg: "schema: takes no arguments\nUsage: " + c.usage}
+	}
+	_, err := stdout.Write(engine.PipelineSchema())
+	return err
+}
+
+func cmdCompletion(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := commandNamed("completion")
+	fs := newFlags(c, stdout)
+	if err := parse(c, fs, args, stdout); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return &usageError{msg: "completion: expected a shell: bash, zsh or fish\nUsage: " + c.usage}
+	}
+	return engine.WriteCompletion(stdout, fs.Arg(0), completionCommands(commands()))
+}
+
+// completionCommands describes cmds, with their flags, for shell completion.
+func completionCommands(cmds []*command) []engine.CompletionCommand {
+	var out []engine.CompletionCommand
+	for _, c := range cmds {
+		cc := engine.CompletionCommand{Name: c.name, Summary: c.summary, Args: c.args}
+		fs := newFlags(c, io.Discard)
+		if c.flags != nil {
+			c.flags(fs)
+		}
+		fs.VisitAll(func(f *pflag.Flag) { cc.Flags = append(cc.Flags, completionFlag(f)) })
+		out = append(out, cc)
+	}
+	return out
+}
+
+// completionFlag says what a flag's value is, for shell completion.
+func completionFlag(f *pflag.Flag) engine.CompletionFlag {
+	cf := engine.CompletionFlag{Name: f.Name, Short: f.Shorthand, Usage: f.Usage, Value: engine.ValueAny}
+	switch {
+	case f.Value.Type() == "bool":
+		cf.Value = engine.ValueNone
+	case f.Name == "state-dir" || f.Name == "archive":
+		cf.Value = engine.ValueDir
+	case f.Name == "task-id":
+		cf.Value = engine.ValueTask
+	case f.Name == "format":
+		cf.Values = []string{engine.GraphDOT, engine.GraphMermaid}
+	case f.Name == "progress":
+		cf.Values = []string{engine.ProgressAuto, engine.ProgressBoard, engine.ProgressPlain, engine.ProgressQuiet}
+	case f.Name == "older-than":
+		cf.Values = []string{"30d", "7d", "1d", "12h"}
+	}
+	return cf
+}
+
+// The --json outputs, documented in --help and the README. Fields marked ?
+// are left out when empty.
+const (
+	planJSONDoc = `JSON (--dry-run --json), one object:
+  {"task_id", "pipeline", "log", "new_log": bool, "complete": bool, "resume_from"?,
+   "changed"?: [step ids whose definition changed], "torn_tail_bytes"?,
+   "steps": [{"id", "action": "run"|"keep"|"rerun"|"clean+rerun"|"skip"|"fail", "reason",
+              "status", "next_retry_count", "depends_on": [ids], "optional": bool,
+              "command"? (rendered shell), "body"? (Lua), "cleanup"?, "wait_ms"?}]}
+  steps are in dependency order.
+`
+	inspectJSONDoc = `JSON (--json), one object:
+  {"task_id", "task_name", "log", "pipeline",
+   "status": "complete"|"failed"|"interrupted"|"running"|"unfinished",
+   "runner": {"held": bool, "pid"?}, "invocations", "started_at", "last_event",
+   "steps": [{"id", "status", "attempts", "retry_count", "dirty": bool, "optional": bool,
+              "depends_on": [ids], "last_timestamp", "duration_ms", "last_error", "output_digest"?}],
+   "next": [step ids a run would start first], "markers": [{"name", "state"}],
+   "torn_tail_bytes"?, "archived"? (true: read from apollo gc's archive), "records"}
+  Times are RFC 3339 UTC.
+`
+	listJSONDoc = `JSON (--json), one object:
+  {"runs": [{"task_id", "task_name", "log", "archived": bool,
+             "status": "running"|"succeeded"|"failed"|"interrupted"|"unfinished"|"corrupt",
+             "pid"? (the runner's), "started_at", "last_event", "duration_ms", "invocations",
+             "steps": {"total", "done", "failed", "running", "pending"}, "error"? (corrupt)}]}
+  runs are newest first; one entry per log (a task run with --fresh has several).
+  duration_ms is the time its invocations ran (to now while running); done counts
+  SUCCESS and SKIPPED steps. Times are RFC 3339 UTC.
+`
+	gcJSONDoc = `JSON (--json), one object:
+  {"dry_run": bool, "older_than" (a Go duration), "cutoff" (RFC 3339), "archive",
+   "archived": [{"task_id", "log", "archive" (the .jsonl.gz), "status", "last_event",
+                 "bytes", "archived_bytes" (0 in a dry run)}],
+   "removed": [output folders and snapshots],
+   "kept": [{"task_id", "log", "reason": "running"|"unfinished"|"recent"|"corrupt", "detail"}]}
+`
+)
 
 func cmdLuaTypes(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := commandNamed("lua-types")

@@ -39,6 +39,7 @@ type Report struct {
 	Next        []string       `json:"next"`
 	Markers     []ReportMarker `json:"markers"`
 	TornBytes   int64          `json:"torn_tail_bytes,omitempty"`
+	Archived    bool           `json:"archived,omitempty"` // the log was compressed by apollo gc
 	Records     int            `json:"records"`
 }
 
@@ -76,9 +77,9 @@ var logNamePattern = regexp.MustCompile(`^task_(.+)_(\d+)\.jsonl$`)
 func (e *Engine) Inspect(target string) (*Report, error) {
 	lay := layout{root: e.opts.StateDir}
 	logPath, taskID := "", target
-	if fi, err := os.Stat(target); err == nil && !fi.IsDir() && strings.HasSuffix(target, ".jsonl") {
+	if fi, err := os.Stat(target); err == nil && !fi.IsDir() && (strings.HasSuffix(target, ".jsonl") || isArchive(target)) {
 		logPath = target
-		if m := logNamePattern.FindStringSubmatch(filepath.Base(target)); m != nil {
+		if m := logNamePattern.FindStringSubmatch(strings.TrimSuffix(filepath.Base(target), ".gz")); m != nil {
 			taskID = m[1]
 		} else {
 			taskID = ""
@@ -88,7 +89,7 @@ func (e *Engine) Inspect(target string) (*Report, error) {
 		if err := ValidTaskID(target); err != nil {
 			return nil, &UsageError{Msg: fmt.Sprintf("%q is neither a log file nor a task id: %v", target, err)}
 		}
-		p, err := lay.latestLog(target)
+		p, _, err := e.FindLog(target) // the live log, else an archived one
 		if err != nil {
 			return nil, err
 		}
@@ -99,7 +100,7 @@ func (e *Engine) Inspect(target string) (*Report, error) {
 	}
 	state := eventlog.NewState(taskID)
 	n := 0
-	tail, err := eventlog.Read(logPath, eventlog.ReadOptions{TaskID: taskID}, func(r *eventlog.Record) error {
+	tail, err := readAnyLog(logPath, eventlog.ReadOptions{TaskID: taskID}, func(r *eventlog.Record) error {
 		if state.TaskID == "" {
 			state.TaskID = r.TaskID
 		}
@@ -111,7 +112,8 @@ func (e *Engine) Inspect(target string) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{TaskID: state.TaskID, Log: logPath, Invocations: state.Invocations, StartedAt: state.StartedAt,
-		LastEvent: state.LastTimestamp, TornBytes: tail.Torn, Records: n, Markers: []ReportMarker{}, Next: []string{}}
+		LastEvent: state.LastTimestamp, TornBytes: tail.Torn, Records: n, Markers: []ReportMarker{}, Next: []string{},
+		Archived: isArchive(logPath)}
 	pid, held := eventlog.Holder(lay.lockPath(state.TaskID))
 	rep.Runner = &RunnerInfo{Held: held, PID: pid}
 
@@ -203,7 +205,11 @@ func nextRunnable(state *eventlog.State, graph map[string]eventlog.StepInfo, ord
 // WriteReport prints a report for a person.
 func WriteReport(w io.Writer, rep *Report, now time.Time) {
 	fmt.Fprintf(w, "task %s (%s): %s\n", rep.TaskID, rep.TaskName, rep.Status)
-	fmt.Fprintf(w, "log:      %s (%d records, %d invocation(s))\n", rep.Log, rep.Records, rep.Invocations)
+	archived := ""
+	if rep.Archived {
+		archived = ", archived by apollo gc"
+	}
+	fmt.Fprintf(w, "log:      %s (%d records, %d invocation(s)%s)\n", rep.Log, rep.Records, rep.Invocations, archived)
 	if rep.Pipeline != "" {
 		fmt.Fprintf(w, "pipeline: %s\n", rep.Pipeline)
 	}
