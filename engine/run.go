@@ -208,7 +208,7 @@ func (r *run) openLog(latest string) error {
 		}
 		latest = t.lay.logPath(t.id, start)
 	}
-	r.snap = newSnapshotter(t.lay.snapshotPath(t.id), latest, t.id, r.e.opts.FS, r.e.opts.Stderr)
+	r.snap = newSnapshotter(t.lay.snapshotPath(t.id), latest, t.id, r.e.opts.FS, r.e.opts.Stderr, r.e.opts.Crash)
 	var after eventlog.Prefix
 	if !create {
 		// A snapshot that matches the log spares reading all but its tail.
@@ -219,7 +219,7 @@ func (r *run) openLog(latest string) error {
 		}
 		if err != nil && !errors.Is(err, eventlog.ErrNoSnapshot) {
 			r.state, after, r.snapIgnored = eventlog.NewState(t.id), eventlog.Prefix{}, err.Error()
-			r.snap = newSnapshotter(t.lay.snapshotPath(t.id), latest, t.id, r.e.opts.FS, r.e.opts.Stderr)
+			r.snap = newSnapshotter(t.lay.snapshotPath(t.id), latest, t.id, r.e.opts.FS, r.e.opts.Stderr, r.e.opts.Crash)
 		}
 	}
 	r.markers = newMarkerBook(r.state.Markers)

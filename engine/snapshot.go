@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"sync"
 
@@ -37,8 +38,41 @@ type snapshotter struct {
 	written int64 // seq of the last snapshot written
 }
 
-func newSnapshotter(path, logPath, taskID string, fsys eventlog.FS, warn io.Writer) *snapshotter {
+// newSnapshotter makes the snapshotter of one log. crash, when set, is
+// called at the crash points inside a snapshot write (see snapshotCrashFS).
+func newSnapshotter(path, logPath, taskID string, fsys eventlog.FS, warn io.Writer, crash func(string)) *snapshotter {
+	if fsys == nil {
+		fsys = eventlog.OS{}
+	}
+	if crash != nil {
+		fsys = snapshotCrashFS{FS: fsys, crash: crash}
+	}
 	return &snapshotter{path: path, logPath: logPath, fsys: fsys, warn: warn, state: eventlog.NewState(taskID)}
+}
+
+// snapshotCrashFS names the middle of a snapshot write as crash points:
+// "snapshot:written" once the temporary file is written and fsynced, before
+// its rename, and "snapshot:renamed" after the rename, before the folder is
+// fsynced. Crash tests kill the runner there.
+type snapshotCrashFS struct {
+	eventlog.FS
+	crash func(point string)
+}
+
+func (f snapshotCrashFS) WriteFile(name string, data []byte, perm os.FileMode) error {
+	err := f.FS.WriteFile(name, data, perm)
+	if err == nil {
+		f.crash("snapshot:written")
+	}
+	return err
+}
+
+func (f snapshotCrashFS) Rename(oldpath, newpath string) error {
+	err := f.FS.Rename(oldpath, newpath)
+	if err == nil {
+		f.crash("snapshot:renamed")
+	}
+	return err
 }
 
 // load starts from a verified snapshot. The run gets its own copy of the
