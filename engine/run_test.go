@@ -204,17 +204,22 @@ steps:
 	}
 }
 
-// TestBatchSharesFsyncs runs many independent steps with durability batch
-// and with always: batch needs fewer fsyncs, and both complete.
+// TestBatchSharesFsyncs runs a chain of steps with durability batch and
+// with always: always fsyncs each STEP_END on its own (overlapped with the
+// next step's start), batch lets it share the next STEP_START's fsync, so
+// batch needs fewer; both complete.
 func TestBatchSharesFsyncs(t *testing.T) {
 	count := func(durability string) int64 {
 		var b strings.Builder
 		b.WriteString("task_name: dur\ndurability: " + durability + "\nsteps:\n")
 		for i := 0; i < 20; i++ {
 			b.WriteString("  - id: s" + string(rune('a'+i)) + "\n    command: \"true\"\n")
+			if i > 0 {
+				b.WriteString("    depends_on: [s" + string(rune('a'+i-1)) + "]\n")
+			}
 		}
 		ffs := &faultFS{failAt: -1}
-		err, st, _ := runPipeline(t, t.TempDir(), b.String(), RunOptions{Parallel: 4}, Options{FS: ffs})
+		err, st, _ := runPipeline(t, t.TempDir(), b.String(), RunOptions{Parallel: 1}, Options{FS: ffs})
 		if err != nil || !st.Complete() {
 			t.Fatalf("durability %s: Run = %v", durability, err)
 		}

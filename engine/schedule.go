@@ -273,6 +273,19 @@ func (r *run) appendFor(s *Step, rec *eventlog.Record) error {
 	return r.w.AppendDurable(rec)
 }
 
+// appendEnd appends an attempt's STEP_END. With durability always its fsync
+// starts at once but the scheduler does not wait for it: the next step's
+// process is forked (held, its body not released) while the disk works, and
+// that step's durable STEP_START, which waits for this fsync, comes before
+// its body runs. The summary and every other durable record wait for it too,
+// so nothing that depends on the STEP_END happens before it is on disk.
+func (r *run) appendEnd(s *Step, rec *eventlog.Record) error {
+	if s.Durability == DurabilityBatch {
+		return r.w.Append(rec)
+	}
+	return r.w.AppendSyncing(rec)
+}
+
 // block marks every descendant of a failed required step as blocked.
 func (r *run) block(n *node) {
 	for _, c := range n.children {
@@ -532,7 +545,7 @@ func (r *run) attempt(ctx context.Context, n *node) nodeDone {
 		d.err = res.Err
 		n.unclean = true
 	}
-	if err := r.appendFor(s, rec); err != nil {
+	if err := r.appendEnd(s, rec); err != nil {
 		return nodeDone{n: n, logErr: err}
 	}
 	shown := rec.Status

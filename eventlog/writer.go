@@ -104,6 +104,8 @@ type Writer struct {
 
 	fsyncs  atomic.Int64
 	records atomic.Int64
+
+	background sync.WaitGroup // fsyncs started by AppendSyncing
 }
 
 // Open opens the log at path for appending, creating it (and fsyncing its
@@ -271,6 +273,24 @@ func (w *Writer) AppendDurable(r *Record) error {
 	return w.append(r, true)
 }
 
+// AppendSyncing writes r and starts the fsync that makes it durable, without
+// waiting for it: the caller may prepare its next move while the disk works,
+// as long as that move's own durable append (AppendDurable, Sync, Close),
+// which waits for this fsync, comes before anything that depends on r. A
+// failed fsync becomes the writer's sticky error, so that append fails.
+func (w *Writer) AppendSyncing(r *Record) error {
+	end, err := w.write(r)
+	if err != nil {
+		return err
+	}
+	w.background.Add(1)
+	go func() {
+		defer w.background.Done()
+		w.syncTo(end)
+	}()
+	return nil
+}
+
 // Sync makes every record appended so far durable.
 func (w *Writer) Sync() error {
 	return w.syncTo(w.Offset())
@@ -279,6 +299,7 @@ func (w *Writer) Sync() error {
 // Close makes every record durable and closes the file.
 func (w *Writer) Close() error {
 	err := w.Sync()
+	w.background.Wait()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.f == nil {
@@ -292,29 +313,7 @@ func (w *Writer) Close() error {
 }
 
 func (w *Writer) append(r *Record, durable bool) error {
-	w.mu.Lock()
-	if w.err != nil {
-		w.mu.Unlock()
-		return w.err
-	}
-	if w.f == nil {
-		w.mu.Unlock()
-		return fmt.Errorf("event log %s: append after close", w.path)
-	}
-	if err := w.flock(); err != nil {
-		w.failLocked(err)
-		w.mu.Unlock()
-		return w.err
-	}
-	if err := w.catchUp(); err != nil {
-		w.funlock()
-		w.failLocked(err)
-		w.mu.Unlock()
-		return w.err
-	}
-	end, err := w.writeLocked(r)
-	w.funlock()
-	w.mu.Unlock()
+	end, err := w.write(r)
 	if err != nil {
 		return err
 	}
@@ -322,6 +321,34 @@ func (w *Writer) append(r *Record, durable bool) error {
 		return w.syncTo(end)
 	}
 	return nil
+}
+
+// write writes r under the flock and returns the log's size after it.
+func (w *Writer) write(r *Record) (int64, error) {
+	w.mu.Lock()
+	if w.err != nil {
+		w.mu.Unlock()
+		return 0, w.err
+	}
+	if w.f == nil {
+		w.mu.Unlock()
+		return 0, fmt.Errorf("event log %s: append after close", w.path)
+	}
+	if err := w.flock(); err != nil {
+		w.failLocked(err)
+		w.mu.Unlock()
+		return 0, w.err
+	}
+	if err := w.catchUp(); err != nil {
+		w.funlock()
+		w.failLocked(err)
+		w.mu.Unlock()
+		return 0, w.err
+	}
+	end, err := w.writeLocked(r)
+	w.funlock()
+	w.mu.Unlock()
+	return end, err
 }
 
 // writeLocked encodes and writes one record; w.mu and the flock are held.

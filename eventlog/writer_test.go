@@ -748,6 +748,62 @@ func TestDurabilityAlways(t *testing.T) {
 	mustClose(t, w)
 }
 
+// TestAppendSyncing: the record's fsync starts without the caller waiting;
+// the next durable append is on disk only with it; a failed background
+// fsync fails that append, so nothing that depends on the record happens.
+func TestAppendSyncing(t *testing.T) {
+	path := newLogPath(t)
+	release := make(chan struct{})
+	fs := &faultFS{beforeSync: func(n int) {
+		if n == 2 {
+			<-release // hold the STEP_END's fsync
+		}
+	}}
+	w := openLog(t, path, WriterOptions{FS: fs, Durability: Batch})
+	if err := w.AppendDurable(taskStart()); err != nil {
+		t.Fatal(err)
+	}
+	end := &Record{EventType: StepEnd, StepID: "a", Status: Success}
+	if err := w.AppendSyncing(end); err != nil {
+		t.Fatalf("AppendSyncing: %v", err)
+	}
+	// AppendSyncing returned while its fsync is held.
+	if _, _, _, synced := fs.counts(); synced == w.Offset() {
+		t.Errorf("AppendSyncing waited for its fsync")
+	}
+	done := make(chan error)
+	go func() { done <- w.AppendDurable(stepStart("b")) }()
+	select {
+	case err := <-done:
+		t.Fatalf("a durable append returned (%v) before the earlier fsync finished", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, synced := fs.counts(); synced != w.Offset() {
+		t.Errorf("after the durable append %d of %d bytes are synced", synced, w.Offset())
+	}
+	mustClose(t, w)
+
+	// A background fsync that fails stops the writer.
+	path = newLogPath(t)
+	fs = &faultFS{failSync: 2, errno: syscall.EIO}
+	w = openLog(t, path, WriterOptions{FS: fs, Durability: Batch})
+	if err := w.AppendDurable(taskStart()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AppendSyncing(end); err != nil {
+		t.Fatalf("AppendSyncing: %v", err)
+	}
+	var we *WriteError
+	if err := w.AppendDurable(stepStart("b")); !errors.As(err, &we) || !errors.Is(err, syscall.EIO) {
+		t.Errorf("durable append after a failed background fsync = %v, want a WriteError wrapping EIO", err)
+	}
+	w.Close()
+}
+
 func TestDurabilityBatch(t *testing.T) {
 	path := newLogPath(t)
 	fs := &faultFS{}
