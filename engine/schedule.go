@@ -336,6 +336,11 @@ func (r *run) cleanup(ctx context.Context, n *node) (nodeDone, bool) {
 		RetryCount: max(n.retry-1, 0), Dirty: n.dirty}
 	began := r.e.opts.Now()
 	if s.hasCleanup() {
+		// The failed attempt's STEP_END is on disk before its cleanup runs
+		// (a no-op unless its fsync is still under way).
+		if err := r.w.Sync(); err != nil {
+			return nodeDone{n: n, logErr: err}, false
+		}
 		r.rep.event(s.ID, "cleanup before rerun")
 		r.e.crash("cleanup:before")
 		res := r.runCleanup(ctx, n)
