@@ -57,6 +57,7 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 	if resumeFrom != "" {
 		rerun = descendants(t.p, resumeFrom)
 	}
+	pl.Steps = make([]PlanStep, 0, len(t.steps))
 	for _, i := range topoOrder(t.p) {
 		rs := t.steps[i]
 		s := rs.step

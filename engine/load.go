@@ -342,15 +342,21 @@ func (l *loader) checkAliases(root *yaml.Node) bool {
 	top := where{l: l}
 	sizes := map[*yaml.Node]int{}
 	active := map[*yaml.Node]bool{}
-	plain := 0
+	plain, aliases := 0, 0
 	var walk func(n *yaml.Node)
 	walk = func(n *yaml.Node) {
 		plain++
+		if n.Kind == yaml.AliasNode {
+			aliases++
+		}
 		for _, c := range n.Content {
 			walk(c)
 		}
 	}
 	walk(root)
+	if aliases == 0 {
+		return true // nothing can expand: the common case, and a big file's fast path
+	}
 	limit := plain + maxAliasNodes
 	var bad *yaml.Node
 	var count func(n *yaml.Node) int
