@@ -242,6 +242,14 @@ func parse(c *command, fs *pflag.FlagSet, args []string, stdout io.Writer) error
 		}
 		return &usageError{msg: msg + "\nRun 'apollo " + c.name + " --help' for usage."}
 	}
+	// An empty value given explicitly is most likely an unset shell
+	// variable (--task-id "$ID"); taking the default instead would run or
+	// show another task, or use another state folder, without a word.
+	for _, name := range []string{"task-id", "state-dir"} {
+		if f := fs.Lookup(name); f != nil && f.Changed && f.Value.String() == "" {
+			return &usageError{msg: fmt.Sprintf("%s: --%s is empty; give a value or leave the flag out", c.name, name)}
+		}
+	}
 	if h, _ := fs.GetBool("help"); h {
 		fmt.Fprintf(stdout, "%s\n\nUsage:\n  %s\n\nFlags:\n%s\nExamples:\n%s\n\n", c.summary, c.usage, fs.FlagUsages(), c.example)
 		if c.json != "" {
@@ -329,8 +337,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if o.fresh && o.resumeFrom != "" {
 		return &usageError{msg: "run: --fresh and --resume-from do not go together: a fresh run has nothing to resume"}
 	}
-	if o.parallel < 0 {
-		return &usageError{msg: "run: --parallel must be at least 1"}
+	// 0 is the flag's "unset" value; given explicitly it would mean "run
+	// nothing at once", which no one means.
+	if fs.Changed("parallel") && o.parallel < 1 {
+		return &usageError{msg: fmt.Sprintf("run: --parallel %d: must be at least 1 (leave it out to use the pipeline's parallelism)", o.parallel)}
 	}
 	switch o.progress {
 	case engine.ProgressAuto, engine.ProgressBoard, engine.ProgressPlain, engine.ProgressQuiet:

@@ -32,6 +32,8 @@ const (
 	maxRetryCount = 10000
 	maxMemoryMB   = 1 << 20 // 1 TiB
 	maxStepIDLen  = 128     // a step id names output files
+	// maxTaskNameLen leaves room for "-YYYY-MM-DD" in a task id.
+	maxTaskNameLen = maxTaskIDLen - len("-2006-01-02")
 )
 
 // LoadOptions tunes Load.
@@ -43,6 +45,7 @@ type LoadOptions struct {
 // Load reads, strictly decodes and validates the pipeline at path. On failure it
 // returns every problem at once: an error for which errors.As finds *PipelineError,
 // built with errors.Join of *PipelineError values (one per problem, sorted by line).
+// A valid pipeline with a --var (opts.Vars) that nothing reads is a *UsageError.
 func Load(path string, opts LoadOptions) (*Pipeline, error) {
 	src, err := readPipeline(path)
 	if err != nil {
@@ -52,7 +55,114 @@ func Load(path string, opts LoadOptions) (*Pipeline, error) {
 	if err != nil {
 		return nil, &PipelineError{File: path, Msg: fmt.Sprintf("cannot resolve the pipeline's folder: %v", err), err: err}
 	}
-	return parse(path, dir, src, opts)
+	p, err := parse(path, dir, src, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkVarFlags(p, opts.Vars); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// isDate reports whether s is a real date written YYYY-MM-DD.
+func isDate(s string) bool {
+	_, err := time.Parse("2006-01-02", s)
+	return err == nil && datePattern.MatchString(s)
+}
+
+// checkVarFlags refuses a --var that nothing would read, as a *UsageError:
+// a built-in other than task_date (apollo sets those itself), or a name
+// neither declared under vars: nor used by any {{placeholder}}. Such a flag
+// is most likely a typo, and accepting it would run the task with the
+// default value and no word of warning.
+func checkVarFlags(p *Pipeline, vars map[string]string) error {
+	if len(vars) == 0 {
+		return nil
+	}
+	used := templateNames(p)
+	var candidates []string
+	for name := range p.Vars {
+		candidates = append(candidates, name)
+	}
+	for name := range used {
+		if !slices.Contains(candidates, name) && !slices.Contains(BuiltinVars(), name) {
+			candidates = append(candidates, name)
+		}
+	}
+	candidates = append(candidates, "task_date")
+	slices.Sort(candidates)
+	names := make([]string, 0, len(vars))
+	for name := range vars {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var msgs []string
+	for _, name := range names {
+		_, declared := p.Vars[name]
+		switch {
+		case name == "task_id":
+			msgs = append(msgs, "--var task_id: the task id is set with --task-id, not --var")
+		case name != "task_date" && slices.Contains(BuiltinVars(), name):
+			msgs = append(msgs, fmt.Sprintf("--var %s: %s is built in and set by apollo; it cannot be passed", name, name))
+		case !validVarName(name):
+			msgs = append(msgs, fmt.Sprintf("--var %q: a variable name is letters, digits and _, not starting with a digit", snippet(name)))
+		case name == "task_date", declared, used[name]:
+		default:
+			msg := fmt.Sprintf("--var %s: %s declares no variable %q and uses no {{%s}}", name, p.Path, name, name)
+			if s := suggest(name, candidates); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			} else {
+				msg += "; declare it under vars: to pass it to Lua steps (ctx.vars)"
+			}
+			msgs = append(msgs, msg)
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return &UsageError{Msg: strings.Join(msgs, "\n")}
+}
+
+// templateNames returns the variables that p's templates use: in commands,
+// cleanup commands, env values and with values.
+func templateNames(p *Pipeline) map[string]bool {
+	used := map[string]bool{}
+	add := func(s string) {
+		segs, err := parseTemplate(s)
+		if err != nil {
+			return // reported by validation
+		}
+		for _, sg := range segs {
+			if sg.name != "" {
+				used[sg.name] = true
+			}
+		}
+	}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			add(v)
+		case map[string]any:
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	for _, s := range p.Steps {
+		add(s.Command)
+		add(s.CleanupCommand)
+		for _, v := range s.Env {
+			add(v)
+		}
+		walk(s.With)
+	}
+	return used
 }
 
 // readPipeline reads a regular file of at most maxPipelineSize bytes. It
@@ -671,9 +781,17 @@ func (l *loader) pipeline(root *yaml.Node) {
 		switch kv.key {
 		case "task_name":
 			if s, ok := top.nonEmpty("task_name", v); ok {
-				if !validName(s, ".") {
+				// The default task id is <task_name>-<task_date>, and a task
+				// id names files: refuse here, with the line, a name that
+				// could only make a bad id.
+				switch {
+				case !validName(s, "."):
 					top.errf(deref(v).Line, "task_name %q may only hold letters, digits, \"_\", \".\" and \"-\"", snippet(s))
-				} else {
+				case s[0] == '-':
+					top.errf(deref(v).Line, "task_name %q must not start with \"-\": the task id made from it would read as an option", snippet(s))
+				case len(s) > maxTaskNameLen:
+					top.errf(deref(v).Line, "task_name is %d bytes; the limit is %d (the task id adds -YYYY-MM-DD)", len(s), maxTaskNameLen)
+				default:
 					p.TaskName = s
 				}
 			}
@@ -733,8 +851,15 @@ func (l *loader) pipeline(root *yaml.Node) {
 		return
 	}
 	l.setKnown()
+	raw := deref(stepsNode).Content
 	for i, item := range items {
+		n := len(l.steps)
 		l.step(i+1, item)
+		// A step repeated through an alias (- *s) is placed at the alias,
+		// so that "id is already used on line N" names two different lines.
+		if raw[i].Kind == yaml.AliasNode && len(l.steps) > n && l.steps[n].s.Line > 0 {
+			l.steps[n].line, l.steps[n].s.Line = raw[i].Line, raw[i].Line
+		}
 	}
 }
 
@@ -752,6 +877,12 @@ func (l *loader) vars(n *yaml.Node) {
 			continue
 		}
 		if s, ok := top.text("vars."+name, kv.v); ok {
+			if name == "task_date" && !isDate(s) {
+				// Checked here, not only when the task is prepared, so the
+				// message names the line; the date also names files.
+				top.errf(kv.v.Line, "vars.task_date %q is not a date: use YYYY-MM-DD", snippet(s))
+				continue
+			}
 			l.p.Vars[name] = s
 		}
 	}

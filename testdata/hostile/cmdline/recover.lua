@@ -1,0 +1,1 @@
+print(#require("apollo.state").steps())

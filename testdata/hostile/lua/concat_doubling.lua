@@ -1,0 +1,3 @@
+-- want: memory limit exceeded
+local s = "s"
+while true do s = s .. s end

@@ -1,0 +1,3 @@
+-- want: overflow
+local function f(n) return 1 + f(n + 1) end
+return f(1)

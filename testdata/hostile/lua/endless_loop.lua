@@ -1,0 +1,2 @@
+-- want: timed out
+while true do end

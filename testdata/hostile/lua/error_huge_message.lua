@@ -1,0 +1,3 @@
+-- want: xxxxxxxx
+-- serial
+error(string.rep("x", 1e7))

@@ -1,0 +1,3 @@
+-- want: any
+-- serial
+return #string.format("%099999d", 1)

@@ -1,0 +1,3 @@
+-- want: json
+-- serial
+return require("apollo.json").decode(string.rep("[", 1e6))

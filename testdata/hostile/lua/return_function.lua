@@ -1,0 +1,2 @@
+-- want: value: cannot encode function
+return print

@@ -1,0 +1,2 @@
+-- want: value: cannot encode NaN
+return 0/0

@@ -1,0 +1,2 @@
+-- want: memory limit exceeded
+return #string.rep("x", 4e9)

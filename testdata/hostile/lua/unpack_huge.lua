@@ -1,0 +1,3 @@
+-- want: any
+-- serial
+return select("#", unpack({}, 1, 1e8))
