@@ -164,28 +164,85 @@ func BenchmarkChain(b *testing.B) {
 	}
 }
 
-// BenchmarkLuaStep runs a chain of no-op Lua steps (each with its durable
-// STEP_START) and, in the same iteration, creates and closes as many bare
-// gopher-lua states. ratio is engine / bare state.
+// BenchmarkLuaStep runs a chain of no-op Lua steps end to end (each with
+// its durable STEP_START) and, in the same iteration, the baselines it is
+// judged against, per step:
+//   - bare-state-µs: create and close a gopher-lua state with its default
+//     libraries (lua.NewState), the least a fresh state per step costs;
+//     ratio is µs/step over it;
+//   - fsync-µs: one O_APPEND write and fdatasync of a log line in the same
+//     folder, the floor of a durable STEP_START; fsync-ratio is µs/step over
+//     it;
+//   - lua-µs: the Lua executor alone (fresh sandboxed state, run, encoded
+//     result) on the same steps, without the engine or the log; lua-ratio
+//     is lua-µs over bare-state-µs.
+//
+// The no-fsync case runs the engine on a file system whose fsyncs do
+// nothing: what a step costs beyond its fsyncs (not durable).
 func BenchmarkLuaStep(b *testing.B) {
 	const steps = 200
-	for _, durability := range []string{DurabilityAlways, DurabilityBatch} {
-		b.Run(durability, func(b *testing.B) {
-			dir, path := writePipeline(b, pipelineYAML(steps, "chain", durability, 1, bodyNoop))
-			var engine, bare time.Duration
+	for _, c := range []struct {
+		name, durability string
+		fsys             eventlog.FS
+	}{
+		{DurabilityAlways, DurabilityAlways, nil},
+		{DurabilityBatch, DurabilityBatch, nil},
+		{"no-fsync", DurabilityAlways, noSyncFS{}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			dir, path := writePipeline(b, pipelineYAML(steps, "chain", c.durability, 1, bodyNoop))
+			p, err := Load(path, LoadOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			raw, err := os.OpenFile(filepath.Join(dir, "fsync.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer raw.Close()
+			line := []byte(`{"seq":2,"ts":"2026-01-02T03:04:05.678Z","task_id":"bench","event_type":"STEP_START","step_id":"s1","status":"RUNNING","retry_count":0,"input_digest":"sha256:0000000000000000000000000000000000000000000000000000000000000000"}` + "\n")
+			var engine, bare, fsync, luaOnly time.Duration
 			for i := 0; b.Loop(); i++ {
-				engine += benchRun(b, dir, path, i, nil, false)
+				engine += benchRun(b, dir, path, i, c.fsys, false)
+
 				began := time.Now()
 				for range steps {
 					L := lua.NewState()
 					L.Close()
 				}
 				bare += time.Since(began)
+
+				began = time.Now()
+				for range steps {
+					if _, err := raw.Write(line); err != nil {
+						b.Fatal(err)
+					}
+					if err := syscall.Fdatasync(int(raw.Fd())); err != nil {
+						b.Fatal(err)
+					}
+				}
+				fsync += time.Since(began)
+
+				x := &Lua{Workdir: dir}
+				began = time.Now()
+				for _, s := range p.Steps {
+					a := &Attempt{TaskID: "bench", StepID: s.ID, Step: s, Pipeline: p, Dir: dir,
+						OutputPath: filepath.Join(dir, "out-"+s.ID+".log"), Started: func(int) error { return nil },
+						Vars: map[string]string{"step_id": s.ID}, ArtifactsDir: dir, StateDir: dir}
+					if res := x.Run(b.Context(), a); res.Err != nil {
+						b.Fatalf("step %s: %v", s.ID, res.Err)
+					}
+				}
+				luaOnly += time.Since(began)
 			}
 			perStep := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 / float64(b.N*steps) }
 			b.ReportMetric(perStep(engine), "µs/step")
 			b.ReportMetric(perStep(bare), "bare-state-µs")
 			b.ReportMetric(float64(engine)/float64(bare), "ratio")
+			b.ReportMetric(perStep(fsync), "fsync-µs")
+			b.ReportMetric(float64(engine)/float64(fsync), "fsync-ratio")
+			b.ReportMetric(perStep(luaOnly), "lua-µs")
+			b.ReportMetric(float64(luaOnly)/float64(bare), "lua-ratio")
 		})
 	}
 }

@@ -63,10 +63,27 @@ func (x *Lua) runtime(p *Pipeline) *luart.Runtime {
 func (x *Lua) Run(ctx context.Context, a *Attempt) Result {
 	out := &lazyOutput{path: a.OutputPath}
 	defer out.Close()
-	if err := a.Started(0); err != nil {
-		return Result{Err: err, ExitCode: -1, NotStarted: true}
+	// The durable STEP_START (an fsync: mostly waiting for the disk) and the making of the
+	// fresh state (CPU) overlap: another goroutine makes the state while this one writes the
+	// record, and the body runs only once Started has returned nil. Making a state has no
+	// effect outside this process: no file is created, no module loaded, no script code run.
+	// The state is made on the side because it is the shorter task: when the fsync returns
+	// the state is ready, and nothing waits for a goroutine to be woken.
+	ready := make(chan prepared, 1)
+	go func() { ready <- x.prepare(ctx, a, out) }()
+	serr := a.Started(0)
+	p := <-ready
+	if p.st != nil {
+		defer p.st.Close()
 	}
-	value, err := x.call(ctx, a, out)
+	if serr != nil {
+		return Result{Err: serr, ExitCode: -1, NotStarted: true}
+	}
+	err := p.err
+	var value any
+	if err == nil {
+		value, err = x.body(p, a)
+	}
 	res := Result{}
 	res.TimedOut, res.Interrupted = endCause(ctx)
 	switch {
@@ -102,37 +119,69 @@ func (x *Lua) Run(ctx context.Context, a *Attempt) Result {
 	return res
 }
 
-// call runs the body (or cleanup) and returns its value as Go data.
-func (x *Lua) call(ctx context.Context, a *Attempt, out io.Writer) (any, error) {
-	s := a.Step
-	memory := s.MemoryMB
-	env := &stepEnv{a: a, out: out, workspace: absOr(a.Dir), stateDir: absOr(a.StateDir)}
-	st, err := x.runtime(a.Pipeline).NewState(ctx, luart.StateOptions{
-		Print: out, MemoryLimitMB: memory, Modules: stdlib.Modules(env)})
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
-	L := st.L()
-	ctxTable, err := luaContext(L, a)
-	if err != nil {
-		return nil, err
-	}
-	L.SetGlobal("ctx", ctxTable)
+// prepared is an attempt's state, ready to run its body.
+type prepared struct {
+	st        *luart.State // nil when err is set before the state was made
+	ctxTable  *lua.LTable
+	inline    *lua.FunctionProto // the compiled inline body, if it has one
+	inlineErr error              // why it does not compile
+	err       error              // why the state could not be prepared
+}
 
-	var results []lua.LValue
-	chunk := fmt.Sprintf("%s[%s]", a.Pipeline.Path, s.ID)
+// prepare makes the attempt's fresh state with its ctx global, and compiles an inline body,
+// without running any script code. A state it returns must be closed, also with an error.
+func (x *Lua) prepare(ctx context.Context, a *Attempt, out io.Writer) prepared {
+	var p prepared
+	rt := x.runtime(a.Pipeline)
+	env := &stepEnv{a: a, out: out}
+	p.st, p.err = rt.NewState(ctx, luart.StateOptions{
+		Print: out, MemoryLimitMB: a.Step.MemoryMB, Modules: stdlib.Modules(env)})
+	if p.err != nil {
+		return p
+	}
+	L := p.st.L()
+	if p.ctxTable, p.err = luaContext(L, a); p.err != nil {
+		return p
+	}
+	L.SetGlobal("ctx", p.ctxTable)
+	if name, src := inlineBody(a); src != "" {
+		p.inline, p.inlineErr = rt.Compile(name, src)
+	}
+	return p
+}
+
+// inlineBody returns the chunk name and source of the inline Lua the attempt runs (a
+// cleanup_lua: hook, or else a lua: body), or "" when it runs a file or a module.
+func inlineBody(a *Attempt) (name, src string) {
+	s := a.Step
 	switch {
 	case a.Cleanup && s.CleanupLua != "":
-		results, err = st.DoChunk(chunk+".cleanup", s.CleanupLua)
+		return a.Pipeline.Path + "[" + s.ID + "].cleanup", s.CleanupLua
+	case a.Cleanup && s.CleanupScript != "":
+		return "", ""
+	case s.Lua != "":
+		return a.Pipeline.Path + "[" + s.ID + "]", s.Lua
+	}
+	return "", ""
+}
+
+// body runs the body (or cleanup) in p's state and returns its value as Go data.
+func (x *Lua) body(p prepared, a *Attempt) (any, error) {
+	s := a.Step
+	st := p.st
+	var results []lua.LValue
+	var err error
+	switch {
+	case p.inlineErr != nil:
+		return nil, p.inlineErr
+	case p.inline != nil:
+		results, err = st.Call(st.L().NewFunctionFromProto(p.inline))
 	case a.Cleanup && s.CleanupScript != "":
 		results, err = st.DoFile(filepath.Join(a.Pipeline.Dir, s.CleanupScript))
-	case s.Lua != "":
-		results, err = st.DoChunk(chunk, s.Lua)
 	case s.Script != "":
 		results, err = st.DoFile(filepath.Join(a.Pipeline.Dir, s.Script))
 	case s.Uses != "":
-		results, err = x.callModule(st, s.Uses, a.Cleanup, ctxTable)
+		results, err = x.callModule(st, s.Uses, a.Cleanup, p.ctxTable)
 	default:
 		return nil, fmt.Errorf("step %q has no Lua body", s.ID)
 	}
@@ -172,23 +221,23 @@ func (x *Lua) callModule(st *luart.State, name string, cleanup bool, ctxTable lu
 
 // luaContext builds the ctx table a Lua body sees (SPEC §6).
 func luaContext(L *lua.LState, a *Attempt) (*lua.LTable, error) {
-	t := L.NewTable()
+	t := L.CreateTable(0, 8)
 	t.RawSetString("task_id", lua.LString(a.TaskID))
 	t.RawSetString("step_id", lua.LString(a.StepID))
 	t.RawSetString("retry_count", lua.LNumber(a.RetryCount))
 	t.RawSetString("input_digest", lua.LString(a.InputDigest))
 	t.RawSetString("artifacts_dir", lua.LString(a.ArtifactsDir))
-	vars := L.NewTable()
+	vars := L.CreateTable(0, len(a.Vars))
 	for k, v := range a.Vars {
 		vars.RawSetString(k, lua.LString(v))
 	}
 	t.RawSetString("vars", vars)
-	params := L.NewTable()
+	params := L.CreateTable(0, len(a.Params))
 	for k, v := range a.Params {
 		params.RawSetString(k, luart.FromGo(L, v))
 	}
 	t.RawSetString("params", params)
-	outputs := L.NewTable()
+	outputs := L.CreateTable(0, len(a.Upstream))
 	ids := make([]string, 0, len(a.Upstream))
 	for id := range a.Upstream {
 		ids = append(ids, id)
@@ -218,18 +267,16 @@ func absOr(p string) string {
 
 // stepEnv is the standard library's view of one attempt.
 type stepEnv struct {
-	a         *Attempt
-	out       io.Writer
-	workspace string
-	stateDir  string
+	a   *Attempt
+	out io.Writer
 }
 
 func (e *stepEnv) TaskID() string      { return e.a.TaskID }
 func (e *stepEnv) StepID() string      { return e.a.StepID }
 func (e *stepEnv) RetryCount() int     { return e.a.RetryCount }
 func (e *stepEnv) InputDigest() string { return e.a.InputDigest }
-func (e *stepEnv) Workspace() string   { return e.workspace }
-func (e *stepEnv) StateDir() string    { return e.stateDir }
+func (e *stepEnv) Workspace() string   { return absOr(e.a.Dir) }
+func (e *stepEnv) StateDir() string    { return absOr(e.a.StateDir) }
 func (e *stepEnv) Log() io.Writer      { return e.out }
 
 // ExecEnv tags the commands apollo.exec starts with the attempt, like the

@@ -45,9 +45,9 @@ func mib(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-func (s *State) installBuiltins(L *lua.LState) {
-	str := L.GetGlobal("string").(*lua.LTable)
-	str.RawSetString("dump", lua.LNil)
+// installBuiltins puts the state's own string and table functions into str and tbl; format is
+// gopher-lua's string.format, which the sandbox's checks and then calls.
+func (s *State) installBuiltins(L *lua.LState, str, tbl *lua.LTable, format lua.LGFunction) {
 	str.RawSetString("rep", L.NewFunction(s.strRep))
 	str.RawSetString("find", L.NewFunction(s.strFind))
 	str.RawSetString("match", L.NewFunction(s.strMatch))
@@ -55,12 +55,10 @@ func (s *State) installBuiltins(L *lua.LState) {
 	str.RawSetString("gmatch", gmatch)
 	str.RawSetString("gfind", gmatch)
 	str.RawSetString("gsub", L.NewFunction(s.strGsub))
-	format := str.RawGetString("format").(*lua.LFunction).GFunction
 	str.RawSetString("format", L.NewFunction(func(L *lua.LState) int {
 		s.checkFormat(L)
 		return format(L)
 	}))
-	tbl := L.GetGlobal("table").(*lua.LTable)
 	tbl.RawSetString("concat", L.NewFunction(s.tableConcat))
 }
 

@@ -5,9 +5,10 @@
 //
 // # Runtimes and states
 //
-// A Runtime compiles chunks once and caches the protos by chunk name and content hash; protos
-// are shared, states never are. Every step body, script, module and cleanup runs in a fresh
-// State from NewState, which must be closed:
+// A Runtime compiles chunks once and caches the protos by chunk name and content hash; a source
+// already compiled under another name (steps with the same body) is renamed, not compiled
+// again. Protos are shared, states never are. Every step body, script, module and cleanup runs
+// in a fresh State from NewState, which must be closed:
 //
 //	rt := luart.New(luart.Options{ModuleDirs: dirs, Bundled: scripts.FS, Root: project})
 //	ctx, cancel := context.WithTimeoutCause(ctx, timeout, luart.ErrTimeout)
@@ -26,7 +27,9 @@
 // # The sandbox
 //
 // Only the base, table, string, math and coroutine libraries are opened; never os, io, debug or
-// channel. dofile, loadfile, load, loadstring, collectgarbage, module, getfenv, setfenv,
+// channel. Each state gets its own library tables, filled with only the allowed functions
+// (libs.go): gopher-lua's Go functions are taken once per process and shared, which is safe
+// because nothing a script can reach changes a function value. dofile, loadfile, load, loadstring, collectgarbage, module, getfenv, setfenv,
 // newproxy, _printregs and string.dump are removed (dofile() and loadfile() with no argument
 // would read standard input; collectgarbage runs a GC of the whole process). print writes to
 // StateOptions.Print. Reading a removed name (dofile, os, io, debug, string.dump,

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 
@@ -23,13 +22,29 @@ const MaxSourceBytes = 16 << 20
 // maxProtos bounds the compiled-chunk cache; when full it starts over.
 const maxProtos = 4096
 
-// moduleNameRE is what require accepts: dotted names, no paths.
-var moduleNameRE = regexp.MustCompile(`^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$`)
-
 // ValidModuleName reports whether name is a module name require accepts: letters, digits and
-// underscores in dot-separated parts ("apollo.idem", "deploy.helpers").
+// underscores in dot-separated parts ("apollo.idem", "deploy.helpers"), at most 256 bytes; so
+// no paths and no "..". Every new state checks its Go modules' names, so this is a loop rather
+// than a regular expression.
 func ValidModuleName(name string) bool {
-	return len(name) <= 256 && moduleNameRE.MatchString(name)
+	if name == "" || len(name) > 256 {
+		return false
+	}
+	part := 0 // length of the current dot-separated part
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case c == '.':
+			if part == 0 {
+				return false
+			}
+			part = 0
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_':
+			part++
+		default:
+			return false
+		}
+	}
+	return part > 0
 }
 
 // Options configure a Runtime.
@@ -52,7 +67,7 @@ type Options struct {
 }
 
 // Runtime compiles and caches chunks and makes fresh sandboxed states. Compiled chunks
-// (protos) are cached by chunk name and content hash and shared between states; states never
+// (protos) are cached by content hash and chunk name and shared between states; states never
 // are. A Runtime is safe for concurrent use.
 type Runtime struct {
 	root        string // absolute
@@ -61,7 +76,16 @@ type Runtime struct {
 	bundledName string
 
 	mu     sync.Mutex
-	protos map[[sha256.Size]byte]*lua.FunctionProto
+	protos map[protoKey]*lua.FunctionProto
+	// bySource holds one compiled proto per source text, whatever its chunk name: a source
+	// seen under a new name (steps with the same body) is renamed, not compiled again.
+	bySource map[[sha256.Size]byte]*lua.FunctionProto
+}
+
+// protoKey names a compiled chunk: its name and the hash of its source.
+type protoKey struct {
+	name string
+	sum  [sha256.Size]byte
 }
 
 type moduleDir struct {
@@ -75,7 +99,8 @@ func New(opts Options) *Runtime {
 		root:        absPath(opts.Root),
 		bundled:     opts.Bundled,
 		bundledName: opts.BundledName,
-		protos:      make(map[[sha256.Size]byte]*lua.FunctionProto),
+		protos:      make(map[protoKey]*lua.FunctionProto),
+		bySource:    make(map[[sha256.Size]byte]*lua.FunctionProto),
 	}
 	if rt.bundledName == "" {
 		rt.bundledName = "scripts"
@@ -126,15 +151,15 @@ func (rt *Runtime) Compile(chunkName, source string) (*lua.FunctionProto, error)
 	if len(source) > MaxSourceBytes {
 		return nil, &ScriptError{Msg: fmt.Sprintf("%s: source is larger than %s", chunkName, mib(MaxSourceBytes))}
 	}
-	h := sha256.New()
-	io.WriteString(h, chunkName)
-	h.Write([]byte{0})
-	io.WriteString(h, source)
-	var key [sha256.Size]byte
-	h.Sum(key[:0])
-
+	key := protoKey{name: chunkName, sum: sha256.Sum256([]byte(source))}
 	rt.mu.Lock()
 	proto := rt.protos[key]
+	if proto == nil {
+		if base := rt.bySource[key.sum]; base != nil {
+			proto = renamed(base, chunkName)
+			rt.storeLocked(key, proto)
+		}
+	}
 	rt.mu.Unlock()
 	if proto != nil {
 		return proto, nil
@@ -152,12 +177,37 @@ func (rt *Runtime) Compile(chunkName, source string) (*lua.FunctionProto, error)
 		return nil, &ScriptError{Msg: chunkName + ": " + err.Error()}
 	}
 	rt.mu.Lock()
-	if len(rt.protos) >= maxProtos {
-		clear(rt.protos)
+	rt.storeLocked(key, proto)
+	if rt.bySource[key.sum] == nil {
+		rt.bySource[key.sum] = proto
 	}
-	rt.protos[key] = proto
 	rt.mu.Unlock()
 	return proto, nil
+}
+
+// storeLocked caches proto under key; rt.mu must be held. A full cache starts over.
+func (rt *Runtime) storeLocked(key protoKey, proto *lua.FunctionProto) {
+	if len(rt.protos) >= maxProtos {
+		clear(rt.protos)
+		clear(rt.bySource)
+	}
+	rt.protos[key] = proto
+}
+
+// renamed returns a copy of p, and of the functions it defines, named chunkName: the chunk
+// name is the only part of a compiled chunk that depends on it (it appears in error positions
+// and tracebacks). The code, constants and debug information are shared, as gopher-lua never
+// changes them once compiled.
+func renamed(p *lua.FunctionProto, chunkName string) *lua.FunctionProto {
+	c := *p
+	c.SourceName = chunkName
+	if len(p.FunctionPrototypes) > 0 {
+		c.FunctionPrototypes = make([]*lua.FunctionProto, len(p.FunctionPrototypes))
+		for i, f := range p.FunctionPrototypes {
+			c.FunctionPrototypes[i] = renamed(f, chunkName)
+		}
+	}
+	return &c
 }
 
 // syntaxError turns a parse error into "chunk:line: message near 'token'".

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -450,6 +451,141 @@ func TestCompileCache(t *testing.T) {
 	}
 	if p1 == p3 || p1 == p4 {
 		t.Error("different name or source shared a proto")
+	}
+}
+
+// TestCompileCacheRenames: a source compiled under one name and run under another (steps with
+// the same body) is not compiled again, and reports its own name in errors and tracebacks.
+func TestCompileCacheRenames(t *testing.T) {
+	t.Parallel()
+	rt := New(Options{})
+	const src = "local function inner()\n  error('boom')\nend\ninner()"
+	for _, name := range []string{"pipeline.yaml[a]", "pipeline.yaml[b]"} {
+		s := newState(t, rt, StateOptions{})
+		_, err := s.DoChunk(name, src)
+		var se *ScriptError
+		if !errors.As(err, &se) {
+			t.Fatalf("DoChunk(%q) error = %v, want a *ScriptError", name, err)
+		}
+		if want := name + ":2: boom"; se.Msg != want {
+			t.Errorf("DoChunk(%q) message = %q, want %q", name, se.Msg, want)
+		}
+		if want := name + ":4: in main chunk"; !strings.Contains(se.Traceback, want) {
+			t.Errorf("DoChunk(%q) traceback %q does not contain %q", name, se.Traceback, want)
+		}
+	}
+	a, _ := rt.Compile("pipeline.yaml[a]", src)
+	b, _ := rt.Compile("pipeline.yaml[b]", src)
+	if a == b || a.SourceName != "pipeline.yaml[a]" || b.SourceName != "pipeline.yaml[b]" {
+		t.Errorf("protos %q and %q, want one per name", a.SourceName, b.SourceName)
+	}
+	if len(a.FunctionPrototypes) != 1 || a.FunctionPrototypes[0] == b.FunctionPrototypes[0] ||
+		b.FunctionPrototypes[0].SourceName != "pipeline.yaml[b]" {
+		t.Errorf("the nested function of the renamed proto is not renamed")
+	}
+	if &a.Code[0] != &b.Code[0] {
+		t.Errorf("the renamed proto does not share the compiled code")
+	}
+}
+
+// TestStatesShareNoTables: library functions are shared between states, their tables are not:
+// what a script changes in string, math, table, coroutine, _G, package or the string
+// metatable stays in its state.
+func TestStatesShareNoTables(t *testing.T) {
+	t.Parallel()
+	rt := New(Options{})
+	s1 := newState(t, rt, StateOptions{})
+	if _, err := s1.DoChunk("spoil.lua", `
+		string.upper = function() return "spoiled" end
+		string.extra, math.floor, table.insert, coroutine.wrap = 1, nil, nil, nil
+		getmetatable("").__index.lower = function() return "spoiled" end
+		setmetatable(_G, nil)
+		pairs, package.path, package.loaded.string = nil, "/tmp/?.lua", nil
+		getmetatable(package).__index = nil`); err != nil {
+		t.Fatal(err)
+	}
+	s2 := newState(t, rt, StateOptions{})
+	res, err := s2.DoChunk("fresh.lua", `
+		local ok, err = pcall(function() return os end)
+		local _, perr = pcall(function() return package.preload end)
+		return ("a"):upper() .. ("B"):lower(), tostring(string.extra), math.floor(1.5), type(table.insert),
+			type(coroutine.wrap), type(pairs), package.path, tostring(package.loaded.string == string),
+			tostring(ok) .. " " .. err, perr`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"Ab", "nil", "1", "function", "function", "function", "", "true",
+		"false fresh.lua:2: 'os' is not available in the apollo sandbox",
+		"fresh.lua:3: 'package.preload' is not available in the apollo sandbox"}
+	for i, w := range want {
+		if got := res[i].String(); got != w {
+			t.Errorf("result %d = %q, want %q", i+1, got, w)
+		}
+	}
+}
+
+// TestParallelStates runs states at once that call the shared library functions (run it with
+// -race): sharing them must not share anything a call changes.
+func TestParallelStates(t *testing.T) {
+	t.Parallel()
+	rt := New(Options{})
+	const code = `
+		local n = 0
+		for i, v in ipairs({1, 2, 3}) do n = n + v end
+		for k, v in pairs({a = 1, b = 2}) do n = n + v end
+		local co = coroutine.wrap(function(a) coroutine.yield(a + 1) end)
+		n = n + co(1) + math.floor(2.5) + #string.upper("abc") + select("#", unpack({1, 2}))
+		table.insert(_G, n)
+		return tostring(n) .. ("x"):rep(2)`
+	var wg sync.WaitGroup
+	results := make([]string, 8)
+	for i := range results {
+		s := newState(t, rt, StateOptions{})
+		wg.Go(func() {
+			res, err := s.DoChunk("parallel.lua", code)
+			if err != nil {
+				results[i] = err.Error()
+				return
+			}
+			results[i] = res[0].String()
+		})
+	}
+	wg.Wait()
+	for i, got := range results {
+		if got != "18xx" {
+			t.Errorf("state %d returned %q, want 18xx", i, got)
+		}
+	}
+}
+
+func TestValidModuleName(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		want bool
+	}{
+		{"apollo.idem", true},
+		{"deploy", true},
+		{"a.b_c.D9", true},
+		{"_", true},
+		{strings.Repeat("a", 256), true},
+		{strings.Repeat("a", 257), false},
+		{"", false},
+		{".", false},
+		{".a", false},
+		{"a.", false},
+		{"a..b", false},
+		{"../x", false},
+		{"a/b", false},
+		{"/etc/passwd", false},
+		{"a-b", false},
+		{"a b", false},
+		{"é", false},
+	}
+	for _, tt := range tests {
+		if got := ValidModuleName(tt.name); got != tt.want {
+			t.Errorf("ValidModuleName(%q) = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }
 

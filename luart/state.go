@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,13 +18,16 @@ import (
 // DefaultMemoryLimitMB is a state's memory limit when StateOptions.MemoryLimitMB is not set.
 const DefaultMemoryLimitMB = 256
 
-// luaOptions are the VM sizes for every state. The registry (the value stack) grows in big
-// steps up to a ceiling, so table.concat, unpack and string.byte of 100k values work without
-// the quadratic growth of the default step; MinimizeStackMemory keeps idle states small.
+// luaOptions are the VM sizes for every state. The registry (the value stack) starts small,
+// because a fresh state is made for every step and most steps are short, and grows in big steps
+// up to a ceiling, so unpack and string.byte of 100k values work without the quadratic growth
+// of the default step (table.concat does not use it: see builtins.go). Coroutines inherit the
+// sizes, so a small start also keeps each coroutine small. MinimizeStackMemory allocates call
+// frames as the calls nest.
 var luaOptions = lua.Options{
 	SkipOpenLibs:        true,
 	CallStackSize:       256,
-	RegistrySize:        2048,
+	RegistrySize:        256,
 	RegistryMaxSize:     1 << 20,
 	RegistryGrowStep:    4096,
 	MinimizeStackMemory: true,
@@ -36,23 +40,40 @@ var removedGlobals = []string{
 	"getfenv", "setfenv", "newproxy", "_printregs",
 }
 
-// unavailable gives t a metatable whose __index raises "'prefix+name' is not available in the
-// apollo sandbox" for the given absent names, so a script reaching for os.execute or dofile
-// learns why instead of reading "attempt to index a nil value". The names stay absent (rawget
-// returns nil); other absent keys are nil as usual.
-func unavailable(L *lua.LState, t *lua.LTable, prefix string, names []string) {
-	set := make(map[string]bool, len(names))
-	for _, n := range names {
+// The names reading which raises "not available", per table (see notAvailable).
+var (
+	unavailableGlobals = nameSet(removedGlobals, "io", "os", "debug", "channel")
+	unavailableString  = nameSet(nil, "dump")
+	unavailablePackage = nameSet(nil, "loadlib", "seeall", "preload", "searchers", "searchpath")
+)
+
+func nameSet(names []string, more ...string) map[string]bool {
+	set := make(map[string]bool, len(names)+len(more))
+	for _, n := range slices.Concat(names, more) {
 		set[n] = true
 	}
-	mt := L.NewTable()
-	mt.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
+	return set
+}
+
+// notAvailable returns the __index function of a table whose names in set are removed: reading
+// one raises "'prefix+name' is not available in the apollo sandbox", so a script reaching for
+// os.execute or dofile learns why instead of reading "attempt to index a nil value". The names
+// stay absent (rawget returns nil); other absent keys are nil as usual.
+func notAvailable(prefix string, set map[string]bool) lua.LGFunction {
+	return func(L *lua.LState) int {
 		if k, ok := L.Get(2).(lua.LString); ok && set[string(k)] {
 			L.RaiseError("'%s%s' is not available in the apollo sandbox", prefix, string(k))
 		}
 		L.Push(lua.LNil)
 		return 1
-	}))
+	}
+}
+
+// unavailable gives t a fresh metatable whose __index is index, a shared notAvailable
+// function.
+func unavailable(L *lua.LState, t *lua.LTable, index *lua.LFunction) {
+	mt := L.CreateTable(0, 1)
+	mt.RawSetString("__index", index)
 	t.Metatable = mt
 }
 
@@ -77,10 +98,11 @@ type State struct {
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	print   io.Writer
-	limit   int64 // bytes
-	modules map[string]lua.LGFunction
-	loaded  *lua.LTable // package.loaded, as first installed
-	loading map[string]bool
+	limit   int64                     // bytes
+	modules map[string]lua.LGFunction // StateOptions.Modules until Preload copies it
+	ownMods bool                      // modules is the state's own copy
+	loaded  *lua.LTable               // package.loaded, as first installed
+	loading map[string]bool           // made by the first require
 	require *lua.LFunction
 	closed  bool
 
@@ -113,75 +135,69 @@ func (rt *Runtime) NewState(ctx context.Context, opts StateOptions) (*State, err
 		rt:      rt,
 		print:   opts.Print,
 		limit:   int64(mb) << 20,
-		modules: make(map[string]lua.LGFunction, len(opts.Modules)),
-		loading: make(map[string]bool),
+		modules: opts.Modules,
 	}
 	if s.print == nil {
 		s.print = io.Discard
 	}
-	for name, fn := range opts.Modules {
-		s.modules[name] = fn
-	}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
 	s.ls = lua.NewState(luaOptions)
-	if err := s.setup(); err != nil {
-		s.ls.Close()
-		s.cancel(nil)
-		return nil, err
-	}
+	s.setup()
 	s.ls.SetContext(s.ctx)
 	heapWatch.add(s)
 	return s, nil
 }
 
-func (s *State) setup() error {
+// setup opens the sandbox's libraries: fresh tables filled from sharedLibs (see libs.go),
+// apollo's replacements of the builtins that could run or allocate without bound, print,
+// package and require.
+func (s *State) setup() {
 	L := s.ls
-	for _, lib := range []struct {
-		name string
-		fn   lua.LGFunction
-	}{
-		{lua.BaseLibName, lua.OpenBase},
-		{lua.TabLibName, lua.OpenTable},
-		{lua.StringLibName, lua.OpenString},
-		{lua.MathLibName, lua.OpenMath},
-		{lua.CoroutineLibName, lua.OpenCoroutine},
-	} {
-		if err := L.CallByParam(lua.P{Fn: L.NewFunction(lib.fn), NRet: 0, Protect: true}, lua.LString(lib.name)); err != nil {
-			return fmt.Errorf("luart: opening %s: %w", lib.name, err)
-		}
-	}
-	for _, name := range removedGlobals {
-		L.SetGlobal(name, lua.LNil)
-	}
-	s.installBuiltins(L)
-	unavailable(L, L.G.Global, "", slices.Concat(removedGlobals, []string{"io", "os", "debug", "channel"}))
-	unavailable(L, L.GetGlobal("string").(*lua.LTable), "string.", []string{"dump"})
-	L.SetGlobal("print", L.NewFunction(s.luaPrint))
+	libs := sharedLibs()
+	G := L.G.Global
+	setEntries(G, libs.base)
+	G.RawSetString("_G", G)
+	str := newLibTable(L, libs.str, len(replacedStr))
+	tbl := newLibTable(L, libs.table, 1)
+	math := newLibTable(L, libs.math, 0)
+	co := newLibTable(L, libs.coroutine, 0)
+	s.installBuiltins(L, str, tbl, libs.strFormat)
+	str.RawSetString("__index", str)
+	L.SetMetatable(lua.LString(""), str) // string methods: ("x"):upper()
+	G.RawSetString(lua.StringLibName, str)
+	G.RawSetString(lua.TabLibName, tbl)
+	G.RawSetString(lua.MathLibName, math)
+	G.RawSetString(lua.CoroutineLibName, co)
+	G.RawSetString("print", L.NewFunction(s.luaPrint))
+	unavailable(L, G, libs.globalsIndex)
+	unavailable(L, str, libs.stringIndex)
 
 	// package and require. gopher-lua's package library is not opened: its Lua searcher reads
 	// package.path (and LUA_PATH) on every require. require is apollo's own and looks only at
 	// the Go modules, ModuleDirs and Bundled; package.loaders lists the same searchers for
 	// scripts that look, but require does not read it, nor package.path.
-	loaded, ok := L.GetField(L.Get(lua.RegistryIndex), "_LOADED").(*lua.LTable)
-	if !ok {
-		return errors.New("luart: no _LOADED table after opening the libraries")
-	}
+	loaded := L.CreateTable(0, 8)
+	pkg := L.CreateTable(0, 5)
+	loaded.RawSetString("_G", G)
+	loaded.RawSetString(lua.CoroutineLibName, co)
+	loaded.RawSetString(lua.MathLibName, math)
+	loaded.RawSetString(lua.LoadLibName, pkg)
+	loaded.RawSetString(lua.StringLibName, str)
+	loaded.RawSetString(lua.TabLibName, tbl)
+	L.G.Registry.RawSetString("_LOADED", loaded)
 	s.loaded = loaded
-	pkg := L.NewTable()
 	pkg.RawSetString("loaded", loaded)
-	loaders := L.NewTable()
+	loaders := L.CreateTable(2, 0)
 	loaders.Append(L.NewFunction(s.searchGo))
 	loaders.Append(L.NewFunction(s.searchLua))
 	pkg.RawSetString("loaders", loaders)
 	pkg.RawSetString("path", lua.LString(""))
 	pkg.RawSetString("cpath", lua.LString(""))
 	pkg.RawSetString("config", lua.LString("/\n;\n?\n!\n-\n"))
-	unavailable(L, pkg, "package.", []string{"loadlib", "seeall", "preload", "searchers", "searchpath"})
-	loaded.RawSetString("package", pkg)
-	L.SetGlobal("package", pkg)
+	unavailable(L, pkg, libs.packageIndex)
+	G.RawSetString(lua.LoadLibName, pkg)
 	s.require = L.NewFunction(s.luaRequire)
-	L.SetGlobal("require", s.require)
-	return nil
+	G.RawSetString("require", s.require)
 }
 
 // L returns the state's gopher-lua state, for Go modules and the engine to set globals and
@@ -207,6 +223,13 @@ func (s *State) Close() {
 func (s *State) Preload(name string, loader lua.LGFunction) error {
 	if !ValidModuleName(name) {
 		return fmt.Errorf("luart: invalid Go module name %q", name)
+	}
+	if !s.ownMods {
+		s.modules = maps.Clone(s.modules)
+		if s.modules == nil {
+			s.modules = make(map[string]lua.LGFunction)
+		}
+		s.ownMods = true
 	}
 	s.modules[name] = loader
 	return nil
@@ -381,6 +404,9 @@ func (s *State) luaRequire(L *lua.LState) int {
 	loader, err := s.findLoader(L, name)
 	if err != nil {
 		L.RaiseError("require %q: %v", name, err)
+	}
+	if s.loading == nil {
+		s.loading = make(map[string]bool)
 	}
 	s.loading[name] = true
 	defer delete(s.loading, name)

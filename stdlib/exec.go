@@ -220,7 +220,7 @@ func (lib *library) execRun(L *lua.LState) int {
 	if d, ok := optStringField(L, fn, opts, "dir"); ok && d != "" {
 		dir = d
 	}
-	p, err := lib.paths.resolve(dir)
+	p, err := lib.confine().resolve(dir)
 	if err != nil {
 		raise(L, fn, "dir: %v", err)
 	}

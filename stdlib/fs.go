@@ -33,7 +33,7 @@ func (lib *library) fsFuncs() map[string]lua.LGFunction {
 func (lib *library) at(L *lua.LState, fn string, op func(r *os.Root, rel string) error) {
 	path := checkPath(L, fn, 1)
 	checkContext(L, fn)
-	p, err := lib.paths.resolve(path)
+	p, err := lib.confine().resolve(path)
 	if err != nil {
 		raise(L, fn, "%v", err)
 	}
@@ -191,7 +191,7 @@ func (lib *library) fsRename(L *lua.LState) int {
 	oldPath := checkPath(L, fn, 1)
 	newPath := checkPath(L, fn, 2)
 	checkContext(L, fn)
-	from, to, err := lib.paths.resolvePair(oldPath, newPath)
+	from, to, err := lib.confine().resolvePair(oldPath, newPath)
 	if err != nil {
 		raise(L, fn, "%v", err)
 	}

@@ -94,7 +94,7 @@ func (lib *library) idemWrite(L *lua.LState) int {
 	path := checkPath(L, fn, 1)
 	data := checkString(L, fn, 2, "data")
 	checkContext(L, fn)
-	p, err := lib.paths.resolve(path)
+	p, err := lib.confine().resolve(path)
 	if err != nil {
 		raise(L, fn, "%v", err)
 	}
@@ -178,7 +178,7 @@ func (lib *library) idemReplace(L *lua.LState) int {
 		raise(L, fn, "%v", err)
 	}
 	checkContext(L, fn)
-	p, err := lib.paths.resolve(path)
+	p, err := lib.confine().resolve(path)
 	if err != nil {
 		raise(L, fn, "%v", err)
 	}

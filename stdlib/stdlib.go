@@ -3,6 +3,7 @@ package stdlib
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
@@ -28,33 +29,42 @@ type ExecEnver interface {
 // "apollo.idem", "apollo.fs", "apollo.exec", "apollo.http", "apollo.json", "apollo.log",
 // "apollo.digest", and "apollo.state" only when env also implements StateEnv. Pass them as
 // luart.StateOptions.Modules; each loader builds a fresh module table for its state.
+//
+// Nothing is built before a script requires a module: most steps use few of them, and a step
+// pays for a fresh state anyway. The confined areas (which resolve symbolic links) are set up
+// by the first helper that takes a path.
 func Modules(env Env) map[string]lua.LGFunction {
-	lib := &library{env: env, paths: newConfinement(env.Workspace(), env.StateDir())}
+	lib := &library{env: env}
+	lib.confine = sync.OnceValue(func() *confinement { return newConfinement(env.Workspace(), env.StateDir()) })
 	mods := map[string]lua.LGFunction{
-		"apollo.idem":   lib.loader(lib.idemFuncs()),
-		"apollo.fs":     lib.loader(lib.fsFuncs()),
-		"apollo.exec":   lib.loader(lib.execFuncs()),
-		"apollo.http":   lib.loader(lib.httpFuncs()),
+		"apollo.idem":   lib.loader(lib.idemFuncs),
+		"apollo.fs":     lib.loader(lib.fsFuncs),
+		"apollo.exec":   lib.loader(lib.execFuncs),
+		"apollo.http":   lib.loader(lib.httpFuncs),
 		"apollo.json":   lib.jsonLoader,
-		"apollo.log":    lib.loader(lib.logFuncs()),
-		"apollo.digest": lib.loader(lib.digestFuncs()),
+		"apollo.log":    lib.loader(lib.logFuncs),
+		"apollo.digest": lib.loader(lib.digestFuncs),
 	}
 	if st, ok := env.(StateEnv); ok {
-		mods["apollo.state"] = lib.loader(stateFuncs(st))
+		mods["apollo.state"] = lib.loader(func() map[string]lua.LGFunction { return stateFuncs(st) })
 	}
 	return mods
 }
 
 // library is the standard library of one step: its Env and its confined file areas.
 type library struct {
-	env   Env
-	paths *confinement
+	env Env
+	// confine returns the workspace and state directory areas, resolved on first use.
+	confine func() *confinement
 }
 
-func (lib *library) loader(funcs map[string]lua.LGFunction) lua.LGFunction {
+// loader returns a module loader that builds the module's table from funcs when a script
+// requires it.
+func (lib *library) loader(funcs func() map[string]lua.LGFunction) lua.LGFunction {
 	return func(L *lua.LState) int {
-		t := L.CreateTable(0, len(funcs))
-		L.SetFuncs(t, funcs)
+		fs := funcs()
+		t := L.CreateTable(0, len(fs))
+		L.SetFuncs(t, fs)
 		L.Push(t)
 		return 1
 	}
