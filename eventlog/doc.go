@@ -38,15 +38,27 @@ timed_out, dirty, output, start, summary, marker, intervention), and last:
 Readers ignore fields and event types they do not know. Order comes from seq,
 never from timestamps.
 
+A line is at most MaxLineBytes (64 MiB) long, newline included; a writer
+refuses to write a longer one and a reader calls one corruption. The limit is
+set by TASK_START, the one record whose size grows with the pipeline: it
+names every step, 100 to 150 bytes a step (71 of them the definition
+digest), so a 100,000-step pipeline's is 10 to 15 MB and the limit leaves
+room for pipelines of several hundred thousand steps. What it carries per step is what
+replay and resume need and nothing more (see Records), so it is kept as it
+is rather than split across lines: one record stays one line and one fsync.
+
 # Records
 
 TASK_START opens every invocation of apollo run on the log and makes the log
 self-describing: start.v (format version, 1), the pipeline's path and digest,
 every step's id, depends_on, optional flag and definition digest, the
 variables, pid, host, a random run_nonce, the invocation number, durability
-and parallelism. The first line of a log is always a TASK_START. A writer
-refuses a log in which any TASK_START has a newer start.v than its own: a
-newer apollo may have written records whose meaning this one does not know.
+and parallelism. Per step it holds only the id, the edges, the definition
+digest (which tells a resume that a step changed) and the optional and
+has_cleanup flags, which are left out when false. The first line of a log
+is always a TASK_START. A writer refuses a log in which any TASK_START has a
+newer start.v than its own: a newer apollo may have written records whose
+meaning this one does not know.
 
 STEP_START (status RUNNING) is written and fsynced before the step's body
 starts, under every durability setting. For a shell step it names the
@@ -96,16 +108,17 @@ the last known to be on disk.
 # Damage
 
 A torn tail — a last line without its newline, or damaged bytes at the end
-in which no line decodes as a record, at most MaxTornTail long — is what a
-crash mid-write leaves. Readers ignore it. The next writer cuts it under the
-flock, after saving the bytes to <log>.torn-<offset> and fsyncing that, and
-appends a WARNING saying so. Anything else — a damaged line followed by good
-ones, a checksum mismatch in the middle, a gap in seq, a record of another
-task, a first line that is not a TASK_START — is corruption: a CorruptError
-naming the file and line, and nothing is written. So is a line, even the
-last, that is two good records run together where the newline between them
-was damaged: a crash never leaves that, since a record and its newline are
-written together.
+in which no line decodes as a record, at most MaxTornTail (MaxLineBytes and
+4 KiB) long, so that a crash while writing the longest TASK_START still
+counts — is what a crash mid-write leaves. Readers ignore it. The next
+writer cuts it under the flock, after saving the bytes to
+<log>.torn-<offset> and fsyncing that, and appends a WARNING saying so.
+Anything else — a damaged line followed by good ones, a checksum mismatch
+in the middle, a gap in seq, a record of another task, a first line that is
+not a TASK_START — is corruption: a CorruptError naming the file and line,
+and nothing is written. So is a line, even the last, that is two good
+records run together where the newline between them was damaged: a crash
+never leaves that, since a record and its newline are written together.
 
 When no line of a log is good, only a single line can be torn: a log made
 by this writer begins with a durable record, and one created empty (by an

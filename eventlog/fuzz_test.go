@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -127,11 +128,18 @@ func normalized(t *testing.T, r *Record) *Record {
 	return &c
 }
 
-// FuzzDecode: Decode never panics, and what it accepts survives a round
-// trip through Encode. Seeds: testdata/fuzz/FuzzDecode.
+// FuzzDecode: Decode never panics; it accepts and rejects what
+// json.Unmarshal does (decodeJSON, the decoder it replaced), giving the same
+// record or the same error, both for the line as it is and for the line
+// signed with its right checksum (so that mutations reach the parser); and
+// what it accepts survives a round trip through Encode. Seeds:
+// testdata/fuzz/FuzzDecode.
 func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line []byte) {
-		r, err := Decode(line)
+		sameAsJSON(t, line)
+		signed := resign(line)
+		sameAsJSON(t, signed)
+		r, err := Decode(signed)
 		if err != nil {
 			return
 		}
@@ -140,16 +148,42 @@ func FuzzDecode(f *testing.F) {
 			if len(line) > MaxLineBytes/2 { // escaping can grow a line past the limit
 				return
 			}
-			t.Fatalf("Encode(Decode(%q)): %v", line, err)
+			t.Fatalf("Encode(Decode(%q)): %v", signed, err)
 		}
 		back, err := Decode(enc[:len(enc)-1])
 		if err != nil {
-			t.Fatalf("Decode(Encode(Decode(%q))) = %v; line %q", line, err, enc)
+			t.Fatalf("Decode(Encode(Decode(%q))) = %v; line %q", signed, err, enc)
 		}
 		if got, want := normalized(t, back), normalized(t, r); !reflect.DeepEqual(got, want) {
-			t.Errorf("round trip of %q:\ngot  %+v\nwant %+v", line, got, want)
+			t.Errorf("round trip of %q:\ngot  %+v\nwant %+v", signed, got, want)
 		}
 	})
+}
+
+// sameAsJSON checks that Decode and decodeJSON agree on line.
+func sameAsJSON(t *testing.T, line []byte) {
+	t.Helper()
+	got, err := Decode(line)
+	want, werr := decodeJSON(line)
+	if (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) {
+		t.Fatalf("Decode(%q) error = %v, json.Unmarshal gives %v", line, err, werr)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Decode(%q) =\n%+v\njson.Unmarshal gives\n%+v", line, got, want)
+	}
+}
+
+// resign returns line with a crc field that matches it: line's body is what
+// comes before its crc field, or line itself without its closing brace.
+func resign(line []byte) []byte {
+	prefix := line
+	if i := bytes.LastIndex(line, []byte(`,"crc":"`)); i >= 0 {
+		prefix = line[:i]
+	} else if bytes.HasSuffix(line, []byte("}")) {
+		prefix = line[:len(line)-1]
+	}
+	body := append(bytes.Clone(prefix), '}')
+	return fmt.Appendf(prefix[:len(prefix):len(prefix)], `,"crc":"%08x"}`, crc32.Checksum(body, castagnoli))
 }
 
 // FuzzRead: whatever the file holds, Read never panics, never reports bytes

@@ -10,8 +10,10 @@ import (
 )
 
 // MaxTornTail is the largest run of damaged bytes at the end of a log that
-// counts as a torn tail (a crash mid-write) rather than corruption.
-const MaxTornTail = 1<<20 + 4096
+// counts as a torn tail (a crash mid-write) rather than corruption: the
+// longest line a writer writes and then some, so that a crash while writing
+// the longest TASK_START still leaves a torn tail.
+const MaxTornTail = MaxLineBytes + 4096
 
 // CorruptError reports damage that is not a torn tail: a bad line in the
 // middle of a log, a gap in seq, or a log that belongs to another task.

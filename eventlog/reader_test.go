@@ -2,7 +2,9 @@ package eventlog
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -20,7 +22,6 @@ type corrupt struct {
 func TestRead(t *testing.T) {
 	good, lines := sampleLog(t)
 	n := len(lines)
-	join := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 	flip := func(line []byte, i int) []byte {
 		b := bytes.Clone(line)
 		b[i] ^= 0x04
@@ -121,9 +122,9 @@ func TestRead(t *testing.T) {
 			wantErr: &corrupt{1, "not a TASK_START"}},
 		{name: "TASK_START without start", data: join(encodeLines(t, noStartBody)...), wantSeqs: []int64{},
 			wantErr: &corrupt{1, "not a TASK_START"}},
-		{name: "line over 1 MiB", data: join(join(lines[:6]...), big, join(lines[6:]...)), wantSeqs: oneToN(6),
+		{name: "line over MaxLineBytes", data: join(join(lines[:6]...), big, join(lines[6:]...)), wantSeqs: oneToN(6),
 			wantErr: &corrupt{7, "longer than"}},
-		{name: "line over 1 MiB at the end, no newline", data: join(good, big[:len(big)-1]), wantSeqs: oneToN(n),
+		{name: "line over MaxLineBytes at the end, no newline", data: join(good, big[:len(big)-1]), wantSeqs: oneToN(n),
 			wantErr: &corrupt{n + 1, "longer than"}},
 		{name: "long line under the limit", data: join(encodeLines(t, huge)...), wantSeqs: oneToN(n)},
 		{name: "unknown event type and fields", data: join(good, unknown, unknownFields), wantSeqs: oneToN(n + 2)},
@@ -357,3 +358,86 @@ func TestReadDetectsEveryMiddleBitFlip(t *testing.T) {
 	}
 	t.Logf("%d flips in lines 2 and %d, all corruption at their line", flips, len(lines)-1)
 }
+
+// bigStart is the TASK_START of a pipeline of n steps, each depending on
+// the one before, as the engine writes it.
+func bigStart(n int) *Record {
+	start := startInfo(Version)
+	start.Steps = make([]StepInfo, n)
+	for i := range start.Steps {
+		deps := []string{}
+		if i > 0 {
+			deps = []string{fmt.Sprintf("step-%06d", i-1)}
+		}
+		start.Steps[i] = StepInfo{ID: fmt.Sprintf("step-%06d", i), DependsOn: deps, DefinitionDigest: digest(fmt.Sprint(i))}
+	}
+	return &Record{EventType: TaskStart, Status: Running, Start: start}
+}
+
+// TestReadLongTaskStart: a TASK_START over 1 MiB (the old MaxLineBytes) is
+// written, read back and replayed; cut short at the end of the log it is a
+// torn tail, and damaged with a good record after it, corruption.
+func TestReadLongTaskStart(t *testing.T) {
+	const steps = 15_000
+	path := newLogPath(t)
+	w := openLog(t, path, WriterOptions{Durability: Batch})
+	mustAppend(t, w, bigStart(steps), stepStart("step-000000"),
+		&Record{EventType: StepEnd, StepID: "step-000000", Status: Success, Output: json.RawMessage(`{"n":1}`)})
+	mustAppend(t, w, bigStart(steps)) // a second invocation
+	mustClose(t, w)
+	good := readFile(t, path)
+	lines := bytes.SplitAfter(good, []byte("\n"))[:4]
+	if len(lines[0]) <= 1<<20 || len(lines[3]) <= 1<<20 {
+		t.Fatalf("TASK_START lines of %d and %d bytes, want both over 1 MiB", len(lines[0]), len(lines[3]))
+	}
+
+	recs := readClean(t, path)
+	if len(recs) != 4 || len(recs[0].Start.Steps) != steps || !reflect.DeepEqual(recs[0].Start, bigStart(steps).Start) {
+		t.Fatalf("ReadAll = %d records, want 4 with the %d-step TASK_START as written", len(recs), steps)
+	}
+	st := Replay(testTask, recs)
+	if st.Invocations != 2 || len(st.Steps) != steps || len(st.Order) != steps ||
+		st.Steps["step-000000"].Status != Success || st.Steps["step-014999"].Status != Pending {
+		t.Errorf("Replay = %d invocations, %d steps, first %+v, last %+v; want 2, %d, SUCCESS, PENDING",
+			st.Invocations, len(st.Steps), st.Steps["step-000000"], st.Steps["step-014999"], steps)
+	}
+
+	prefix := bytes.Join(lines[:3], nil)
+	start := lines[3]
+	flip := func(line []byte, i int) []byte {
+		b := bytes.Clone(line)
+		b[i] ^= 0x04
+		return b
+	}
+	tests := []struct {
+		name     string
+		data     []byte
+		wantTorn int
+		wantErr  *corrupt
+	}{
+		{name: "cut in the middle", data: join(prefix, start[:len(start)/2]), wantTorn: len(start) / 2},
+		{name: "all but its newline", data: join(prefix, start[:len(start)-1]), wantTorn: len(start) - 1},
+		{name: "damaged, at the end", data: join(prefix, flip(start, len(start)/2)), wantTorn: len(start)},
+		{name: "damaged, then garbage", data: join(prefix, flip(start, 100), make([]byte, 5000)), wantTorn: len(start) + 5000},
+		{name: "damaged, then a good record", data: join(prefix, flip(start, len(start)/2), lines[1]),
+			wantErr: &corrupt{4, "checksum mismatch"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			recs, tail, err := ReadAll(writeLog(t, tt.data), ReadOptions{TaskID: testTask})
+			if tt.wantErr != nil {
+				var ce *CorruptError
+				if !errors.As(err, &ce) || ce.Line != tt.wantErr.line || !strings.Contains(ce.Reason, tt.wantErr.reason) {
+					t.Fatalf("Read = %v, want a CorruptError at line %d (%s)", err, tt.wantErr.line, tt.wantErr.reason)
+				}
+				return
+			}
+			if err != nil || len(recs) != 3 || tail.End != int64(len(prefix)) || tail.Torn != int64(tt.wantTorn) {
+				t.Fatalf("Read = %d records, Tail{End: %d, Torn: %d}, %v; want 3, %d, %d, nil",
+					len(recs), tail.End, tail.Torn, err, len(prefix), tt.wantTorn)
+			}
+		})
+	}
+}
+
+func join(parts ...[]byte) []byte { return bytes.Join(parts, nil) }

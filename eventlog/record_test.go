@@ -2,9 +2,12 @@ package eventlog
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
+	"math/bits"
+	"math/rand/v2"
 	"reflect"
 	"regexp"
 	"strings"
@@ -278,9 +281,198 @@ func TestEncodeLineLimit(t *testing.T) {
 	if err != nil || len(recs) != 1 || tail.Torn != 0 {
 		t.Errorf("Read(one %d-byte line) = %d records, torn %d, %v; want 1, 0, nil", len(line), len(recs), tail.Torn, err)
 	}
-	for _, n := range []int{fit + 1, 2 << 20} {
-		if line, err := Encode(rec(n)); err == nil {
-			t.Errorf("Encode(line of %d bytes) succeeded, want it refused", len(line))
+	if line, err := Encode(rec(fit + 1)); err == nil {
+		t.Errorf("Encode(line of %d bytes) succeeded, want it refused", len(line))
+	}
+}
+
+// decodeJSON is Decode as it was before decodeFast: every check, then
+// json.Unmarshal. Decode must accept and reject what it does, and give the
+// same records.
+func decodeJSON(line []byte) (*Record, error) {
+	if len(line) < crcSuffixLen+2 {
+		return nil, fmt.Errorf("line too short to be a record")
+	}
+	if line[len(line)-1] == '\r' {
+		return nil, fmt.Errorf("line ends in CR LF: the file was converted to Windows line ends")
+	}
+	if bytes.HasPrefix(line, []byte("\ufeff")) {
+		return nil, fmt.Errorf("line starts with a byte order mark: the file was rewritten by an editor")
+	}
+	suffix := line[len(line)-crcSuffixLen:]
+	if !bytes.HasPrefix(suffix, []byte(`,"crc":"`)) || suffix[crcSuffixLen-2] != '"' || suffix[crcSuffixLen-1] != '}' {
+		return nil, fmt.Errorf("no crc field at the end of the line")
+	}
+	want, ok := parseCRC(suffix)
+	if !ok {
+		return nil, fmt.Errorf("crc is not 8 lower-case hex digits")
+	}
+	body := make([]byte, 0, len(line)-crcSuffixLen+1)
+	body = append(body, line[:len(line)-crcSuffixLen]...)
+	body = append(body, '}')
+	if got := crc32.Checksum(body, castagnoli); got != want {
+		return nil, fmt.Errorf("checksum mismatch (line says %08x, content gives %08x): the line was damaged or edited", want, got)
+	}
+	var r Record
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, fmt.Errorf("not a JSON record: %w", err)
+	}
+	return &r, nil
+}
+
+// fullRecord has every field of Record set, each to a value no other field
+// has, with text that needs escapes.
+func fullRecord() *Record {
+	return &Record{Seq: 9, Timestamp: ts(3), TaskID: testTask, StepID: "s\"q", EventType: StepEnd, Status: Running,
+		RetryCount: 2, InputDigest: digest("in"), OutputDigest: digest("out"), ErrorMessage: "line\nbreak\t\u2028é🦀\x00<&>",
+		DurationMS: 1 << 40, Message: `back\slash /`, PGID: 4242, ExitCode: intp(-3), NextDelayMS: 7,
+		Interrupted: true, TimedOut: true, Dirty: true, Output: json.RawMessage(`{"a":[1,-2.5e3,"x\"y",null,true,{}]}`),
+		Start: startInfo(Version), Summary: &SummaryInfo{Counts: map[string]int{Success: 3, "": 0}, Failed: []string{"a"},
+			FailedOptional: []string{}, Blocked: []string{"b", "c"}, Interrupted: true},
+		Marker:       &MarkerInfo{Name: "m", State: MarkerPending, Result: json.RawMessage(`"é"`)},
+		Intervention: &Intervention{Action: ActionSkip, Steps: []string{"x"}, Marker: "m", Why: "why", By: "by"}}
+}
+
+// TestDecodeFastMatchesJSON decodes lines of every kind with Decode and with
+// decodeJSON (the checksum check and json.Unmarshal) and wants the same
+// result. fast says whether decodeFast itself must take the line: every line
+// a writer writes, so that the comparison is not of json with itself.
+func TestDecodeFastMatchesJSON(t *testing.T) {
+	type line struct {
+		name string
+		line []byte
+		fast bool
+	}
+	var lines []line
+	for _, r := range logRecords(testTask, append(sampleRecords(), fullRecord(), benchRecord(3),
+		&Record{EventType: TaskStart, Start: &StartInfo{}}, &Record{EventType: Marker, Marker: &MarkerInfo{}},
+		&Record{EventType: Warning, Intervention: &Intervention{}}, &Record{EventType: TaskSummary, Summary: &SummaryInfo{}},
+		&Record{EventType: StepEnd, Output: json.RawMessage(`"a string"`)},
+		&Record{EventType: StepEnd, StepID: strings.Repeat("long-", 2000), ErrorMessage: "é\n"}, // over wholeLineBytes
+		&Record{EventType: Warning, Message: strings.Repeat("m", 5000), Intervention: &Intervention{Action: ActionSkip,
+			Steps: []string{"a", "b"}, Why: "é", By: "x\ty"}},
+	)) {
+		enc, err := Encode(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, line{fmt.Sprintf("%d-%s", r.Seq, r.EventType), enc, true})
+	}
+	const head = `"seq":1,"timestamp":"t","task_id":"t1","step_id":"s","event_type":"E","status":"S","retry_count":0,` +
+		`"input_digest":"","output_digest":"","error_message":"","duration_ms":0`
+	hand := []struct {
+		body string
+		fast bool
+	}{
+		{`{}`, true},
+		{`{` + head + `}`, true},
+		{`{` + head + `,"future":{"a":[1,{"b":null}],"c":"\u00e9\n"},"z":-0.5E+7}`, true}, // unknown fields
+		{`{"status":"RUNNING","seq":3}`, true},                                            // another order
+		{`{` + head + `,"output":null,"start":null,"exit_code":null,"message":null}`, true},
+		{`{"start":{"steps":[null,{"id":"a","depends_on":null}],"vars":{"k":"v","k":"w","\u00e9":""}}}`, true},
+		{`{"summary":{"counts":{"a":1,"b":-2}}}`, true},
+		{`{"error_message":"\u2028\ud83e\udd80"}`, false},                            // a surrogate pair
+		{`{"error_message":"\udc00"}`, false},                                        // a lone surrogate
+		{"{\"error_message\":\"bad \xff byte\"}", false},                             // invalid UTF-8
+		{"{\"x\":\"bad \xff byte\"}", true},                                          // skipped: json does not look
+		{`{"SEQ":4}`, false},                                                         // json matches keys in any case
+		{`{"Seq":4,"seq":5}`, false},                                                 // and the last one wins
+		{`{"seq":4,"seq":5}`, false},                                                 // repeated
+		{`{"start":{"v":1},"start":{"host":"h"}}`, false},                            // json merges these
+		{`{"s\u0065q":4}`, false},                                                    // an escaped key
+		{"{\"\u212aey\":1}", false},                                                  // a non-ASCII key (Kelvin sign folds to k)
+		{`{ "seq" : 1 }`, false},                                                     // white space
+		{`{"seq":1.0}`, false},                                                       // json refuses: not an int
+		{`{"seq":1e2}`, false},                                                       //
+		{`{"seq":9223372036854775808}`, false},                                       // out of range
+		{`{"seq":-999999999999999999}`, true},                                        // 18 digits
+		{`{"seq":-9223372036854775808}`, false},                                      // in range, but left to json
+		{`{"seq":01}`, false},                                                        // not JSON
+		{`{"seq":"1"}`, false},                                                       // wrong type
+		{`{"start":[]}`, false},                                                      //
+		{`{"interrupted":1}`, false},                                                 //
+		{`{"output":{"a":1}`, false},                                                 // not closed
+		{`{"seq":1,}`, false},                                                        //
+		{`{"x":"\q"}`, false},                                                        // a bad escape
+		{"{\"x\":\"tab\there\"}", false},                                             // a raw control character
+		{`{"x":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`, false}, // deeper than maxSkipDepth
+		{`{"x":` + strings.Repeat("[", 20) + strings.Repeat("]", 20) + `}`, true},
+		{`{"seq":1}x}`, false},
+	}
+	for i, h := range hand {
+		lines = append(lines, line{fmt.Sprintf("hand-%02d", i), withCRC(h.body), h.fast})
+	}
+	for _, l := range lines {
+		t.Run(l.name, func(t *testing.T) {
+			in := l.line[:len(l.line)-1]
+			got, err := Decode(in)
+			want, werr := decodeJSON(in)
+			if (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) {
+				t.Fatalf("Decode(%q) error = %v, json gives %v", in, err, werr)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("Decode(%q) =\n%+v\njson gives\n%+v", in, got, want)
+			}
+			if _, ok := decodeFast(in[:len(in)-crcSuffixLen]); ok != l.fast {
+				t.Errorf("decodeFast(%q) took the line: %v, want %v", in, ok, l.fast)
+			}
+		})
+	}
+}
+
+// TestDecodeFastKnowsEveryField checks the names decodeFast matches keys
+// against (to leave keys in another case to json) are the structs' tags.
+func TestDecodeFastKnowsEveryField(t *testing.T) {
+	for _, c := range []struct {
+		v     any
+		names []string
+	}{
+		{Record{}, recordNames}, {StartInfo{}, startNames}, {StepInfo{}, stepNames},
+		{SummaryInfo{}, summaryNames}, {MarkerInfo{}, markerNames}, {Intervention{}, interventionNames},
+	} {
+		typ := reflect.TypeOf(c.v)
+		var tags []string
+		for i := range typ.NumField() {
+			tag, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			tags = append(tags, tag)
+		}
+		if !reflect.DeepEqual(c.names, tags) {
+			t.Errorf("decodeFast's names for %s = %v, want the tags %v", typ.Name(), c.names, tags)
+		}
+	}
+}
+
+// TestNotPlain checks the eight-bytes-at-a-time test of decodeFast's string
+// scan against plainByte: the lowest byte it flags is the first byte that
+// is not plain, and it flags one if there is one.
+func TestNotPlain(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed(t), 3))
+	special := []byte{0, 0x1f, 0x20, '"', '\\', 0x7f, 0x80, 0x9f, 0xa0, 0xff}
+	for range 200_000 {
+		var b [8]byte
+		for k := range b {
+			switch rng.IntN(3) {
+			case 0:
+				b[k] = special[rng.IntN(len(special))]
+			case 1:
+				b[k] = byte(rng.IntN(256))
+			default:
+				b[k] = 'a' + byte(rng.IntN(26))
+			}
+		}
+		want := 8
+		for k, c := range b {
+			if !plainByte[c] {
+				want = k
+				break
+			}
+		}
+		got := 8
+		if m := notPlain(binary.LittleEndian.Uint64(b[:])); m != 0 {
+			got = bits.TrailingZeros64(m) / 8
+		}
+		if got != want {
+			t.Fatalf("notPlain(% x): first byte not plain at %d, want %d", b, got, want)
 		}
 	}
 }

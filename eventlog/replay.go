@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -93,6 +94,36 @@ func (s *State) Step(id string) *StepState {
 	return st
 }
 
+// name creates, PENDING and in one allocation, the steps of a TASK_START
+// that the state does not know yet. A 100,000-step TASK_START would
+// otherwise cost as many allocations and the growth of the map.
+func (s *State) name(steps []StepInfo) {
+	fresh := 0
+	for _, si := range steps {
+		if _, ok := s.Steps[si.ID]; !ok {
+			fresh++
+		}
+	}
+	if fresh == 0 {
+		return
+	}
+	if len(s.Steps) == 0 {
+		s.Steps = make(map[string]*StepState, fresh)
+	}
+	s.Order = slices.Grow(s.Order, fresh)
+	block := make([]StepState, fresh)
+	for _, si := range steps {
+		if _, ok := s.Steps[si.ID]; ok {
+			continue // named twice
+		}
+		st := &block[0]
+		block = block[1:]
+		st.ID, st.Status = si.ID, Pending
+		s.Steps[si.ID] = st
+		s.Order = append(s.Order, si.ID)
+	}
+}
+
 // Apply folds one record into the state. Unknown event types are ignored.
 func (s *State) Apply(r *Record) {
 	s.LastSeq = r.Seq
@@ -108,9 +139,7 @@ func (s *State) Apply(r *Record) {
 		}
 		s.Invocations++
 		s.Summary = nil
-		for _, si := range r.Start.Steps {
-			s.Step(si.ID)
-		}
+		s.name(r.Start.Steps)
 	case StepStart:
 		st := s.touch(r)
 		st.Status = Running

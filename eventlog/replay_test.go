@@ -206,9 +206,48 @@ func TestReplay(t *testing.T) {
 }
 
 func TestReplayOrder(t *testing.T) {
-	s := Replay(testTask, logRecords(testTask, []*Record{rStart("b", "a"), rBegin("z", 0), rStart("c", "a")}))
-	if got, want := s.Order, []string{"b", "a", "z", "c"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("Order = %v, want %v", got, want)
+	tests := []struct {
+		name string
+		from *State
+		recs []*Record
+		want []string
+	}{
+		{"starts and a step between", nil, []*Record{rStart("b", "a"), rBegin("z", 0), rStart("c", "a")}, []string{"b", "a", "z", "c"}},
+		{"a step named twice", nil, []*Record{rStart("b", "a", "b", "c", "a")}, []string{"b", "a", "c"}},
+		{"known before the first start", nil, []*Record{rBegin("a", 0), rEnd("a", Success, 0), rStart("b", "a", "c")}, []string{"a", "b", "c"}},
+		{"a state read back from JSON", &State{TaskID: testTask}, []*Record{rStart("b", "a")}, []string{"b", "a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := tt.from
+			if s == nil {
+				s = NewState(testTask)
+			}
+			for _, r := range logRecords(testTask, tt.recs) {
+				s.Apply(r)
+			}
+			if got := s.Order; !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Order = %v, want %v", got, tt.want)
+			}
+			if len(s.Steps) != len(tt.want) {
+				t.Errorf("Steps has %d steps, want %d", len(s.Steps), len(tt.want))
+			}
+			seen := map[*StepState]bool{}
+			for _, id := range tt.want {
+				st := s.Steps[id]
+				if st == nil || st.ID != id || seen[st] {
+					t.Fatalf("Steps[%q] = %+v, want its own state", id, st)
+				}
+				seen[st] = true
+				if (id == "b" || id == "c") && st.Status != Pending { // named by a start only
+					t.Errorf("Steps[%q].Status = %s, want PENDING", id, st.Status)
+				}
+			}
+			s.Step("b").Status = Running // the states of a start do not share memory
+			if got := s.Steps["a"].Status; got == Running {
+				t.Errorf("changing step b changed step a")
+			}
+		})
 	}
 }
 
