@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -268,8 +267,8 @@ func BenchmarkGroupCommit(b *testing.B) {
 
 var dagSizes = []int{1_000, 10_000, 100_000}
 
-// runSizes stop below 10,000 steps: a TASK_START names every step, and for
-// 10,000 it is longer than eventlog.MaxLineBytes (1 MiB).
+// runSizes keep BenchmarkRunDAG quick; BenchmarkRun100k (scale_test.go)
+// runs 1k to 100k steps.
 var runSizes = []int{1_000, 2_000, 5_000}
 
 // BenchmarkPlanDAG loads, validates, renders and plans (apollo run
@@ -318,29 +317,9 @@ func BenchmarkRunDAG(b *testing.B) {
 // returned function is called, which reports the peak. The runtime's total
 // mapped memory would count what earlier benchmarks of the process left.
 func watchMemory() func() uint64 {
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(5 * time.Millisecond)
-		defer t.Stop()
-		for {
-			metrics.Read(sample)
-			if v := sample[0].Value.Uint64(); v > peak.Load() {
-				peak.Store(v)
-			}
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	peak := watchPeak()
 	return func() uint64 {
-		close(stop)
-		<-done
-		return peak.Load()
+		heap, _ := peak()
+		return heap
 	}
 }

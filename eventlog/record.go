@@ -221,6 +221,25 @@ func capText(s string) string {
 // It accepts and rejects what json.Unmarshal does: decodeFast parses the
 // lines a writer writes, and leaves anything else to encoding/json.
 func Decode(line []byte) (*Record, error) {
+	prefix, err := checkedPrefix(line)
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := decodeFast(prefix); ok {
+		return r, nil
+	}
+	body := make([]byte, 0, len(prefix)+1)
+	body = append(append(body, prefix...), '}')
+	var r Record
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, fmt.Errorf("not a JSON record: %w", err)
+	}
+	return &r, nil
+}
+
+// checkedPrefix checks a line's framing and checksum and returns the line
+// without its crc suffix: the record's JSON is that prefix plus "}".
+func checkedPrefix(line []byte) ([]byte, error) {
 	if len(line) < crcSuffixLen+2 {
 		return nil, fmt.Errorf("line too short to be a record")
 	}
@@ -242,16 +261,7 @@ func Decode(line []byte) (*Record, error) {
 	if got := crc32.Update(crc32.Checksum(prefix, castagnoli), castagnoli, []byte{'}'}); got != want {
 		return nil, fmt.Errorf("checksum mismatch (line says %08x, content gives %08x): the line was damaged or edited", want, got)
 	}
-	if r, ok := decodeFast(prefix); ok {
-		return r, nil
-	}
-	body := make([]byte, 0, len(prefix)+1)
-	body = append(append(body, prefix...), '}')
-	var r Record
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fmt.Errorf("not a JSON record: %w", err)
-	}
-	return &r, nil
+	return prefix, nil
 }
 
 // parseCRC reads the checksum of a `,"crc":"hhhhhhhh"}` suffix. Upper-case

@@ -290,31 +290,12 @@ func TestEncodeLineLimit(t *testing.T) {
 // json.Unmarshal. Decode must accept and reject what it does, and give the
 // same records.
 func decodeJSON(line []byte) (*Record, error) {
-	if len(line) < crcSuffixLen+2 {
-		return nil, fmt.Errorf("line too short to be a record")
-	}
-	if line[len(line)-1] == '\r' {
-		return nil, fmt.Errorf("line ends in CR LF: the file was converted to Windows line ends")
-	}
-	if bytes.HasPrefix(line, []byte("\ufeff")) {
-		return nil, fmt.Errorf("line starts with a byte order mark: the file was rewritten by an editor")
-	}
-	suffix := line[len(line)-crcSuffixLen:]
-	if !bytes.HasPrefix(suffix, []byte(`,"crc":"`)) || suffix[crcSuffixLen-2] != '"' || suffix[crcSuffixLen-1] != '}' {
-		return nil, fmt.Errorf("no crc field at the end of the line")
-	}
-	want, ok := parseCRC(suffix)
-	if !ok {
-		return nil, fmt.Errorf("crc is not 8 lower-case hex digits")
-	}
-	body := make([]byte, 0, len(line)-crcSuffixLen+1)
-	body = append(body, line[:len(line)-crcSuffixLen]...)
-	body = append(body, '}')
-	if got := crc32.Checksum(body, castagnoli); got != want {
-		return nil, fmt.Errorf("checksum mismatch (line says %08x, content gives %08x): the line was damaged or edited", want, got)
+	prefix, err := checkedPrefix(line)
+	if err != nil {
+		return nil, err
 	}
 	var r Record
-	if err := json.Unmarshal(body, &r); err != nil {
+	if err := json.Unmarshal(append(bytes.Clone(prefix), '}'), &r); err != nil {
 		return nil, fmt.Errorf("not a JSON record: %w", err)
 	}
 	return &r, nil
