@@ -211,6 +211,7 @@ func concurrentAppenders(t *testing.T, dir, task string) {
 		}
 	}
 	want["STEP_START hold RUNNING"] = 1
+	want["STEP_PROCESS hold RUNNING"] = 1 // the shell step's process group
 	want["STEP_END hold SUCCESS"] = 1
 	for n := range 1 + concLoops*concScripts {
 		name := fmt.Sprintf("script_%d", n)

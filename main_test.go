@@ -116,6 +116,9 @@ func cmdRecords(ts *testscript.TestScript, neg bool, args []string) {
 		if r.TimedOut {
 			b.WriteString(" timed_out")
 		}
+		if r.PGID > 0 {
+			b.WriteString(" pgid")
+		}
 		if r.NextDelayMS > 0 {
 			fmt.Fprintf(&b, " next_delay_ms=%d", r.NextDelayMS)
 		}

@@ -390,6 +390,8 @@ func recordDetail(r *eventlog.Record) string {
 		if r.NextDelayMS > 0 {
 			parts = append(parts, "retry in "+roundDur(time.Duration(r.NextDelayMS)*time.Millisecond).String())
 		}
+	case eventlog.StepProcess:
+		parts = append(parts, fmt.Sprintf("process group %d", r.PGID))
 	case eventlog.Marker:
 		if m := r.Marker; m != nil {
 			parts = append(parts, fmt.Sprintf("marker %s %s", m.Name, m.State))

@@ -63,14 +63,15 @@ func endLeftovers(token string, pgid int, grace time.Duration) int {
 		for _, pid := range pids {
 			_ = syscall.Kill(pid, sig)
 		}
-		// The recorded group is signalled only when a tagged process is in
-		// it: after a reboot the number may belong to someone else.
-		if pgid > 0 {
-			for _, pid := range pids {
-				if g, err := syscall.Getpgid(pid); err == nil && g == pgid {
-					_ = syscall.Kill(-pgid, sig)
-					break
-				}
+		// A group is signalled only when a tagged process is in it (after
+		// a reboot the recorded number may belong to someone else): the
+		// recorded group, and any group a tagged process leads — the
+		// attempt's shell leads its group, so this finds it even when the
+		// crash came before the record naming it was on disk.
+		for _, pid := range pids {
+			g, err := syscall.Getpgid(pid)
+			if err == nil && g > 0 && (g == pgid || g == pid) {
+				_ = syscall.Kill(-g, sig)
 			}
 		}
 	}

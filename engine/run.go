@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"apollo/eventlog"
@@ -99,6 +100,9 @@ type run struct {
 
 	snap        *snapshotter
 	snapIgnored string // why a snapshot did not match the log, "" if it did or there was none
+
+	dirsMu   sync.Mutex
+	dirsMade map[string]struct{} // folders makeDirs created in this run
 }
 
 // node is a step during a run. Only the scheduler goroutine touches it,

@@ -273,7 +273,27 @@ func (r *run) appendFor(s *Step, rec *eventlog.Record) error {
 	return r.w.AppendDurable(rec)
 }
 
-// appendEnd appends an attempt's STEP_END. With durability always its fsync
+// makeDirs creates the folders an attempt writes to, once per run each.
+func (r *run) makeDirs(dirs ...string) error {
+	r.dirsMu.Lock()
+	defer r.dirsMu.Unlock()
+	for _, dir := range dirs {
+		if _, ok := r.dirsMade[dir]; ok {
+			continue
+		}
+		if err := eventlog.MkdirAll(r.e.fs(), dir); err != nil {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
+		if r.dirsMade == nil {
+			r.dirsMade = make(map[string]struct{})
+		}
+		r.dirsMade[dir] = struct{}{}
+	}
+	return nil
+}
+
+// appendEnd appends an attempt's STEP_END (or the record naming its process
+// group). With durability always its fsync
 // starts at once but the scheduler does not wait for it: the next step's
 // process is forked (held, its body not released) while the disk works, and
 // that step's durable STEP_START, which waits for this fsync, comes before
@@ -481,21 +501,37 @@ func (r *run) attempt(ctx context.Context, n *node) nodeDone {
 		upstream[d.id()] = d.outDigest
 	}
 	input := inputDigest(n.rs, upstream)
+	// The STEP_START goes first and its fsync starts at once: the disk works
+	// while the attempt is prepared and its process forked (held), and
+	// Started waits for it before the body may run, whatever the
+	// durability setting. A crash in between leaves a dirty step whose body
+	// never ran; its rerun is preceded by cleanup, as for any dirty step.
+	start := &eventlog.Record{EventType: eventlog.StepStart, StepID: s.ID, Status: eventlog.Running,
+		RetryCount: retry, InputDigest: input}
+	if err := r.w.AppendSyncing(start); err != nil {
+		return nodeDone{n: n, logErr: err}
+	}
 	a := r.newAttempt(n, retry)
 	a.InputDigest = input
-	for _, dir := range []string{filepath.Dir(a.OutputPath), t.lay.artifactsDir(t.id)} {
-		if err := eventlog.MkdirAll(r.e.fs(), dir); err != nil {
-			return nodeDone{n: n, logErr: fmt.Errorf("create %s: %w", dir, err)}
-		}
+	if err := r.makeDirs(filepath.Dir(a.OutputPath), t.lay.artifactsDir(t.id)); err != nil {
+		return nodeDone{n: n, logErr: err}
 	}
 	os.Remove(a.PublishPath) // a file left by an earlier run is not this attempt's
 	began := r.e.opts.Now()
 	a.Started = func(pgid int) error {
-		// Durable before the body starts, whatever the durability setting.
-		rec := &eventlog.Record{EventType: eventlog.StepStart, StepID: s.ID, Status: eventlog.Running,
-			RetryCount: retry, InputDigest: input, PGID: pgid}
-		if err := r.w.AppendDurable(rec); err != nil {
+		if err := r.w.Sync(); err != nil {
 			return err
+		}
+		if pgid > 0 {
+			// The process group, for a later run to end what a crash
+			// leaves running (SPEC §5: the STEP_START or a record right
+			// after names it). Until it is on disk, the processes are
+			// still found by their APOLLO_ATTEMPT tag.
+			rec := &eventlog.Record{EventType: eventlog.StepProcess, StepID: s.ID, Status: eventlog.Running,
+				RetryCount: retry, PGID: pgid}
+			if err := r.appendEnd(s, rec); err != nil {
+				return err
+			}
 		}
 		began = r.e.opts.Now()
 		r.rep.started(s.ID, retry)

@@ -109,14 +109,13 @@ func (Shell) Run(ctx context.Context, a *Attempt) Result {
 		killGroup(pgid, syscall.SIGKILL)
 	}
 
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	var waitErr error
-	select {
-	case waitErr = <-waited:
-	case <-ctx.Done():
-		waitErr = stopGroup(pgid, waited, a.KillGrace)
-	}
+	// Wait here; a timeout or an interrupt ends the group from the side,
+	// so the common path costs no extra goroutine hand-off.
+	exited := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() { endGroup(pgid, exited, a.KillGrace) })
+	waitErr := cmd.Wait()
+	close(exited)
+	stop()
 	// Members of the group left behind (`sleep 100 &`) do not outlive the
 	// attempt: an old attempt must never run beside the next one.
 	if groupAlive(pgid) {
@@ -156,6 +155,19 @@ func stopGroup(pgid int, waited <-chan error, grace time.Duration) error {
 	case <-t.C:
 		killGroup(pgid, syscall.SIGKILL)
 		return <-waited
+	}
+}
+
+// endGroup ends a running process group: SIGTERM, then SIGKILL after grace
+// unless exited is closed first (the leader was waited for).
+func endGroup(pgid int, exited <-chan struct{}, grace time.Duration) {
+	killGroup(pgid, syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-exited:
+	case <-t.C:
+		killGroup(pgid, syscall.SIGKILL)
 	}
 }
 

@@ -22,6 +22,7 @@ const Version = 1
 const (
 	TaskStart   = "TASK_START"
 	StepStart   = "STEP_START"
+	StepProcess = "STEP_PROCESS" // names the process group of a running attempt
 	StepEnd     = "STEP_END"
 	Cleanup     = "CLEANUP"
 	Marker      = "MARKER"
@@ -74,7 +75,8 @@ type Record struct {
 
 	// Message is a human sentence for WARNING and CLEANUP records.
 	Message string `json:"message,omitempty"`
-	// PGID names the process group of a shell attempt (STEP_START).
+	// PGID names the process group of a shell attempt (STEP_PROCESS; a
+	// STEP_START of an older apollo may carry it too).
 	PGID int `json:"pgid,omitempty"`
 	// ExitCode is a shell attempt's exit status (STEP_END, CLEANUP).
 	ExitCode *int `json:"exit_code,omitempty"`

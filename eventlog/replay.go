@@ -154,6 +154,11 @@ func (s *State) Apply(r *Record) {
 		st.InputDigest = r.InputDigest
 		st.NextDelayMS = 0
 		st.Interrupted, st.TimedOut = false, false
+	case StepProcess:
+		st := s.touch(r)
+		if st.Dirty && st.RetryCount == r.RetryCount {
+			st.PGID = r.PGID
+		}
 	case StepEnd:
 		st := s.touch(r)
 		st.Dirty = false
