@@ -88,6 +88,7 @@ type Writer struct {
 	fsys FS
 
 	mu      sync.Mutex // guards the fields below
+	cond    sync.Cond  // on mu: an fsync ended, or the writes it held back are done
 	f       File
 	offset  int64
 	seq     int64
@@ -99,8 +100,14 @@ type Writer struct {
 	synced    int64
 	syncedSeq int64
 	lastKind  string // event type of the last record written
-
-	syncMu sync.Mutex // serialises fsyncs
+	// syncing is set while an fsync runs. Writes wait for its outcome: a
+	// record written after an fsync that fails may reach the disk after
+	// the data that fsync lost, turning a repairable tail into damage in
+	// the middle of the log; and nothing is written once an fsync failed.
+	syncing bool
+	// held counts the writes waiting for the running fsync; the next fsync
+	// waits for them, so that one fsync covers them all (group commit).
+	held int
 
 	fsyncs  atomic.Int64
 	records atomic.Int64
@@ -125,6 +132,7 @@ func Open(path string, opts WriterOptions, visit func(*Record) error) (*Writer, 
 		opts.Durability = Always
 	}
 	w := &Writer{path: path, opts: opts, fsys: fsys}
+	w.cond.L = &w.mu
 
 	flag := os.O_RDWR | os.O_APPEND
 	_, statErr := os.Stat(path)
@@ -134,7 +142,11 @@ func Open(path string, opts WriterOptions, visit func(*Record) error) (*Writer, 
 		created = true
 	}
 	if created && opts.First != nil {
-		if err := w.createWith(opts.First); err != nil {
+		err := w.createWith(opts.First)
+		// The record is in the file now; a 100k-step run should not keep
+		// its (large) TASK_START alive for as long as the writer lives.
+		w.opts.First = nil
+		if err != nil {
 			return nil, err
 		}
 		flag &^= os.O_CREATE | os.O_EXCL
@@ -323,9 +335,21 @@ func (w *Writer) append(r *Record, durable bool) error {
 	return nil
 }
 
-// write writes r under the flock and returns the log's size after it.
+// write writes r under the flock and returns the log's size after it. It
+// waits while an fsync runs, and fails with the sticky error if that fsync
+// failed.
 func (w *Writer) write(r *Record) (int64, error) {
 	w.mu.Lock()
+	if w.syncing {
+		w.held++
+		for w.syncing {
+			w.cond.Wait()
+		}
+		w.held--
+		if w.held == 0 {
+			w.cond.Broadcast() // the next fsync may start
+		}
+	}
 	if w.err != nil {
 		w.mu.Unlock()
 		return 0, w.err
@@ -383,26 +407,37 @@ func (w *Writer) writeLocked(r *Record) (int64, error) {
 }
 
 // syncTo makes the log durable at least up to offset end. Callers that
-// arrive while another fsync runs are covered by the next one, which syncs
-// everything written by then: one fsync for many records.
+// arrive while another fsync runs are covered by the next one, which starts
+// once the writes held back by the running one are done and syncs everything
+// written by then: one fsync for many records. The fsync's outcome, a
+// failure made the sticky error, is settled under w.mu before any write may
+// go on.
 func (w *Writer) syncTo(end int64) error {
-	w.syncMu.Lock()
-	defer w.syncMu.Unlock()
 	w.mu.Lock()
-	if w.err != nil || w.synced >= end {
-		err := w.err
-		w.mu.Unlock()
-		return err
+	defer w.mu.Unlock()
+	for {
+		if w.err != nil {
+			return w.err
+		}
+		if w.synced >= end {
+			return nil
+		}
+		if !w.syncing && w.held == 0 {
+			break
+		}
+		w.cond.Wait()
 	}
-	target, seq, f, kind := w.offset, w.seq, w.f, w.lastKind
-	w.mu.Unlock()
-	if f == nil {
+	if w.f == nil {
 		return fmt.Errorf("event log %s: sync after close", w.path)
 	}
+	target, seq, f, kind := w.offset, w.seq, w.f, w.lastKind
+	w.syncing = true
+	w.mu.Unlock()
 	w.fsyncs.Add(1)
 	err := datasync(f)
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.syncing = false
+	w.cond.Broadcast()
 	if err != nil {
 		w.failLocked(fmt.Errorf("fsync: %w", err))
 		return w.err

@@ -835,8 +835,28 @@ func TestDurabilityBatch(t *testing.T) {
 	}
 }
 
-// TestGroupCommit holds the first fsync until every other appender has
-// written: they all wait for one fsync, which covers them all.
+// heldWrites is the number of appends waiting for the running fsync.
+func (w *Writer) heldWrites() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.held
+}
+
+// waitHeld waits until n appends are held back by the running fsync.
+func waitHeld(t *testing.T, w *Writer, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for w.heldWrites() < n {
+		if time.Now().After(deadline) {
+			t.Errorf("%d appends are held back by the running fsync, want %d", w.heldWrites(), n)
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestGroupCommit holds an fsync until every other appender has arrived:
+// none writes while it runs, and one fsync covers them all once it is done.
 func TestGroupCommit(t *testing.T) {
 	const appenders = 32
 	path := newLogPath(t)
@@ -845,19 +865,12 @@ func TestGroupCommit(t *testing.T) {
 	if err := w.Append(taskStart()); err != nil { // write 1, sync 1
 		t.Fatal(err)
 	}
-	allWritten := make(chan struct{})
-	fs.afterWrite = func(n int) {
-		if n == 1+appenders {
-			close(allWritten)
-		}
-	}
+	var writesDuringSync int
 	fs.beforeSync = func(n int) {
 		if n == 2 {
-			select {
-			case <-allWritten:
-			case <-time.After(30 * time.Second):
-				t.Errorf("appenders stayed blocked behind an fsync: no group commit")
-			}
+			waitHeld(t, w, appenders-1)
+			writes, _, _, _ := fs.counts()
+			writesDuringSync = writes - 2
 		}
 	}
 	var wg sync.WaitGroup
@@ -871,11 +884,55 @@ func TestGroupCommit(t *testing.T) {
 	wg.Wait()
 	mustClose(t, w)
 	readClean(t, path)
+	if writesDuringSync != 0 {
+		t.Errorf("%d records were written while an fsync ran, want none", writesDuringSync)
+	}
 	if got, want := w.Fsyncs(), int64(3); got != want {
 		t.Errorf("%d concurrent appends took %d fsyncs in all, want %d (the held one and one for the rest)", appenders, got-1, want-1)
 	}
-	if w.Fsyncs() >= w.Records() {
-		t.Errorf("Fsyncs %d >= Records %d: no group commit", w.Fsyncs(), w.Records())
+}
+
+// TestNoWriteAfterFailedFsync starts appends while an fsync that will fail
+// runs (the interleaving behind a rare TestIOFaults failure): they must wait
+// for its outcome and fail with its error, writing nothing; a record
+// written after a failed fsync could reach the disk after the data it lost.
+func TestNoWriteAfterFailedFsync(t *testing.T) {
+	for _, durability := range []string{Always, Batch} {
+		t.Run(durability, func(t *testing.T) {
+			path := newLogPath(t)
+			fs := &faultFS{failSync: 2, errno: syscall.EIO}
+			w := openLog(t, path, WriterOptions{FS: fs, Durability: durability})
+			if err := w.AppendDurable(taskStart()); err != nil { // write 1, sync 1
+				t.Fatal(err)
+			}
+			const racers = 4
+			results := make(chan error, racers)
+			fs.beforeSync = func(n int) {
+				if n != 2 {
+					return
+				}
+				for i := range racers {
+					go func() { results <- w.Append(stepStart(fmt.Sprint("racer", i))) }()
+				}
+				waitHeld(t, w, racers)
+			}
+			failed := w.AppendDurable(stepStart("a")) // write 2, sync 2 fails
+			if !errors.Is(failed, syscall.EIO) {
+				t.Fatalf("AppendDurable = %v, want EIO", failed)
+			}
+			for range racers {
+				if err := <-results; err != failed {
+					t.Errorf("append racing the failed fsync = %v, want the sticky error %v", err, failed)
+				}
+			}
+			if _, _, after, _ := fs.counts(); len(after) != 0 {
+				t.Errorf("calls on the log after the failed fsync: %v", after)
+			}
+			w.Close()
+			if recs, _, err := ReadAll(path, ReadOptions{TaskID: testTask}); err != nil || len(recs) != 2 {
+				t.Errorf("log reads back %d records (%v), want the 2 written before the fault", len(recs), err)
+			}
+		})
 	}
 }
 
