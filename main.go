@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -37,7 +38,7 @@ const (
 const exitCodeTable = `Exit codes:
   0    the task succeeded (failed optional steps are reported, not fatal)
   1    the task failed, or could not go on (a damaged log, a disk error)
-  2    a usage or pipeline error; nothing was run or written
+  2    a usage or pipeline error, or an unknown task id; nothing was run or written
   3    the task is already being run by another apollo process (its pid is named)
   130  interrupted by SIGINT or SIGTERM; run the same command to resume
 `
@@ -191,6 +192,7 @@ func report(err error, stderr io.Writer) int {
 	var (
 		pe      *engine.PipelineError
 		ue      *engine.UsageError
+		nf      *engine.NotFoundError
 		ce      *engine.ChangedError
 		cliErr  *usageError
 		locked  *eventlog.LockedError
@@ -201,7 +203,7 @@ func report(err error, stderr io.Writer) int {
 	case errors.As(err, &pe):
 		fmt.Fprintln(stderr, err)
 		return exitUsage
-	case errors.As(err, &ue), errors.As(err, &ce), errors.As(err, &cliErr):
+	case errors.As(err, &ue), errors.As(err, &nf), errors.As(err, &ce), errors.As(err, &cliErr):
 		fmt.Fprintf(stderr, "apollo: %v\n", err)
 		return exitUsage
 	case errors.As(err, &locked):
@@ -315,9 +317,16 @@ func newEngine(stateDir, progress string, stdout, stderr io.Writer) *engine.Engi
 	if g, err := time.ParseDuration(os.Getenv("APOLLO_KILL_GRACE")); err == nil && g > 0 {
 		grace = g
 	}
+	var maxOutput int64 // the engine's default
+	if mb, err := strconv.ParseInt(os.Getenv("APOLLO_MAX_OUTPUT_MB"), 10, 64); err == nil {
+		maxOutput = -1 // 0: no limit
+		if mb > 0 && mb < 1<<40 {
+			maxOutput = mb << 20
+		}
+	}
 	color := os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
 	return engine.New(engine.Options{StateDir: stateDir, Stdout: stdout, Stderr: stderr, Progress: progress,
-		Color: color, KillGrace: grace, Version: version(), Bundled: scripts.Modules()})
+		Color: color, KillGrace: grace, MaxOutputBytes: maxOutput, Version: version(), Bundled: scripts.Modules()})
 }
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -28,6 +28,9 @@ type Options struct {
 	// KillGrace is the time between SIGTERM and SIGKILL when a step's
 	// process group is ended.
 	KillGrace time.Duration
+	// MaxOutputBytes is the most an attempt's output file keeps
+	// (DefaultMaxOutput when 0; no limit when negative).
+	MaxOutputBytes int64
 	// Version is apollo's version, written into TASK_START.
 	Version string
 	// Bundled holds the bundled Lua step modules (scripts/).
@@ -69,6 +72,9 @@ func New(opts Options) *Engine {
 	}
 	if opts.KillGrace == 0 {
 		opts.KillGrace = 5 * time.Second
+	}
+	if opts.MaxOutputBytes == 0 {
+		opts.MaxOutputBytes = DefaultMaxOutput
 	}
 	if opts.Version == "" {
 		opts.Version = "dev"

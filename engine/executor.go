@@ -22,8 +22,10 @@ type Attempt struct {
 	Env     []string
 	// Dir is the workspace, where bodies run.
 	Dir string
-	// OutputPath receives the attempt's stdout and stderr.
-	OutputPath string
+	// OutputPath receives the attempt's stdout and stderr, at most
+	// OutputLimit bytes of them (no limit when 0).
+	OutputPath  string
+	OutputLimit int64
 	// PublishPath is the file a shell body may write key=value lines to
 	// ($APOLLO_OUTPUT); empty for cleanups.
 	PublishPath string
@@ -70,6 +72,9 @@ type Result struct {
 	Interrupted bool
 	// NotStarted is set when Started refused: the body never ran.
 	NotStarted bool
+	// Note is what the STEP_END's message tells besides the outcome (an
+	// output cut at its limit), or "".
+	Note string
 }
 
 // Executor runs attempts of one kind of body. The engine picks an executor

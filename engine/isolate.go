@@ -33,6 +33,7 @@ type isolatedJob struct {
 	StateDir     string                     `json:"state_dir"`
 	Dir          string                     `json:"dir"`
 	OutputPath   string                     `json:"output_path"`
+	OutputLimit  int64                      `json:"output_limit,omitempty"`
 	LogPath      string                     `json:"log_path"`
 	MemoryMB     int                        `json:"memory_mb"`
 }
@@ -43,6 +44,7 @@ type isolatedResult struct {
 	OutputDigest string          `json:"output_digest"`
 	Output       json.RawMessage `json:"output,omitempty"`
 	TimedOut     bool            `json:"timed_out,omitempty"`
+	Note         string          `json:"note,omitempty"`
 }
 
 // Isolated runs a Lua attempt in a child apollo process with a hard memory
@@ -67,7 +69,7 @@ func (x *Isolated) Run(ctx context.Context, a *Attempt) Result {
 	}
 	job := isolatedJob{Pipeline: a.Pipeline, StepID: a.StepID, TaskID: a.TaskID, RetryCount: a.RetryCount,
 		Cleanup: a.Cleanup, InputDigest: a.InputDigest, Vars: a.Vars, Params: a.Params, Upstream: a.Upstream,
-		ArtifactsDir: a.ArtifactsDir, StateDir: a.StateDir, Dir: a.Dir, OutputPath: a.OutputPath,
+		ArtifactsDir: a.ArtifactsDir, StateDir: a.StateDir, Dir: a.Dir, OutputPath: a.OutputPath, OutputLimit: a.OutputLimit,
 		LogPath: x.LogPath, MemoryMB: mem}
 	in, err := json.Marshal(job)
 	if err != nil {
@@ -116,9 +118,9 @@ func (x *Isolated) Run(ctx context.Context, a *Attempt) Result {
 		}
 	case ans.Err != "":
 		res.Err = errors.New(ans.Err)
-		res.TimedOut = ans.TimedOut
+		res.TimedOut, res.Note = ans.TimedOut, ans.Note
 	default:
-		res.OutputDigest, res.Output = ans.OutputDigest, ans.Output
+		res.OutputDigest, res.Output, res.Note = ans.OutputDigest, ans.Output, ans.Note
 	}
 	return res
 }
@@ -161,13 +163,13 @@ func RunIsolatedChild(ctx context.Context, stdin io.Reader, stdout io.Writer, op
 	defer w.Close()
 	markers.w = w
 	a := &Attempt{TaskID: job.TaskID, StepID: job.StepID, RetryCount: job.RetryCount, Step: step,
-		Dir: job.Dir, OutputPath: job.OutputPath, Started: func(int) error { return nil },
+		Dir: job.Dir, OutputPath: job.OutputPath, OutputLimit: job.OutputLimit, Started: func(int) error { return nil },
 		Pipeline: job.Pipeline, Cleanup: job.Cleanup, InputDigest: job.InputDigest, Vars: job.Vars,
 		Params: job.Params, Upstream: job.Upstream, ArtifactsDir: job.ArtifactsDir, StateDir: job.StateDir,
 		Markers: markers}
 	x := &Lua{Bundled: opts.Bundled, Workdir: job.Dir}
 	res := x.Run(ctx, a)
-	ans := isolatedResult{OutputDigest: res.OutputDigest, Output: res.Output, TimedOut: res.TimedOut}
+	ans := isolatedResult{OutputDigest: res.OutputDigest, Output: res.Output, TimedOut: res.TimedOut, Note: res.Note}
 	if res.Err != nil {
 		ans.Err = res.Err.Error()
 	}

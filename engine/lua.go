@@ -47,21 +47,15 @@ func (x *Lua) runtime(p *Pipeline) *luart.Runtime {
 	for i, m := range p.Modules {
 		dirs[i] = filepath.Join(p.Dir, m)
 	}
-	// Chunk names are relative to the workspace, so errors read
-	// "steps/load.lua:12: …"; a pipeline kept outside the workspace names
-	// its scripts relative to its own folder.
-	root := absOr(x.Workdir)
-	if rel, err := filepath.Rel(root, p.Dir); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		root = p.Dir
-	}
-	rt := luart.New(luart.Options{ModuleDirs: dirs, Bundled: x.Bundled, Root: root})
+	// Load checks script files through the same root (CheckRefs).
+	rt := luart.New(luart.Options{ModuleDirs: dirs, Bundled: x.Bundled, Root: luaRoot(x.Workdir, p.Dir)})
 	x.runtimes[key] = rt
 	return rt
 }
 
 // Run runs one Lua attempt or cleanup.
 func (x *Lua) Run(ctx context.Context, a *Attempt) Result {
-	out := &lazyOutput{path: a.OutputPath}
+	out := &lazyOutput{path: a.OutputPath, limit: a.OutputLimit}
 	defer out.Close()
 	// The durable STEP_START (an fsync: mostly waiting for the disk) and the making of the
 	// fresh state (CPU) overlap: another goroutine makes the state while this one writes the
@@ -97,6 +91,7 @@ func (x *Lua) Run(ctx context.Context, a *Attempt) Result {
 	case err != nil:
 		res.Err = err
 	}
+	res.Note = out.cutNote()
 	if res.Err != nil {
 		fmt.Fprintf(out, "error: %v\n", res.Err)
 		res.ExitCode = 1

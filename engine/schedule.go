@@ -459,7 +459,8 @@ func (r *run) newAttempt(n *node, retry int) *Attempt {
 	}
 	vars["step_id"] = s.ID
 	return &Attempt{TaskID: t.id, StepID: s.ID, RetryCount: retry, Step: s, Command: n.rs.command,
-		Env: env, Dir: r.e.opts.Workdir, OutputPath: out, PublishPath: publish, KillGrace: r.e.opts.KillGrace,
+		Env: env, Dir: r.e.opts.Workdir, OutputPath: out, OutputLimit: max(r.e.opts.MaxOutputBytes, 0),
+		PublishPath: publish, KillGrace: r.e.opts.KillGrace,
 		Pipeline: t.p, Vars: vars, Params: n.rs.with, Upstream: upstream,
 		ArtifactsDir: t.lay.artifactsDir(t.id), StateDir: t.lay.root, Markers: r.markers}
 }
@@ -559,7 +560,7 @@ func (r *run) attempt(ctx context.Context, n *node) nodeDone {
 	dur := r.e.opts.Now().Sub(began)
 	rec := &eventlog.Record{EventType: eventlog.StepEnd, StepID: s.ID, RetryCount: retry,
 		InputDigest: input, OutputDigest: res.OutputDigest, DurationMS: dur.Milliseconds(),
-		TimedOut: res.TimedOut, Interrupted: res.Interrupted}
+		TimedOut: res.TimedOut, Interrupted: res.Interrupted, Message: res.Note}
 	if res.ExitCode != 0 {
 		code := res.ExitCode
 		rec.ExitCode = &code

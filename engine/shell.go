@@ -30,7 +30,7 @@ type Shell struct{}
 
 // Run runs a.Command.
 func (Shell) Run(ctx context.Context, a *Attempt) Result {
-	out := &lazyOutput{path: a.OutputPath}
+	out := &lazyOutput{path: a.OutputPath, limit: a.OutputLimit}
 	defer out.Close()
 
 	holdR, holdW, err := os.Pipe()
@@ -123,7 +123,7 @@ func (Shell) Run(ctx context.Context, a *Attempt) Result {
 	}
 	drain()
 
-	res := Result{OutputDigest: "sha256:" + hex.EncodeToString(hash.Sum(nil))}
+	res := Result{OutputDigest: "sha256:" + hex.EncodeToString(hash.Sum(nil)), Note: out.cutNote()}
 	res.TimedOut, res.Interrupted = endCause(ctx)
 	res.ExitCode = exitCode(waitErr)
 	switch {
@@ -274,14 +274,25 @@ func readPublished(path string) (json.RawMessage, error) {
 	return json.Marshal(out)
 }
 
+// DefaultMaxOutput is the most an attempt's output file keeps when
+// Options.MaxOutputBytes is 0.
+const DefaultMaxOutput = 100 << 20
+
 // lazyOutput is an attempt's output file, created on its first write: most
 // steps of a big DAG print nothing, and creating a file can cost as much as
-// an fsync.
+// an fsync. It keeps at most limit bytes (when limit > 0): a step that
+// prints without end must not fill the disk the event log lives on. What
+// is over the limit is counted and dropped, not refused, so the step's
+// pipes keep draining and the step itself is not disturbed; Close notes
+// the cut at the end of the file.
 type lazyOutput struct {
-	path string
-	mu   sync.Mutex
-	f    *os.File
-	err  error
+	path    string
+	limit   int64
+	mu      sync.Mutex
+	f       *os.File
+	err     error
+	kept    int64
+	dropped int64
 }
 
 func (o *lazyOutput) Write(p []byte) (int, error) {
@@ -290,21 +301,53 @@ func (o *lazyOutput) Write(p []byte) (int, error) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	n := len(p)
+	if o.limit > 0 && o.kept+int64(n) > o.limit {
+		room := max(o.limit-o.kept, 0)
+		o.dropped += int64(n) - room
+		p = p[:room]
+		if len(p) == 0 {
+			return n, nil
+		}
+	}
 	if o.f == nil && o.err == nil {
 		o.f, o.err = os.OpenFile(o.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	}
 	if o.err != nil {
 		return 0, fmt.Errorf("open output file: %w", o.err)
 	}
-	return o.f.Write(p)
+	w, err := o.f.Write(p)
+	o.kept += int64(w)
+	if err != nil {
+		return w, err
+	}
+	return n, nil
 }
 
-// Close closes the file if it was created.
+// Dropped is how many bytes were over the limit so far.
+func (o *lazyOutput) Dropped() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.dropped
+}
+
+// cutNote says what an attempt's output lost to the limit, "" if nothing.
+func (o *lazyOutput) cutNote() string {
+	if d := o.Dropped(); d > 0 {
+		return fmt.Sprintf("output cut at %d bytes: %d more bytes were dropped", o.limit, d)
+	}
+	return ""
+}
+
+// Close notes a cut at the end of the file and closes it, if it was created.
 func (o *lazyOutput) Close() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.f == nil {
 		return nil
+	}
+	if o.dropped > 0 {
+		fmt.Fprintf(o.f, "\n[apollo: output cut at %d bytes; %d more bytes were dropped]\n", o.limit, o.dropped)
 	}
 	return o.f.Close()
 }
