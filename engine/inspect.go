@@ -14,14 +14,25 @@ import (
 	"apollo/eventlog"
 )
 
-// NotFoundError says a task has no log in the state directory.
+// NotFoundError says a task has no log in the state directory: an unknown
+// task id, a usage error.
 type NotFoundError struct {
 	TaskID   string
 	StateDir string
+	// LogFile is set where a log file's path may be given instead.
+	LogFile bool
 }
 
 func (e *NotFoundError) Error() string {
-	return fmt.Sprintf("task %q has no log in %s; run `apollo list` to see the tasks there, or pass a log file", e.TaskID, e.StateDir)
+	list := "apollo list"
+	if filepath.Clean(e.StateDir) != ".apollo" {
+		list += " --state-dir " + e.StateDir
+	}
+	or := ""
+	if e.LogFile {
+		or = ", or pass a log file"
+	}
+	return fmt.Sprintf("task %q has no log in %s: no such task id here; run `%s` to see the task ids%s", e.TaskID, e.StateDir, list, or)
 }
 
 // Report is what inspect tells about a task, from its log alone.
@@ -94,7 +105,7 @@ func (e *Engine) Inspect(target string) (*Report, error) {
 			return nil, err
 		}
 		if p == "" {
-			return nil, &NotFoundError{TaskID: target, StateDir: e.opts.StateDir}
+			return nil, &NotFoundError{TaskID: target, StateDir: e.opts.StateDir, LogFile: true}
 		}
 		logPath = p
 	}
