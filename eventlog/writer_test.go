@@ -8,11 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+	"weak"
 )
 
 // faultFS is the real file system with a count of every Write and Sync on
@@ -274,6 +276,26 @@ func TestOpenCreatesWithFirst(t *testing.T) {
 	}
 	if _, err := os.Stat(path2); !os.IsNotExist(err) {
 		t.Errorf("a log whose first record never became durable exists: %v", err)
+	}
+}
+
+// TestOpenDropsFirst: once the log is created, the writer does not keep its
+// first record (a 100k-step run's TASK_START is large) alive.
+func TestOpenDropsFirst(t *testing.T) {
+	path := newLogPath(t)
+	first := taskStart()
+	first.Start.Steps = make([]StepInfo, 100_000)
+	kept := weak.Make(first)
+	w := openLog(t, path, WriterOptions{Create: true, First: first})
+	first = nil
+	runtime.GC()
+	if kept.Value() != nil {
+		t.Errorf("the writer keeps the record it created the log with")
+	}
+	mustAppend(t, w, stepStart("a"))
+	mustClose(t, w)
+	if recs := readClean(t, path); len(recs) != 2 || len(recs[0].Start.Steps) != 100_000 {
+		t.Errorf("log holds %d records, want the TASK_START (with its steps) and a STEP_START", len(recs))
 	}
 }
 
