@@ -77,9 +77,10 @@
 // timeout (seconds) expires or the step's context ends, the whole group gets SIGTERM, then
 // SIGKILL after KillGrace, and the result has code -1 and timed_out = true or interrupted =
 // true. A command killed by a signal has code -1 and signal set ("killed"). stdout and stderr
-// keep MaxOutputBytes (16 MiB) each, then a note says how many bytes were dropped. After the
-// command exits, a background process still holding its output delays the result by at most
-// two seconds.
+// keep MaxOutputBytes (16 MiB) each, then a note says how many bytes were dropped. When the
+// command exits, what it left running in its group (`sleep 100 &`) is ended the same way
+// (SIGTERM, SIGKILL after KillGrace), so nothing it started outlives it; a process that left
+// the group (setsid) and still holds its output delays the result by at most two seconds.
 //
 // # apollo.http
 //

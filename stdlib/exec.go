@@ -1,11 +1,14 @@
 package stdlib
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,9 +25,10 @@ const MaxOutputBytes = 16 << 20
 // group of a command it stops.
 const KillGrace = 2 * time.Second
 
-// waitDelay bounds how long exec.run waits for the output pipes after the command itself
-// has exited: a background process that keeps them open does not hold the step.
-const waitDelay = 2 * time.Second
+// drainDelay bounds how long exec.run waits for the output pipes once the command's process
+// group is gone: a process that left the group (setsid) and keeps them open does not hold
+// the step.
+const drainDelay = 2 * time.Second
 
 func (lib *library) execFuncs() map[string]lua.LGFunction {
 	return map[string]lua.LGFunction{"run": lib.execRun}
@@ -51,8 +55,9 @@ type CommandResult struct {
 
 // RunCommand runs c in its own process group. When c.Timeout expires or ctx ends, the whole
 // group gets SIGTERM, then SIGKILL after KillGrace, so grandchildren (`sleep 30 & wait`) die
-// too. A non-zero exit is a result, not an error; the error is for a command that could not
-// start.
+// too. When the command itself exits, what it left running in its group (`sleep 100 &`) is
+// ended the same way: nothing a command starts outlives it, or the step. A non-zero exit is a
+// result, not an error; the error is for a command that could not start.
 func RunCommand(ctx context.Context, c Command) (CommandResult, error) {
 	if len(c.Args) == 0 {
 		return CommandResult{}, errors.New("empty command")
@@ -60,20 +65,37 @@ func RunCommand(ctx context.Context, c Command) (CommandResult, error) {
 	if err := ctx.Err(); err != nil {
 		return CommandResult{}, fmt.Errorf("the step was stopped: %w", context.Cause(ctx))
 	}
+	// The pipes are the command's own files, not ones os/exec copies through: Wait returns
+	// when the command exits, even while a background process holds them, so that the group
+	// can be ended and the pipes drained after it.
+	p, err := openPipes()
+	if err != nil {
+		return CommandResult{}, err
+	}
 	cmd := exec.Command(c.Args[0], c.Args[1:]...)
 	cmd.Dir = c.Dir
 	cmd.Env = append(os.Environ(), c.Env...)
-	if c.Stdin != "" {
-		cmd.Stdin = strings.NewReader(c.Stdin) // else /dev/null
-	}
-	stdout, stderr := &cappedBuffer{max: MaxOutputBytes}, &cappedBuffer{max: MaxOutputBytes}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = p.inR, p.outW, p.errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.WaitDelay = waitDelay
-	if err := cmd.Start(); err != nil {
-		return CommandResult{}, err
+	startErr := cmd.Start()
+	p.closeChildEnds()
+	if startErr != nil {
+		p.inW.Close()
+		p.outR.Close()
+		p.errR.Close()
+		return CommandResult{}, startErr
 	}
 	pgid := cmd.Process.Pid
+
+	stdout, stderr := &cappedBuffer{max: MaxOutputBytes}, &cappedBuffer{max: MaxOutputBytes}
+	var copies sync.WaitGroup
+	copies.Go(func() { io.Copy(stdout, p.outR) })
+	copies.Go(func() { io.Copy(stderr, p.errR) })
+	go func() {
+		// Errors are the command's business: it may exit without reading its input.
+		io.WriteString(p.inW, c.Stdin)
+		p.inW.Close()
+	}()
 
 	var (
 		mu     sync.Mutex
@@ -115,6 +137,15 @@ func RunCommand(ctx context.Context, c Command) (CommandResult, error) {
 	werr := cmd.Wait()
 	close(exited)
 	<-stopped
+	endGroup(pgid)
+	// The group is gone; a process that left it may still hold the pipes.
+	deadline := time.Now().Add(drainDelay)
+	p.outR.SetReadDeadline(deadline)
+	p.errR.SetReadDeadline(deadline)
+	copies.Wait()
+	p.outR.Close()
+	p.errR.Close()
+	p.inW.Close() // ends a write of stdin that nobody reads
 
 	res := CommandResult{Code: -1, Stdout: stdout.String(), Stderr: stderr.String()}
 	if ps := cmd.ProcessState; ps != nil {
@@ -130,10 +161,90 @@ func RunCommand(ctx context.Context, c Command) (CommandResult, error) {
 		res.Interrupted, res.Code = true, -1
 	}
 	var ee *exec.ExitError
-	if werr != nil && !errors.As(werr, &ee) && !errors.Is(werr, exec.ErrWaitDelay) && cmd.ProcessState == nil {
+	if werr != nil && !errors.As(werr, &ee) && cmd.ProcessState == nil {
 		return res, werr
 	}
 	return res, nil
+}
+
+// endGroup ends what is left of a process group whose leader has exited, as the engine
+// does for a shell step: SIGTERM, then SIGKILL to whatever is still there after KillGrace.
+func endGroup(pgid int) {
+	if !groupLive(pgid) {
+		return
+	}
+	syscall.Kill(-pgid, syscall.SIGTERM)
+	deadline := time.Now().Add(KillGrace)
+	for groupLive(pgid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	syscall.Kill(-pgid, syscall.SIGKILL)
+}
+
+// groupLive reports whether process group pgid has a member that has not exited. A member
+// that exited stays a zombie until init reaps it, which some inits are slow to do (or never
+// do): it holds nothing and is not waited for. Without /proc, any member counts.
+func groupLive(pgid int) bool {
+	if syscall.Kill(-pgid, 0) != nil {
+		return false
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	want := strconv.Itoa(pgid)
+	for _, e := range entries {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold anything, so split after the last ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) >= 3 && f[2] == want && f[0] != "Z" && f[0] != "X" {
+			return true
+		}
+	}
+	return false
+}
+
+// pipes are a command's standard input, output and error.
+type pipes struct {
+	inR, inW, outR, outW, errR, errW *os.File
+}
+
+func openPipes() (*pipes, error) {
+	var p pipes
+	var err error
+	if p.inR, p.inW, err = os.Pipe(); err != nil {
+		return nil, fmt.Errorf("open pipes: %w", err)
+	}
+	if p.outR, p.outW, err = os.Pipe(); err != nil {
+		p.inR.Close()
+		p.inW.Close()
+		return nil, fmt.Errorf("open pipes: %w", err)
+	}
+	if p.errR, p.errW, err = os.Pipe(); err != nil {
+		p.inR.Close()
+		p.inW.Close()
+		p.outR.Close()
+		p.outW.Close()
+		return nil, fmt.Errorf("open pipes: %w", err)
+	}
+	return &p, nil
+}
+
+// closeChildEnds closes the ends the command holds, once it has them (or failed to start).
+func (p *pipes) closeChildEnds() {
+	p.inR.Close()
+	p.outW.Close()
+	p.errW.Close()
 }
 
 // cappedBuffer keeps the first max bytes written to it and counts the rest. Writes never

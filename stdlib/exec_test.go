@@ -229,3 +229,52 @@ func TestExecStoppedBeforeStart(t *testing.T) {
 		t.Errorf("RunCommand with an ended context started the command")
 	}
 }
+
+// pidGone reports whether pid has ended, waiting for the kernel to deliver a signal sent to it
+// (the wait is bounded; no timing is asserted). A zombie not yet reaped by init counts as gone.
+func pidGone(pid int) bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			return true
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+		if s := string(b); err == nil {
+			if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) && (s[i+2] == 'Z' || s[i+2] == 'X') {
+				return true
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
+
+// TestExecEndsBackgroundProcesses: what a command leaves running in the background is ended
+// when the command exits, and its result (with what it printed) comes back although the
+// background process held the command's output pipes.
+func TestExecEndsBackgroundProcesses(t *testing.T) {
+	env := newFakeEnv(t)
+	tests := []struct {
+		name, call, want string
+	}{
+		{"holding stdout", `"sleep 100 & echo $! > bg.pid; echo hi"`, `{"code":0,"stdout":"hi\n","stderr":""}`},
+		{"holding stderr, exit 3", `"sleep 100 >/dev/null & echo $! > bg.pid; echo oops >&2; exit 3"`, `{"code":3,"stdout":"","stderr":"oops\n"}`},
+		{"stdin read in the background", `"cat >/dev/null & echo $! > bg.pid; echo hi", {stdin = string.rep("x", 1048576)}`, `{"code":0,"stdout":"hi\n","stderr":""}`},
+		{"ignoring TERM", `"(trap '' TERM; sleep 100) & echo $! > bg.pid; echo hi"`, `{"code":0,"stdout":"hi\n","stderr":""}`},
+		{"argv", `{"/bin/sh", "-c", "sleep 100 & echo $! > bg.pid"}`, `{"code":0,"stdout":"","stderr":""}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pidFile := filepath.Join(env.workspace, "bg.pid")
+			os.Remove(pidFile)
+			got := mustRun(t, env, `return require("apollo.exec").run(`+tt.call+`)`)
+			if !jsonEqual(t, got, tt.want) {
+				t.Errorf("exec.run(%s) = %v\nwant %s", tt.call, got, tt.want)
+			}
+			if pid := readPID(t, pidFile); !pidGone(pid) {
+				syscall.Kill(pid, syscall.SIGKILL)
+				t.Errorf("exec.run(%s) returned with its background process %d still running", tt.call, pid)
+			}
+		})
+	}
+}
