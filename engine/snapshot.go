@@ -59,18 +59,33 @@ type snapshotCrashFS struct {
 	crash func(point string)
 }
 
-func (f snapshotCrashFS) WriteFile(name string, data []byte, perm os.FileMode) error {
-	err := f.FS.WriteFile(name, data, perm)
-	if err == nil {
-		f.crash("snapshot:written")
+func (f snapshotCrashFS) OpenFile(name string, flag int, perm os.FileMode) (eventlog.File, error) {
+	file, err := f.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
 	}
-	return err
+	return snapshotCrashFile{File: file, crash: f.crash}, nil
 }
 
 func (f snapshotCrashFS) Rename(oldpath, newpath string) error {
 	err := f.FS.Rename(oldpath, newpath)
 	if err == nil {
 		f.crash("snapshot:renamed")
+	}
+	return err
+}
+
+// snapshotCrashFile is the temporary file of a snapshot: its fsync is the
+// last step of writing it.
+type snapshotCrashFile struct {
+	eventlog.File
+	crash func(point string)
+}
+
+func (f snapshotCrashFile) Sync() error {
+	err := f.File.Sync()
+	if err == nil {
+		f.crash("snapshot:written")
 	}
 	return err
 }

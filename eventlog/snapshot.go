@@ -1,14 +1,19 @@
 package eventlog
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -77,36 +82,31 @@ func NewSnapshot(logPath string, offset, seq int64, logVersion int, st *State) (
 		Offset: offset, Seq: seq, RecordCRC: crc, LogVersion: logVersion, State: st}, nil
 }
 
-// Marshal encodes the snapshot with its checksum.
-func (s *Snapshot) Marshal() ([]byte, error) {
-	body, err := json.Marshal(s)
-	if err != nil {
-		return nil, fmt.Errorf("encode snapshot: %w", err)
-	}
-	sum := crc32.Checksum(body, castagnoli)
-	out := make([]byte, 0, len(body)+crcSuffixLen+1)
-	out = append(out, body[:len(body)-1]...)
-	out = fmt.Appendf(out, `,"crc":"%08x"}`, sum)
-	return append(out, '\n'), nil
-}
-
 // WriteSnapshot writes s to path atomically through fsys: a temporary file,
-// fsynced, renamed over path, and the folder fsynced. A failure leaves path
-// as it was.
+// streamed and fsynced, renamed over path, and the folder fsynced. A failure
+// leaves path as it was.
 func WriteSnapshot(fsys FS, path string, s *Snapshot) error {
 	if fsys == nil {
 		fsys = OS{}
-	}
-	data, err := s.Marshal()
-	if err != nil {
-		return err
 	}
 	dir := filepath.Dir(path)
 	if err := MkdirAll(fsys, dir); err != nil {
 		return fmt.Errorf("write snapshot %s: %w", path, err)
 	}
 	tmp := path + ".tmp"
-	if err := fsys.WriteFile(tmp, data, 0o644); err != nil {
+	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("write snapshot %s: %w", path, err)
+	}
+	err = s.encode(f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp) // a snapshot of a big task is big: leave no half of one
 		return fmt.Errorf("write snapshot %s: %w", path, err)
 	}
 	if err := fsys.Rename(tmp, path); err != nil {
@@ -116,6 +116,187 @@ func WriteSnapshot(fsys FS, path string, s *Snapshot) error {
 		return fmt.Errorf("write snapshot %s: sync folder: %w", path, err)
 	}
 	return nil
+}
+
+// encode writes the snapshot to w as json.Marshal would render it, with its
+// checksum, a piece at a time: the state of a 100,000-step task is over a
+// hundred megabytes of JSON, which a run should not hold in memory (and
+// json.Encoder would). Only the big parts of the state (its steps, their
+// order, the TASK_START's step list) are written element by element; every
+// other field is written whole by encoding/json, found through reflection so
+// that a field added to a struct is written with no change here.
+func (s *Snapshot) encode(w io.Writer) error {
+	e := &snapshotEncoder{w: bufio.NewWriterSize(w, 256<<10)}
+	e.enc = json.NewEncoder(&e.buf)
+	e.object(reflect.ValueOf(s).Elem(), map[string]func(reflect.Value){"state": e.state}, false)
+	// The object is left open: its checksum covers it as it would end
+	// without the crc field, with "}".
+	sum := crc32.Update(e.sum, castagnoli, []byte{'}'})
+	if e.err == nil {
+		_, e.err = fmt.Fprintf(e.w, `,"crc":"%08x"}`+"\n", sum)
+	}
+	if e.err == nil {
+		e.err = e.w.Flush()
+	}
+	if e.err != nil {
+		return fmt.Errorf("encode snapshot: %w", e.err)
+	}
+	return nil
+}
+
+// snapshotEncoder writes JSON to w and keeps the CRC-32C of what it wrote.
+// Its first error sticks and stops further writes.
+type snapshotEncoder struct {
+	w   *bufio.Writer
+	sum uint32
+	err error
+	buf bytes.Buffer  // one value encoded by enc
+	enc *json.Encoder // over buf
+	one [1]byte
+}
+
+func (e *snapshotEncoder) write(b []byte) {
+	if e.err != nil {
+		return
+	}
+	e.sum = crc32.Update(e.sum, castagnoli, b)
+	_, e.err = e.w.Write(b)
+}
+
+func (e *snapshotEncoder) byte(c byte) {
+	e.one[0] = c
+	e.write(e.one[:])
+}
+
+// value writes v as json.Marshal would.
+func (e *snapshotEncoder) value(v any) {
+	if e.err != nil {
+		return
+	}
+	e.buf.Reset()
+	if e.err = e.enc.Encode(v); e.err == nil {
+		e.write(bytes.TrimSuffix(e.buf.Bytes(), []byte("\n")))
+	}
+}
+
+// object writes the struct v as json.Marshal would (it knows json tags with
+// omitempty and omitzero), but for the fields whose JSON names are in
+// stream: their functions write their values. It leaves the object open
+// (no closing brace) unless closed.
+func (e *snapshotEncoder) object(v reflect.Value, stream map[string]func(reflect.Value), closed bool) {
+	e.byte('{')
+	sep := false
+	t := v.Type()
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		if sf.Anonymous {
+			e.err = fmt.Errorf("embedded field %s.%s: not supported", t.Name(), sf.Name)
+			return
+		}
+		tag := strings.Split(sf.Tag.Get("json"), ",")
+		name := tag[0]
+		if name == "-" && len(tag) == 1 {
+			continue
+		}
+		if name == "" {
+			name = sf.Name
+		}
+		fv := v.Field(i)
+		if slices.Contains(tag[1:], "omitempty") && emptyValue(fv) || slices.Contains(tag[1:], "omitzero") && fv.IsZero() {
+			continue
+		}
+		if sep {
+			e.byte(',')
+		}
+		sep = true
+		e.value(name)
+		e.byte(':')
+		if f, ok := stream[name]; ok {
+			f(fv)
+		} else {
+			e.value(fv.Interface())
+		}
+	}
+	if closed {
+		e.byte('}')
+	}
+}
+
+// emptyValue is what omitempty leaves out.
+func emptyValue(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Array, reflect.Map, reflect.Slice, reflect.String:
+		return v.Len() == 0
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Interface, reflect.Pointer:
+		return v.IsZero()
+	}
+	return false
+}
+
+// state writes a *State.
+func (e *snapshotEncoder) state(v reflect.Value) {
+	st, _ := v.Interface().(*State)
+	if st == nil {
+		e.value(nil)
+		return
+	}
+	e.object(v.Elem(), map[string]func(reflect.Value){
+		"start": e.start,
+		"steps": func(reflect.Value) { e.steps(st.Steps) },
+		"order": func(reflect.Value) { elements(e, st.Order) },
+	}, true)
+}
+
+// start writes a *StartInfo, its step list one step at a time.
+func (e *snapshotEncoder) start(v reflect.Value) {
+	si, _ := v.Interface().(*StartInfo)
+	if si == nil {
+		e.value(nil)
+		return
+	}
+	e.object(v.Elem(), map[string]func(reflect.Value){
+		"steps": func(reflect.Value) { elements(e, si.Steps) },
+	}, true)
+}
+
+// steps writes the state's steps one at a time, by id as json.Marshal
+// orders a map's keys.
+func (e *snapshotEncoder) steps(m map[string]*StepState) {
+	if m == nil {
+		e.value(nil)
+		return
+	}
+	e.byte('{')
+	for i, id := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			e.byte(',')
+		}
+		e.value(id)
+		e.byte(':')
+		e.value(m[id])
+	}
+	e.byte('}')
+}
+
+// elements writes a slice one element at a time.
+func elements[T any](e *snapshotEncoder, s []T) {
+	if s == nil {
+		e.value(nil)
+		return
+	}
+	e.byte('[')
+	for i := range s {
+		if i > 0 {
+			e.byte(',')
+		}
+		e.value(&s[i])
+	}
+	e.byte(']')
 }
 
 // LoadSnapshot reads the snapshot at path and checks it against the log at
@@ -149,9 +330,10 @@ func decodeSnapshot(data []byte) (*Snapshot, error) {
 	if !ok {
 		return nil, errors.New("no crc field at the end")
 	}
-	body := make([]byte, 0, len(data)-crcSuffixLen+1)
-	body = append(body, data[:len(data)-crcSuffixLen]...)
-	body = append(body, '}')
+	// The object as it would read without its crc field, in place: the
+	// state of a big task is too big to copy.
+	body := data[:len(data)-crcSuffixLen+1]
+	body[len(body)-1] = '}'
 	if got := crc32.Checksum(body, castagnoli); got != want {
 		return nil, fmt.Errorf("checksum mismatch (file says %08x, content gives %08x)", want, got)
 	}

@@ -3,7 +3,10 @@ package eventlog
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"hash/crc32"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -164,6 +167,42 @@ func TestSnapshotMismatch(t *testing.T) {
 	}
 	if _, err := LoadSnapshot(filepath.Join(t.TempDir(), "none.json"), "x", testTask); !errors.Is(err, ErrNoSnapshot) {
 		t.Errorf("LoadSnapshot(missing) = %v, want ErrNoSnapshot", err)
+	}
+}
+
+// TestSnapshotEncode: the streamed snapshot is, byte for byte, json.Marshal
+// of it with its checksum, whatever the state holds (empty, nil lists and
+// maps, every kind of record, HTML-escaped text).
+func TestSnapshotEncode(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	states := map[string]*State{
+		"empty":       NewState(testTask),
+		"nil maps":    {TaskID: testTask},
+		"sample":      Replay(testTask, logRecords(testTask, sampleRecords())),
+		"start steps": {TaskID: testTask, Start: &StartInfo{RunNonce: "<&>"}, Order: []string{}},
+	}
+	for i := range 20 {
+		states[fmt.Sprint("random ", i)] = Replay(testTask, randomHistory(rng, 1+rng.IntN(200)))
+	}
+	for name, st := range states {
+		s := &Snapshot{Version: SnapshotVersion, TaskID: testTask, Log: "task_t1_1.jsonl", RunNonce: "n",
+			FileID: "1:2", Offset: 10, Seq: st.LastSeq, RecordCRC: "00000000", LogVersion: Version, State: st}
+		body, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Appendf(body[:len(body)-1:len(body)-1], `,"crc":"%08x"}`+"\n", crc32.Checksum(body, castagnoli))
+		var got bytes.Buffer
+		if err := s.encode(&got); err != nil {
+			t.Fatalf("seed %d %s: encode: %v", seed, name, err)
+		}
+		if !bytes.Equal(got.Bytes(), want) {
+			t.Errorf("seed %d %s: encode =\n%s\nwant json.Marshal's\n%s", seed, name, got.Bytes(), want)
+		}
+		if _, err := decodeSnapshot(got.Bytes()); err != nil {
+			t.Errorf("seed %d %s: decodeSnapshot(encode) = %v", seed, name, err)
+		}
 	}
 }
 
