@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -88,7 +89,7 @@ type run struct {
 	started time.Time
 
 	w       *eventlog.Writer
-	state   *eventlog.State
+	state   *eventlog.State // the snapshotter's, which the writer's callbacks change: read it before the steps start
 	logPath string
 	created bool // this invocation created the log (with its TASK_START)
 	rep     reporter
@@ -170,7 +171,6 @@ func (r *run) execute(ctx context.Context) error {
 		if err := r.w.AppendDurable(start); err != nil {
 			return err
 		}
-		r.state.Apply(start)
 	}
 	if len(changed) > 0 {
 		if err := r.warn(&eventlog.Intervention{Action: eventlog.ActionAcceptChanges, Steps: changed,
@@ -201,7 +201,6 @@ func (r *run) execute(ctx context.Context) error {
 // replays it.
 func (r *run) openLog(latest string) error {
 	t := r.t
-	r.state = eventlog.NewState(t.id)
 	create := latest == "" || r.ro.Fresh
 	if create {
 		start := r.started.Unix()
@@ -213,20 +212,21 @@ func (r *run) openLog(latest string) error {
 		latest = t.lay.logPath(t.id, start)
 	}
 	r.snap = newSnapshotter(t.lay.snapshotPath(t.id), latest, t.id, r.e.opts.FS, r.e.opts.Stderr, r.e.opts.Crash)
+	r.state = r.snap.state // one replay: the snapshotter applies every record
 	var after eventlog.Prefix
 	if !create {
 		// A snapshot that matches the log spares reading all but its tail.
 		snap, err := eventlog.LoadSnapshot(t.lay.snapshotPath(t.id), latest, t.id)
 		if err == nil {
-			r.state, err = r.snap.load(snap)
+			r.state = r.snap.load(snap)
 			after = eventlog.Prefix{Offset: snap.Offset, Seq: snap.Seq, Version: snap.LogVersion}
 		}
 		if err != nil && !errors.Is(err, eventlog.ErrNoSnapshot) {
-			r.state, after, r.snapIgnored = eventlog.NewState(t.id), eventlog.Prefix{}, err.Error()
 			r.snap = newSnapshotter(t.lay.snapshotPath(t.id), latest, t.id, r.e.opts.FS, r.e.opts.Stderr, r.e.opts.Crash)
+			r.state, after, r.snapIgnored = r.snap.state, eventlog.Prefix{}, err.Error()
 		}
 	}
-	r.markers = newMarkerBook(r.state.Markers)
+	r.markers = newMarkerBook(maps.Clone(r.state.Markers))
 	var first *eventlog.Record
 	if create {
 		t.lay.removeUnfinishedLogs(t.id)
@@ -252,7 +252,7 @@ func (r *run) openLog(latest string) error {
 		After:    after,
 		Crash:    r.e.opts.Crash,
 	}, func(rec *eventlog.Record) error {
-		r.state.Apply(rec)
+		r.markers.observe(rec)
 		r.snap.replayed(rec)
 		return nil
 	})
@@ -327,11 +327,7 @@ func (r *run) taskStart() *eventlog.Record {
 // warn appends a durable WARNING.
 func (r *run) warn(iv *eventlog.Intervention, msg string) error {
 	rec := &eventlog.Record{EventType: eventlog.Warning, Status: eventlog.Running, Message: msg, Intervention: iv}
-	if err := r.w.AppendDurable(rec); err != nil {
-		return err
-	}
-	r.state.Apply(rec)
-	return nil
+	return r.w.AppendDurable(rec)
 }
 
 // applyResumeFrom records a resume_from intervention when one is asked for:
