@@ -628,7 +628,7 @@ steps:
 		{"foreign task", mustRead(t, logY), 1, `"y"`, refusers},
 		// Readers skip what they do not know, so inspect may show a newer
 		// log; only a writer must refuse it.
-		{"future version", replace(1, future), 0, "format v99 is newer than this apollo", refusers[:1]},
+		{"future version", replace(1, future), 1, "format v99, newer than this apollo", refusers[:2]},
 		{"bad crc mid-log", replace(3, badCRC), 3, "checksum", refusers},
 		{"two records on one line", join(together), 2, "", refusers},
 	}

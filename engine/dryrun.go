@@ -32,6 +32,9 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 	} else {
 		pl.Log = logPath
 		tail, err := eventlog.Read(logPath, eventlog.ReadOptions{TaskID: t.id}, func(r *eventlog.Record) error {
+			if err := eventlog.CheckFormat(logPath, r); err != nil {
+				return err // run would refuse the log
+			}
 			state.Apply(r)
 			return nil
 		})

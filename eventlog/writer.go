@@ -79,6 +79,41 @@ func (e *WriteError) Error() string {
 
 func (e *WriteError) Unwrap() error { return e.Err }
 
+// NewerFormatError is a log that a newer apollo wrote to: this one must not
+// append to it.
+type NewerFormatError struct {
+	Path string
+	// Line is the line of the newer TASK_START (its seq), 0 when it is not
+	// known (a snapshot said so).
+	Line    int
+	Version int    // the log's format version
+	Apollo  string // the version of the apollo that wrote it, if recorded
+}
+
+func (e *NewerFormatError) Error() string {
+	what := fmt.Sprintf("%s: log format v%d is newer than this apollo's v%d", e.Path, e.Version, Version)
+	if e.Line > 0 {
+		by := "a newer apollo"
+		if e.Apollo != "" {
+			by = "apollo " + e.Apollo
+		}
+		what = fmt.Sprintf("%s:%d: this TASK_START is in log format v%d, newer than this apollo's v%d (written by %s)",
+			e.Path, e.Line, e.Version, Version, by)
+	}
+	return what + ": continue the task with that apollo or a later one (apollo inspect can still read the log), " +
+		"or start it over with `apollo run --fresh` (the log stays as it is)"
+}
+
+// CheckFormat returns a *NewerFormatError when r, read from the log at path,
+// is a TASK_START of a newer format than this apollo writes: what would act
+// on the log (append to it, plan a resume) stops there.
+func CheckFormat(path string, r *Record) error {
+	if r.EventType == TaskStart && r.Start != nil && r.Start.Version > Version {
+		return &NewerFormatError{Path: path, Line: int(r.Seq), Version: r.Start.Version, Apollo: r.Start.ApolloVersion}
+	}
+	return nil
+}
+
 // Writer appends records to one log. It is safe for concurrent use; parallel
 // callers of durable appends share fsyncs (group commit). Each append takes
 // the log's flock so that another process's appends never interleave.
@@ -171,18 +206,23 @@ func Open(path string, opts WriterOptions, visit func(*Record) error) (*Writer, 
 	if visit == nil {
 		visit = func(*Record) error { return nil }
 	}
-	tail, err := Read(path, ReadOptions{TaskID: opts.TaskID, Offset: opts.After.Offset, Seq: opts.After.Seq}, visit)
+	if opts.After.Version > Version {
+		f.Close()
+		return nil, &NewerFormatError{Path: path, Version: opts.After.Version}
+	}
+	tail, err := Read(path, ReadOptions{TaskID: opts.TaskID, Offset: opts.After.Offset, Seq: opts.After.Seq}, func(r *Record) error {
+		// Stop at the first TASK_START of a newer apollo: what follows it
+		// is in a format this one may misread.
+		if err := CheckFormat(path, r); err != nil {
+			return err
+		}
+		return visit(r)
+	})
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	tail.Version = max(tail.Version, opts.After.Version)
 	tail.Lines += int(opts.After.Seq) // a good log has one line per seq
-	if tail.Version > Version {
-		f.Close()
-		return nil, fmt.Errorf("event log %s: format v%d is newer than this apollo (v%d): upgrade apollo to continue this task",
-			path, tail.Version, Version)
-	}
 	w.offset, w.seq, w.lines = tail.End, tail.LastSeq, tail.Lines
 	w.synced, w.syncedSeq = tail.End, tail.LastSeq
 	if tail.Torn > 0 {

@@ -504,24 +504,34 @@ func TestOpenRefusesNewerFormat(t *testing.T) {
 		{EventType: "STEP_RESET", StepID: "fetch"},
 	})
 	tests := []struct {
-		name string
-		data []byte
+		name     string
+		data     []byte
+		wantLine int // of the newer TASK_START
 	}{
-		{"first TASK_START", bytes.Join(encodeLines(t, v2), nil)},
-		{"first TASK_START, torn tail", append(bytes.Join(encodeLines(t, v2), nil), "{\"se"...)},
-		{"a later TASK_START", bytes.Join(encodeLines(t, later), nil)},
+		{"first TASK_START", bytes.Join(encodeLines(t, v2), nil), 1},
+		{"first TASK_START, torn tail", append(bytes.Join(encodeLines(t, v2), nil), "{\"se"...), 1},
+		{"a later TASK_START", bytes.Join(encodeLines(t, later), nil), 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeLog(t, tt.data)
 			before := fileSum(t, path)
-			w, err := Open(path, WriterOptions{TaskID: testTask}, nil)
+			visited := 0
+			w, err := Open(path, WriterOptions{TaskID: testTask}, func(*Record) error { visited++; return nil })
 			if err == nil {
 				w.Close()
 				t.Fatalf("Open(log of format v%d) succeeded, want a refusal", Version+1)
 			}
-			if !strings.Contains(err.Error(), "newer") {
-				t.Errorf("Open = %v, want it to say the format is newer", err)
+			var nf *NewerFormatError
+			if !errors.As(err, &nf) || nf.Path != path || nf.Line != tt.wantLine || nf.Version != Version+1 {
+				t.Fatalf("Open = %v, want a NewerFormatError for %s:%d v%d", err, path, tt.wantLine, Version+1)
+			}
+			if want := fmt.Sprintf("%s:%d: ", path, tt.wantLine); !strings.HasPrefix(err.Error(), want) ||
+				!strings.Contains(err.Error(), "newer") || !strings.Contains(err.Error(), "--fresh") {
+				t.Errorf("Open = %q, want it to start %q, say the format is newer and what to do", err, want)
+			}
+			if visited != tt.wantLine-1 {
+				t.Errorf("Open visited %d records, want the %d before the newer TASK_START", visited, tt.wantLine-1)
 			}
 			if after := fileSum(t, path); after != before {
 				t.Errorf("Open changed a log it refused")
