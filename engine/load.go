@@ -40,6 +40,23 @@ const (
 type LoadOptions struct {
 	// Vars are --var overrides; their names count as known template variables too.
 	Vars map[string]string
+	// CheckRefs makes Load check, as the Lua executor will look for them,
+	// what steps name outside the file: script and cleanup_script files,
+	// modules folders and uses modules. apollo validate and run set it, so
+	// that a typo fails before anything runs.
+	CheckRefs bool
+	// Workdir is the workspace, which script files are read through (as
+	// Options.Workdir); "" is the current folder.
+	Workdir string
+	// Bundled holds the bundled step modules that uses may name, searched
+	// after the modules folders (as Options.Bundled); nil is none.
+	Bundled fs.FS
+}
+
+// loadOptions are the LoadOptions of a run, plan or validation: references
+// checked the way this engine's executors resolve them.
+func (e *Engine) loadOptions(vars map[string]string) LoadOptions {
+	return LoadOptions{Vars: vars, CheckRefs: true, Workdir: e.opts.Workdir, Bundled: e.opts.Bundled}
 }
 
 // Load reads, strictly decodes and validates the pipeline at path. On failure it
@@ -255,6 +272,10 @@ type loader struct {
 	// hintBudget caps the candidates compared for did-you-mean hints, so
 	// that a file with thousands of unknown names still loads quickly.
 	hintBudget int
+	// what steps name outside the file, and the lines of the modules
+	// folders, for checkRefs
+	refs        []ref
+	moduleLines []int
 }
 
 // hint is didYouMean within the loader's budget.
@@ -307,6 +328,9 @@ func parse(file, dir string, src []byte, opts LoadOptions) (*Pipeline, error) {
 	}
 	l.pipeline(root)
 	l.validate()
+	if opts.CheckRefs {
+		l.checkRefs()
+	}
 	if err := l.probs.err(); err != nil {
 		return nil, err
 	}
@@ -905,6 +929,7 @@ func (l *loader) modules(n *yaml.Node) {
 			continue
 		}
 		l.p.Modules = append(l.p.Modules, filepath.Clean(s))
+		l.moduleLines = append(l.moduleLines, item.Line)
 	}
 }
 
@@ -974,10 +999,12 @@ func (l *loader) step(index int, n *yaml.Node) {
 			s.Lua, _ = at.nonEmpty(key, v)
 		case "script":
 			s.Script = si.luaPath(key, v)
+			l.addRef(si, key, v, s.Script)
 		case "uses":
 			if name, ok := at.nonEmpty(key, v); ok {
 				if validModuleName(name) {
 					s.Uses = name
+					l.addRef(si, key, v, name)
 				} else {
 					at.errf(deref(v).Line, "uses %q is not a module name; write a name like notify or pkg.mod", snippet(name))
 				}
@@ -1018,6 +1045,7 @@ func (l *loader) step(index int, n *yaml.Node) {
 			s.CleanupLua, _ = at.nonEmpty(key, v)
 		case "cleanup_script":
 			s.CleanupScript = si.luaPath(key, v)
+			l.addRef(si, key, v, s.CleanupScript)
 		case "env":
 			kvs, _ := at.mapping(key, v)
 			for _, kv := range kvs {

@@ -9,8 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 )
 
@@ -591,5 +593,199 @@ func TestLoadSuggestions(t *testing.T) {
 	}
 	if got := suggest("expo", []string{"none", "fixed", "exponential"}); got != "exponential" {
 		t.Errorf("suggest(expo) = %q, want exponential", got)
+	}
+}
+
+// TestLoadRefs checks CheckRefs: what steps name outside the file is looked
+// for as the Lua executor will look for it, and each problem names the
+// line, the step and what to do. The workspace holds the pipeline in
+// "proj"; "outside" is a folder beyond the workspace.
+func TestLoadRefs(t *testing.T) {
+	bundled := fstest.MapFS{
+		"publish.lua":      {Data: []byte("return {run = function() end}")},
+		"kit/init.lua":     {Data: []byte("return {run = function() end}")},
+		"notify_hook.lua":  {Data: []byte("return {run = function() end}")},
+		"types/apollo.lua": {Data: []byte("-- not a module folder")},
+	}
+	tests := []struct {
+		name    string
+		src     string
+		setup   func(t *testing.T, ws, proj, outside string)
+		bundled fs.FS
+		want    []string // error lines, without the pipeline's path; none: valid
+	}{
+		{
+			name: "all found",
+			src: `task_name: t
+modules: [lib, more]
+steps:
+  - {id: a, script: steps/a.lua, cleanup_script: steps/a.lua}
+  - {id: b, script: ./steps/../steps/a.lua}
+  - {id: c, uses: helper}
+  - {id: d, uses: pkg}
+  - {id: e, uses: pkg.sub}
+  - {id: f, uses: publish}
+  - {id: g, uses: kit}
+  - {id: h, uses: second}
+`,
+			setup: func(t *testing.T, ws, proj, outside string) {
+				for _, f := range []string{"steps/a.lua", "lib/helper.lua", "lib/pkg/init.lua", "lib/pkg/sub.lua", "more/second.lua"} {
+					writeFile(t, filepath.Join(proj, f), []byte("return {run = function() end}"))
+				}
+			},
+			bundled: bundled,
+		},
+		{
+			name: "a script linked elsewhere in the workspace is read through it",
+			src:  "task_name: t\nsteps:\n  - {id: a, script: linked.lua}\n",
+			setup: func(t *testing.T, ws, proj, outside string) {
+				writeFile(t, filepath.Join(ws, "shared", "real.lua"), []byte("return 1"))
+				symlink(t, filepath.Join("..", "shared", "real.lua"), filepath.Join(proj, "linked.lua"))
+			},
+		},
+		{
+			name: "a script linked out of the workspace",
+			src:  "task_name: t\nsteps:\n  - {id: a, script: linked.lua}\n",
+			setup: func(t *testing.T, ws, proj, outside string) {
+				writeFile(t, filepath.Join(outside, "real.lua"), []byte("return 1"))
+				symlink(t, filepath.Join(outside, "real.lua"), filepath.Join(proj, "linked.lua"))
+			},
+			want: []string{`:3: step "a": script "linked.lua" leads out of the workspace through a symbolic link; Lua steps read files inside it only`},
+		},
+		{
+			name: "a script that is a named pipe",
+			src:  "task_name: t\nsteps:\n  - id: a\n    script: fifo.lua\n",
+			setup: func(t *testing.T, ws, proj, outside string) {
+				if out, err := exec.Command("mkfifo", filepath.Join(proj, "fifo.lua")).CombinedOutput(); err != nil {
+					t.Fatalf("mkfifo: %v: %s", err, out)
+				}
+			},
+			want: []string{`:4: step "a": script "fifo.lua" is not a regular file (a named pipe); name a .lua file`},
+		},
+		{
+			name: "a missing script named by many steps, and its hint",
+			src:  "task_name: t\nsteps:\n  - {id: a, script: steps/laod.lua}\n  - {id: b, script: steps/laod.lua}\n  - {id: c, script: steps/zzz.lua}\n",
+			setup: func(t *testing.T, ws, proj, outside string) {
+				writeFile(t, filepath.Join(proj, "steps", "load.lua"), []byte("return 1"))
+			},
+			want: []string{
+				`:3: step "a": script "steps/laod.lua" does not exist (did you mean "steps/load.lua"?)`,
+				`:4: step "b": script "steps/laod.lua" does not exist (did you mean "steps/load.lua"?)`,
+				`:5: step "c": script "steps/zzz.lua" does not exist (it is relative to the pipeline's folder); create it or fix the path`,
+			},
+		},
+		{
+			name: "module problems",
+			src: `task_name: t
+modules: [lib, gone]
+steps:
+  - {id: a, uses: publsh}
+  - {id: b, uses: kti}
+  - {id: c, uses: apollo.idem}
+  - {id: d, uses: escape}
+  - {id: e, uses: folder}
+  - {id: f, uses: unheard_of}
+`,
+			setup: func(t *testing.T, ws, proj, outside string) {
+				writeFile(t, filepath.Join(outside, "escape.lua"), []byte("return {}"))
+				symlink(t, filepath.Join(outside, "escape.lua"), filepath.Join(proj, "lib", "escape.lua"))
+				writeFile(t, filepath.Join(proj, "lib", "folder.lua", "x"), nil)
+			},
+			bundled: bundled,
+			want: []string{
+				`:2: modules folder "gone" does not exist (it is relative to the pipeline's folder); create it or remove it from modules`,
+				`:4: step "a": uses "publsh": no such module in lib or the bundled modules (did you mean "publish"?)`,
+				`:5: step "b": uses "kti": no such module in lib or the bundled modules (did you mean "kit"?)`,
+				`:6: step "c": uses "apollo.idem" names a library module, which a Lua body loads with require; uses takes a step module with run(ctx)`,
+				`:7: step "d": uses "escape": lib/escape.lua cannot be loaded: it leads out of its folder through a symbolic link`,
+				`:8: step "e": uses "folder": lib/folder.lua cannot be loaded: it is not a regular file`,
+				`:9: step "f": uses "unheard_of": no such module in lib or the bundled modules; add lib/unheard_of.lua or fix the name`,
+			},
+		},
+		{
+			name: "no modules folder and no bundled modules",
+			src:  "task_name: t\nsteps:\n  - {id: a, uses: helper}\n",
+			want: []string{`:3: step "a": uses "helper": no such module: the pipeline has no modules folder; add modules: [lib] and lib/helper.lua`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := t.TempDir()
+			outside := t.TempDir()
+			proj := filepath.Join(ws, "proj")
+			path := filepath.Join(proj, "pipeline.yaml")
+			writeFile(t, path, []byte(tt.src))
+			if tt.setup != nil {
+				tt.setup(t, ws, proj, outside)
+			}
+			// Without CheckRefs, nothing outside the file is looked at.
+			if _, err := Load(path, LoadOptions{}); err != nil {
+				t.Fatalf("Load() without CheckRefs: %v", err)
+			}
+			_, err := Load(path, LoadOptions{CheckRefs: true, Workdir: ws, Bundled: tt.bundled})
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Load() error: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Load() = nil error, want %q", tt.want)
+			}
+			checkPipelineErrors(t, err, path)
+			var want []string
+			for _, w := range tt.want {
+				want = append(want, path+w)
+			}
+			if got := strings.Split(err.Error(), "\n"); !slices.Equal(got, want) {
+				t.Errorf("Load() error =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+// TestLoadRefsOutsideWorkspace: a pipeline kept outside the workspace
+// reads its scripts through its own folder, as the Lua executor does.
+func TestLoadRefsOutsideWorkspace(t *testing.T) {
+	ws, proj := t.TempDir(), t.TempDir()
+	path := filepath.Join(proj, "pipeline.yaml")
+	writeFile(t, path, []byte("task_name: t\nsteps:\n  - {id: a, script: a.lua}\n"))
+	writeFile(t, filepath.Join(proj, "a.lua"), []byte("return 1"))
+	if _, err := Load(path, LoadOptions{CheckRefs: true, Workdir: ws}); err != nil {
+		t.Fatalf("Load() error: %v", err)
+	}
+}
+
+// TestLoadRefsBeforeRun: apollo run refuses a missing script before it
+// writes anything, with the same error as validation (Plan).
+func TestLoadRefsBeforeRun(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "pipeline.yaml")
+	writeFile(t, path, []byte("task_name: t\nsteps:\n  - {id: a, command: \"true\"}\n  - {id: b, script: b.lua, depends_on: [a]}\n"))
+	state := filepath.Join(dir, "state")
+	e := New(Options{StateDir: state, Workdir: dir})
+	runErr := e.Run(t.Context(), path, RunOptions{TaskID: "x"})
+	_, planErr := e.Plan(path, RunOptions{TaskID: "x"})
+	want := path + `:4: step "b": script "b.lua" does not exist (it is relative to the pipeline's folder); create it or fix the path`
+	for _, err := range []error{runErr, planErr} {
+		if err == nil || err.Error() != want {
+			t.Errorf("error = %v, want %q", err, want)
+		}
+		if _, ok := errors.AsType[*PipelineError](err); !ok {
+			t.Errorf("errors.As(%v, *PipelineError) = false", err)
+		}
+	}
+	if _, err := os.Stat(state); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the state folder exists after a refused run (%v)", err)
+	}
+}
+
+func symlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -29,7 +29,7 @@ type task struct {
 // prepare loads and renders a pipeline for a run, plan or graph. Nothing is
 // written.
 func (e *Engine) prepare(path string, ro RunOptions) (*task, error) {
-	p, err := Load(path, LoadOptions{Vars: ro.Vars})
+	p, err := Load(path, e.loadOptions(ro.Vars))
 	if err != nil {
 		return nil, err
 	}

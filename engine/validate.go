@@ -3,11 +3,16 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"apollo/stdlib"
 )
 
 // maxTaskIDLen keeps file names built from a task id well under NAME_MAX.
@@ -251,4 +256,267 @@ func (l *loader) cycles(ids map[string]*stepInfo) {
 		head := l.steps[cycle[0]]
 		head.at.errf(head.s.Line, "dependency cycle %s (each step depends on the next); remove one of these dependencies", strings.Join(names, " -> "))
 	}
+}
+
+// ref is something a step names outside the pipeline file.
+type ref struct {
+	si   *stepInfo
+	key  string // script, cleanup_script or uses
+	line int
+	name string // the cleaned path, or the module name
+}
+
+func (l *loader) addRef(si *stepInfo, key string, v *yaml.Node, name string) {
+	if l.opts.CheckRefs && name != "" {
+		l.refs = append(l.refs, ref{si: si, key: key, line: deref(v).Line, name: name})
+	}
+}
+
+// luaRoot is the folder Lua script files are read through (os.Root): the
+// workspace, or the pipeline's folder when it lies outside the workspace.
+// Chunk names are relative to it, so errors read "steps/load.lua:12: …".
+func luaRoot(workdir, pipelineDir string) string {
+	root := absOr(workdir)
+	if rel, err := filepath.Rel(root, pipelineDir); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return pipelineDir
+	}
+	return root
+}
+
+// checkRefs checks what steps name outside the file as the Lua executor
+// will resolve it (lua.go and luart): script files are read through
+// luaRoot; a uses module is not a library module (apollo.*), and is
+// NAME.lua or NAME/init.lua (dots for folders) in the first modules folder
+// that has it, else in the bundled modules. Each problem names the step and
+// the line, and says what to do.
+func (l *loader) checkRefs() {
+	top := where{l: l}
+	p := l.p
+	var dirs, dirNames []string // the modules folders that exist
+	for i, m := range p.Modules {
+		dir := filepath.Join(p.Dir, m)
+		fi, err := os.Stat(dir)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			top.errf(l.moduleLines[i], "modules folder %q does not exist (it is relative to the pipeline's folder); create it or remove it from modules", m)
+		case err != nil:
+			top.errf(l.moduleLines[i], "modules folder %q cannot be read: %s", m, pathCause(err))
+		case !fi.IsDir():
+			top.errf(l.moduleLines[i], "modules folder %q is not a folder; name a folder of .lua modules", m)
+		default:
+			dirs, dirNames = append(dirs, dir), append(dirNames, m)
+		}
+	}
+	if len(l.refs) == 0 {
+		return
+	}
+	root := luaRoot(l.opts.Workdir, p.Dir)
+	library := stdlib.Modules(nil)
+	scripts := map[string]string{} // path: what is wrong, "" if nothing
+	modules := map[string]string{}
+	var known []string // module names for hints, listed on first need
+	for _, r := range l.refs {
+		at := r.si.at
+		if r.key != "uses" {
+			msg, done := scripts[r.name]
+			if !done {
+				msg = checkScript(root, filepath.Join(p.Dir, r.name))
+				if msg == errNoScript {
+					msg = "does not exist (it is relative to the pipeline's folder); create it or fix the path"
+					if hint := l.hint(r.name, siblingScripts(p.Dir, r.name)); hint != "" {
+						msg = "does not exist" + hint
+					}
+				}
+				scripts[r.name] = msg
+			}
+			if msg != "" {
+				at.errf(r.line, "%s %q %s", r.key, r.name, msg)
+			}
+			continue
+		}
+		if _, ok := library[r.name]; ok {
+			at.errf(r.line, "uses %q names a library module, which a Lua body loads with require; uses takes a step module with run(ctx)", r.name)
+			continue
+		}
+		msg, done := modules[r.name]
+		if !done {
+			msg = findModule(dirs, dirNames, l.opts.Bundled, r.name)
+			modules[r.name] = msg
+		}
+		switch msg {
+		case "":
+		case errNoModule:
+			if known == nil {
+				known = moduleNames(dirs, l.opts.Bundled)
+			}
+			at.errf(r.line, "uses %q: %s", r.name, noModule(r.name, dirNames, l.opts.Bundled != nil, l.hint(r.name, known)))
+		default:
+			at.errf(r.line, "uses %q: %s", r.name, msg)
+		}
+	}
+}
+
+// checkScript says what keeps the Lua executor from reading the script
+// file at path through root, or "".
+func checkScript(root, file string) string {
+	rel, err := filepath.Rel(root, file)
+	if err != nil {
+		return fmt.Sprintf("cannot be resolved: %v", err)
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return fmt.Sprintf("cannot be read: %s", pathCause(err))
+	}
+	defer r.Close()
+	fi, err := r.Stat(rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return errNoScript
+	case err != nil && strings.Contains(err.Error(), "escapes"):
+		return "leads out of the workspace through a symbolic link; Lua steps read files inside it only"
+	case err != nil:
+		return fmt.Sprintf("cannot be read: %s", pathCause(err))
+	case fi.IsDir():
+		return "is a folder; name a .lua file"
+	case !fi.Mode().IsRegular():
+		return fmt.Sprintf("is not a regular file (%s); name a .lua file", fileKind(fi.Mode()))
+	}
+	f, err := r.Open(rel)
+	if err != nil {
+		return fmt.Sprintf("cannot be read: %s", pathCause(err))
+	}
+	f.Close()
+	return ""
+}
+
+// What checkScript and findModule return when there is no such file.
+const (
+	errNoScript = "no script"
+	errNoModule = "no module"
+)
+
+// siblingScripts lists the .lua files next to script (a path relative to
+// dir) as paths relative to dir, for hints.
+func siblingScripts(dir, script string) []string {
+	sub := filepath.Dir(script)
+	entries, err := os.ReadDir(filepath.Join(dir, sub))
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, e := range entries {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".lua") {
+			names = append(names, filepath.Join(sub, e.Name()))
+		}
+	}
+	return names
+}
+
+// findModule looks for module name as luart's require does, after the
+// library modules: NAME.lua, then NAME/init.lua, in each of dirs (through
+// os.Root: no way out), then in bundled. It returns "" when found,
+// errNoModule when not, or what is wrong with the file it found. names are
+// the folders as the pipeline writes them.
+func findModule(dirs, names []string, bundled fs.FS, name string) string {
+	base := strings.ReplaceAll(name, ".", "/")
+	candidates := []string{base + ".lua", base + "/init.lua"}
+	for i, dir := range dirs {
+		r, err := os.OpenRoot(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Sprintf("modules folder %s cannot be read: %s", names[i], pathCause(err))
+		}
+		for _, rel := range candidates {
+			fi, err := r.Stat(filepath.FromSlash(rel))
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				continue
+			case err != nil && strings.Contains(err.Error(), "escapes"):
+				err = errors.New("it leads out of its folder through a symbolic link")
+			case err == nil && !fi.Mode().IsRegular():
+				err = errors.New("it is not a regular file")
+			}
+			r.Close()
+			if err != nil {
+				return fmt.Sprintf("%s cannot be loaded: %s", path.Join(filepath.ToSlash(names[i]), rel), pathCause(err))
+			}
+			return ""
+		}
+		r.Close()
+	}
+	if bundled != nil {
+		for _, rel := range candidates {
+			if _, err := fs.Stat(bundled, rel); err == nil {
+				return ""
+			}
+		}
+	}
+	return errNoModule
+}
+
+// noModule says where a module was looked for, and what to do.
+func noModule(name string, dirs []string, bundled bool, hint string) string {
+	var where []string
+	for _, d := range dirs {
+		where = append(where, filepath.ToSlash(d))
+	}
+	if bundled {
+		where = append(where, "the bundled modules")
+	}
+	file := strings.ReplaceAll(name, ".", "/") + ".lua"
+	switch {
+	case len(where) == 0:
+		return "no such module: the pipeline has no modules folder; add modules: [lib] and lib/" + file
+	case hint != "":
+		return fmt.Sprintf("no such module in %s%s", orList(where), hint)
+	case len(dirs) == 0:
+		return fmt.Sprintf("no such module in %s; add modules: [lib] and lib/%s, or fix the name", orList(where), file)
+	}
+	return fmt.Sprintf("no such module in %s; add %s/%s or fix the name", orList(where), filepath.ToSlash(dirs[0]), file)
+}
+
+func orList(words []string) string {
+	if len(words) == 1 {
+		return words[0]
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
+// moduleNames lists the step modules in dirs and bundled, for hints: a
+// name.lua file, or a folder with an init.lua, at the top of each.
+func moduleNames(dirs []string, bundled fs.FS) []string {
+	names := []string{}
+	add := func(fsys fs.FS) {
+		entries, err := fs.ReadDir(fsys, ".")
+		if err != nil {
+			return
+		}
+		for _, e := range entries {
+			switch name := e.Name(); {
+			case !e.IsDir() && strings.HasSuffix(name, ".lua"):
+				names = append(names, strings.TrimSuffix(name, ".lua"))
+			case e.IsDir():
+				if _, err := fs.Stat(fsys, name+"/init.lua"); err == nil {
+					names = append(names, name)
+				}
+			}
+		}
+	}
+	for _, d := range dirs {
+		add(os.DirFS(d))
+	}
+	if bundled != nil {
+		add(bundled)
+	}
+	return names
+}
+
+// pathCause is an error of the file system without the path it repeats.
+func pathCause(err error) string {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		return pe.Err.Error()
+	}
+	return err.Error()
 }
