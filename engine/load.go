@@ -276,6 +276,10 @@ type loader struct {
 	// folders, for checkRefs
 	refs        []ref
 	moduleLines []int
+	// what newStep hands out
+	slabSize int
+	infoSlab []stepInfo
+	stepSlab []Step
 }
 
 // hint is didYouMean within the loader's budget.
@@ -290,13 +294,16 @@ func (l *loader) hint(word string, candidates []string) string {
 // where tells problems which step they belong to. A step without a usable
 // id is named by its position instead.
 type where struct {
-	l      *loader
-	step   string
-	prefix string
+	l     *loader
+	step  string
+	index int // the step's position (1-based), named when step is ""
 }
 
 func (w where) errf(line int, format string, args ...any) {
-	w.l.probs.add(line, w.step, w.prefix+format, args...)
+	if w.step == "" && w.index > 0 {
+		format = "step " + strconv.Itoa(w.index) + ": " + format
+	}
+	w.l.probs.add(line, w.step, format, args...)
 }
 
 // parse decodes and validates src, the bytes of the pipeline at file.
@@ -578,8 +585,26 @@ type keyValue struct {
 // pairs returns a mapping's keys and values, applying merge keys (<<) and
 // reporting duplicate and non-string keys.
 func (w where) pairs(m *yaml.Node) []keyValue {
-	var out, merged []keyValue
-	seen := map[string]int{}
+	var merged []keyValue
+	out := make([]keyValue, 0, len(m.Content)/2)
+	// A small mapping (a step's) finds a duplicate by scanning what it
+	// kept; only a large one pays for a map.
+	var seen map[string]int
+	if len(m.Content) > 32 {
+		seen = make(map[string]int, len(m.Content)/2)
+	}
+	firstLine := func(key string) (int, bool) {
+		if seen != nil {
+			line, ok := seen[key]
+			return line, ok
+		}
+		for _, kv := range out {
+			if kv.key == key {
+				return kv.k.Line, true
+			}
+		}
+		return 0, false
+	}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
 		if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
@@ -591,16 +616,20 @@ func (w where) pairs(m *yaml.Node) []keyValue {
 			w.errf(k.Line, "a key must be a plain string, not %s", describe(k))
 			continue
 		}
-		if first, dup := seen[k.Value]; dup {
+		if first, dup := firstLine(k.Value); dup {
 			w.errf(k.Line, "duplicate key %q (first on line %d); remove one", snippet(k.Value), first)
 			continue
 		}
-		seen[k.Value] = k.Line
+		if seen != nil {
+			seen[k.Value] = k.Line
+		}
 		out = append(out, keyValue{k.Value, k, v})
 	}
 	for _, kv := range merged {
-		if _, ok := seen[kv.key]; !ok {
-			seen[kv.key] = kv.k.Line
+		if _, ok := firstLine(kv.key); !ok {
+			if seen != nil {
+				seen[kv.key] = kv.k.Line
+			}
 			out = append(out, kv)
 		}
 	}
@@ -876,6 +905,9 @@ func (l *loader) pipeline(root *yaml.Node) {
 	}
 	l.setKnown()
 	raw := deref(stepsNode).Content
+	l.slabSize = len(items)
+	l.steps = make([]*stepInfo, 0, len(items))
+	l.p.Steps = make([]*Step, 0, len(items))
 	for i, item := range items {
 		n := len(l.steps)
 		l.step(i+1, item)
@@ -935,24 +967,60 @@ func (l *loader) modules(n *yaml.Node) {
 
 // stepInfo is a step with the places that validation refers to.
 type stepInfo struct {
-	s     *Step
-	at    where
-	line  int // the step's line: its id key, else its mapping
-	deps  []*yaml.Node
-	lines map[string]int // line of each key present
+	s    *Step
+	at   where
+	line int // the step's line: its id key, else its mapping
+	deps []*yaml.Node
+	// keyLines holds the line of each key of stepKeys present, by its
+	// position in stepKeys; 0 when absent (YAML lines start at 1).
+	keyLines [24]int32
+}
+
+// newStep returns room for the next step. Steps and their stepInfos come
+// from slabs sized for the whole list, so that a 100,000-step file makes a
+// few large allocations instead of 200,000 small ones.
+func (l *loader) newStep() (*stepInfo, *Step) {
+	if len(l.infoSlab) == 0 {
+		n := max(l.slabSize, 1)
+		l.infoSlab, l.stepSlab = make([]stepInfo, n), make([]Step, n)
+	}
+	si, s := &l.infoSlab[0], &l.stepSlab[0]
+	l.infoSlab, l.stepSlab = l.infoSlab[1:], l.stepSlab[1:]
+	return si, s
+}
+
+// stepKeyIndex is key's position in stepKeys, or -1.
+func stepKeyIndex(key string) int {
+	for i, k := range stepKeys {
+		if k == key {
+			return i
+		}
+	}
+	return -1
+}
+
+func (si *stepInfo) setLine(key string, line int) {
+	if i := stepKeyIndex(key); i >= 0 {
+		si.keyLines[i] = int32(line)
+	}
+}
+
+// lineOf returns the line of key, a member of stepKeys, and whether the
+// step has it.
+func (si *stepInfo) lineOf(key string) (int, bool) {
+	line := int(si.keyLines[stepKeyIndex(key)])
+	return line, line > 0
 }
 
 func (l *loader) step(index int, n *yaml.Node) {
-	at := where{l: l, prefix: fmt.Sprintf("step %d: ", index)}
+	at := where{l: l, index: index}
 	if n.Kind != yaml.MappingNode {
 		at.errf(n.Line, "must be a mapping with id and a body such as command, not %s", describe(n))
 		return
 	}
-	si := &stepInfo{
-		s:     &Step{RetryPolicy: RetryNone, MaxRetries: l.p.MaxRetries, Durability: l.p.Durability},
-		line:  n.Line,
-		lines: map[string]int{},
-	}
+	si, s := l.newStep()
+	*s = Step{RetryPolicy: RetryNone, MaxRetries: l.p.MaxRetries, Durability: l.p.Durability}
+	si.s, si.line = s, n.Line
 	// The id first, so that every other problem can name the step.
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := deref(n.Content[i]), deref(n.Content[i+1])
@@ -967,7 +1035,7 @@ func (l *loader) step(index int, n *yaml.Node) {
 			continue
 		}
 		si.line = kv.k.Line
-		si.lines["id"] = kv.k.Line
+		si.setLine("id", kv.k.Line)
 		id, ok := at.nonEmpty("id", kv.v)
 		if !ok {
 			break
@@ -982,13 +1050,12 @@ func (l *loader) step(index int, n *yaml.Node) {
 		}
 	}
 	si.at = at
-	s := si.s
 	for _, kv := range kvs {
 		key, v := kv.key, kv.v
 		if key == "id" {
 			continue
 		}
-		si.lines[key] = kv.k.Line
+		si.setLine(key, kv.k.Line)
 		switch key {
 		case "command":
 			if c, ok := at.nonEmpty(key, v); ok {
@@ -1177,48 +1244,50 @@ func (w where) value(path string, n *yaml.Node) (any, bool) {
 func (l *loader) checkStepShape(si *stepInfo) {
 	s, at := si.s, si.at
 	if s.ID == "" {
-		if _, has := si.lines["id"]; !has {
+		if _, has := si.lineOf("id"); !has {
 			at.errf(si.line, "has no id; add id: <name>")
 		}
 	}
-	present := func(keys []string) []string {
-		var out []string
+	present := func(keys, out []string) []string {
 		for _, k := range keys {
-			if _, ok := si.lines[k]; ok {
+			if _, ok := si.lineOf(k); ok {
 				out = append(out, k)
 			}
 		}
 		return out
 	}
-	bodies := present(bodyKeys)
+	var bodyBuf, cleanupBuf [4]string
+	bodies := present(bodyKeys, bodyBuf[:0])
 	switch len(bodies) {
 	case 0:
 		at.errf(si.line, "has no body; add one of command, lua, script or uses")
 	case 1:
 	default:
-		at.errf(si.lines[bodies[1]], "has %s; keep exactly one body", andList(bodies))
+		line, _ := si.lineOf(bodies[1])
+		at.errf(line, "has %s; keep exactly one body", andList(bodies))
 	}
-	if cleanups := present(cleanupKeys); len(cleanups) > 1 {
-		at.errf(si.lines[cleanups[1]], "has %s; keep at most one cleanup hook", andList(cleanups))
+	if cleanups := present(cleanupKeys, cleanupBuf[:0]); len(cleanups) > 1 {
+		line, _ := si.lineOf(cleanups[1])
+		at.errf(line, "has %s; keep at most one cleanup hook", andList(cleanups))
 	}
 	isLua := s.Lua != "" || s.Script != "" || s.Uses != ""
-	if _, ok := si.lines["with"]; ok && len(bodies) == 1 && bodies[0] == "command" {
-		at.errf(si.lines["with"], "with is read by Lua steps (as ctx.params), not by a command; pass values through env or the command itself")
+	if line, ok := si.lineOf("with"); ok && len(bodies) == 1 && bodies[0] == "command" {
+		at.errf(line, "with is read by Lua steps (as ctx.params), not by a command; pass values through env or the command itself")
 	}
 	if len(bodies) == 1 && bodies[0] == "command" {
 		for _, k := range []string{"memory_mb", "isolation"} {
-			if line, ok := si.lines[k]; ok {
+			if line, ok := si.lineOf(k); ok {
 				at.errf(line, "%s applies to Lua steps only (lua, script or uses); remove it from this command step", k)
 			}
 		}
 	}
-	if _, ok := si.lines["isolation"]; !ok && isLua {
+	if _, ok := si.lineOf("isolation"); !ok && isLua {
 		s.Isolation = l.p.Isolation
 	}
 	// retry_policy defaults to none, which never retries: a step that asks
 	// for retries without a policy would silently get none.
-	if line, ok := si.lines["max_retries"]; ok && s.MaxRetries > 0 {
-		if _, has := si.lines["retry_policy"]; !has {
+	if line, ok := si.lineOf("max_retries"); ok && s.MaxRetries > 0 {
+		if _, has := si.lineOf("retry_policy"); !has {
 			at.errf(line, "max_retries: %d has no effect without a retry_policy (the default is none); add retry_policy: fixed or exponential", s.MaxRetries)
 		}
 	}

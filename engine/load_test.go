@@ -420,6 +420,17 @@ steps:
 				t.Errorf("Source = %q, want the file's bytes", got.Source)
 			}
 			got.Path, got.Dir, got.Source = "", "", nil
+			for _, s := range got.Steps {
+				// The resolved dependencies name the steps of DependsOn.
+				var ids []string
+				for _, j := range s.depIdx {
+					ids = append(ids, got.Steps[j].ID)
+				}
+				if !slices.Equal(ids, s.DependsOn) {
+					t.Errorf("step %s: dependencies resolve to %q, want %q", s.ID, ids, s.DependsOn)
+				}
+				s.depIdx = nil
+			}
 			if !reflect.DeepEqual(*got, tt.want) {
 				t.Errorf("Load() =\n%s\nwant\n%s", dumpPipeline(got), dumpPipeline(&tt.want))
 			}

@@ -64,6 +64,10 @@ type Step struct {
 	With        map[string]any // parameters for uses, as decoded from YAML
 	MemoryMB    int            // 0: default
 	Isolation   string
+
+	// depIdx holds the indexes in Pipeline.Steps of DependsOn, as Load
+	// resolved them.
+	depIdx []int32
 }
 
 // Step returns the step with the given id, or nil.

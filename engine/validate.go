@@ -145,75 +145,109 @@ func lineIn(n *yaml.Node, s string, off int) int {
 
 // validate checks what spans steps: ids, dependencies, cycles, resume_from.
 func (l *loader) validate() {
-	ids := map[string]*stepInfo{}
-	var order []string
-	for _, si := range l.steps {
+	ids := make(map[string]int32, len(l.steps)) // index in l.steps
+	order := make([]string, 0, len(l.steps))
+	for i, si := range l.steps {
 		id := si.s.ID
 		if id == "" {
 			continue
 		}
 		if first, dup := ids[id]; dup {
-			si.at.errf(si.s.Line, "id is already used on line %d; ids must be unique", first.s.Line)
+			si.at.errf(si.s.Line, "id is already used on line %d; ids must be unique", l.steps[first].s.Line)
 			continue
 		}
-		ids[id] = si
+		ids[id] = int32(i)
 		order = append(order, id)
 	}
+	var listed []string // the dependencies of one step read so far
+	var seen map[string]bool
 	for _, si := range l.steps {
-		seen := map[string]bool{}
+		if len(si.deps) == 0 {
+			continue
+		}
+		// A short list finds a repeat by scanning; a long one by a map.
+		listed = listed[:0]
+		if len(si.deps) > 16 {
+			seen = make(map[string]bool, len(si.deps))
+		} else {
+			seen = nil
+		}
+		twice := func(dep string) bool {
+			if seen != nil {
+				return seen[dep]
+			}
+			return slices.Contains(listed, dep)
+		}
+		si.s.DependsOn = make([]string, 0, len(si.deps))
+		si.s.depIdx = make([]int32, 0, len(si.deps))
 		for _, dn := range si.deps {
 			dep, ok := si.at.text("depends_on", dn)
 			if !ok {
 				continue
 			}
-			switch {
+			switch j, known := ids[dep]; {
 			case dep == si.s.ID:
 				si.at.errf(dn.Line, "depends on itself; remove %q from depends_on", dep)
-			case seen[dep]:
+			case twice(dep):
 				si.at.errf(dn.Line, "lists %q twice in depends_on; remove one", dep)
-			case ids[dep] == nil:
+			case !known:
 				si.at.errf(dn.Line, "depends on unknown step %q%s", snippet(dep), l.hint(dep, order))
 			default:
 				si.s.DependsOn = append(si.s.DependsOn, dep)
+				si.s.depIdx = append(si.s.depIdx, j)
 			}
-			seen[dep] = true
+			if seen != nil {
+				seen[dep] = true
+			} else {
+				listed = append(listed, dep)
+			}
+		}
+		if len(si.s.DependsOn) == 0 {
+			si.s.DependsOn, si.s.depIdx = nil, nil // as a step with no depends_on
 		}
 	}
-	l.cycles(ids)
-	if r := l.p.ResumeFrom; r != "" && ids[r] == nil {
-		where{l: l}.errf(l.resumeLine, "resume_from names unknown step %q%s", snippet(r), l.hint(r, order))
+	l.cycles()
+	if r := l.p.ResumeFrom; r != "" {
+		if _, ok := ids[r]; !ok {
+			where{l: l}.errf(l.resumeLine, "resume_from names unknown step %q%s", snippet(r), l.hint(r, order))
+		}
 	}
 }
 
 // cycles reports each dependency cycle once, naming its steps in order.
-func (l *loader) cycles(ids map[string]*stepInfo) {
-	index := map[*stepInfo]int{}
-	for i, si := range l.steps {
-		index[si] = i
-	}
+func (l *loader) cycles() {
 	n := len(l.steps)
-	deps := make([][]int, n)
 	pending := make([]int, n)
-	dependents := make([][]int, n)
+	// dependents in one flat slice (CSR): those of step j are
+	// flat[start[j]:start[j+1]].
+	start := make([]int32, n+1)
 	for i, si := range l.steps {
-		for _, d := range si.s.DependsOn {
-			j := index[ids[d]]
-			deps[i] = append(deps[i], j)
-			dependents[j] = append(dependents[j], i)
-			pending[i]++
+		pending[i] = len(si.s.depIdx)
+		for _, j := range si.s.depIdx {
+			start[j+1]++
+		}
+	}
+	for j := range n {
+		start[j+1] += start[j]
+	}
+	flat := make([]int32, start[n])
+	fill := slices.Clone(start[:n])
+	for i, si := range l.steps {
+		for _, j := range si.s.depIdx {
+			flat[fill[j]] = int32(i)
+			fill[j]++
 		}
 	}
 	// Kahn: whatever is left waits, directly or not, on a cycle.
-	var queue []int
+	queue := make([]int32, 0, n)
 	for i := range n {
 		if pending[i] == 0 {
-			queue = append(queue, i)
+			queue = append(queue, int32(i))
 		}
 	}
-	for len(queue) > 0 {
-		v := queue[0]
-		queue = queue[1:]
-		for _, d := range dependents[v] {
+	for head := 0; head < len(queue); head++ {
+		v := queue[head]
+		for _, d := range flat[start[v]:start[v+1]] {
 			if pending[d]--; pending[d] == 0 {
 				queue = append(queue, d)
 			}
@@ -235,9 +269,9 @@ func (l *loader) cycles(ids map[string]*stepInfo) {
 			walkOf[v] = walk
 			pos[v] = len(path)
 			path = append(path, v)
-			for _, d := range deps[v] {
+			for _, d := range l.steps[v].s.depIdx {
 				if pending[d] > 0 {
-					v = d
+					v = int(d)
 					break
 				}
 			}
