@@ -5,7 +5,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 )
 
 // digestOf is the sha256 of v's JSON encoding. encoding/json writes map keys
@@ -29,53 +31,92 @@ func sha256Hex(b []byte) string {
 // body, cleanup, environment, parameters, timeout and retry settings. It
 // leaves out the graph (depends_on, optional), which TASK_START records on
 // its own: a new dependency does not make a finished result wrong.
+//
+// It hashes the bytes json.Marshal writes for definitionMap (keys sorted),
+// so the digests recorded in existing logs stay valid, but writes them
+// itself: a plan of 100,000 steps digests every one, and reflection was
+// most of that time.
 func definitionDigest(rs *renderedStep) string {
 	s := rs.step
-	b, err := json.Marshal(definitionFields{
-		CleanupCommand: rs.cleanupCommand,
-		CleanupLua:     s.CleanupLua,
-		CleanupScript:  s.CleanupScript,
-		Command:        rs.command,
-		Env:            rs.env,
-		Isolation:      s.Isolation,
-		Lua:            s.Lua,
-		MaxRetries:     s.MaxRetries,
-		MemoryMB:       s.MemoryMB,
-		RetryPolicy:    s.RetryPolicy,
-		Script:         s.Script,
-		TimeoutMS:      s.Timeout.Milliseconds(),
-		Uses:           s.Uses,
-		With:           rs.with,
-	})
-	if err != nil {
-		return digestOf(definitionMap(rs)) // a value JSON cannot hold: the same fallback as ever
+	var buf [512]byte
+	b := buf[:0]
+	field := func(key, value string) {
+		b = append(b, key...)
+		b = appendJSONString(b, value)
 	}
+	number := func(key string, n int64) {
+		b = append(b, key...)
+		b = strconv.AppendInt(b, n, 10)
+	}
+	field(`{"cleanup_command":`, rs.cleanupCommand)
+	field(`,"cleanup_lua":`, s.CleanupLua)
+	field(`,"cleanup_script":`, s.CleanupScript)
+	field(`,"command":`, rs.command)
+	b = append(b, `,"env":`...)
+	b = appendStringMap(b, rs.env)
+	field(`,"isolation":`, s.Isolation)
+	field(`,"lua":`, s.Lua)
+	number(`,"max_retries":`, int64(s.MaxRetries))
+	number(`,"memory_mb":`, int64(s.MemoryMB))
+	field(`,"retry_policy":`, s.RetryPolicy)
+	field(`,"script":`, s.Script)
+	number(`,"timeout_ms":`, s.Timeout.Milliseconds())
+	field(`,"uses":`, s.Uses)
+	b = append(b, `,"with":`...)
+	if rs.with == nil {
+		b = append(b, "null"...)
+	} else {
+		w, err := json.Marshal(rs.with)
+		if err != nil {
+			return digestOf(definitionMap(rs)) // a value JSON cannot hold: the same fallback as ever
+		}
+		b = append(b, w...)
+	}
+	b = append(b, '}')
 	return sha256Hex(b)
 }
 
-// definitionFields is what a definition digest covers, as JSON. Its fields
-// are in the order json.Marshal writes the keys of definitionMap (sorted),
-// so both encode to the same bytes — the digests recorded in existing logs
-// stay valid — while a struct encodes several times faster than a map.
-type definitionFields struct {
-	CleanupCommand string            `json:"cleanup_command"`
-	CleanupLua     string            `json:"cleanup_lua"`
-	CleanupScript  string            `json:"cleanup_script"`
-	Command        string            `json:"command"`
-	Env            map[string]string `json:"env"`
-	Isolation      string            `json:"isolation"`
-	Lua            string            `json:"lua"`
-	MaxRetries     int               `json:"max_retries"`
-	MemoryMB       int               `json:"memory_mb"`
-	RetryPolicy    string            `json:"retry_policy"`
-	Script         string            `json:"script"`
-	TimeoutMS      int64             `json:"timeout_ms"`
-	Uses           string            `json:"uses"`
-	With           map[string]any    `json:"with"`
+// appendStringMap appends m as json.Marshal writes it: keys sorted, null
+// for a nil map.
+func appendStringMap(b []byte, m map[string]string) []byte {
+	if m == nil {
+		return append(b, "null"...)
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, k)
+		b = append(b, ':')
+		b = appendJSONString(b, m[k])
+	}
+	return append(b, '}')
+}
+
+// appendJSONString appends s as json.Marshal writes it. Printable ASCII
+// other than " \ < > & is written as is; any other string is left to
+// json.Marshal, so that its escapes (HTML, U+2028, invalid UTF-8) need no
+// copy here.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // definitionMap is the definition digest's original form, kept as the
-// reference definitionFields must encode like.
+// reference definitionDigest must encode like.
 func definitionMap(rs *renderedStep) map[string]any {
 	s := rs.step
 	return map[string]any{

@@ -19,6 +19,12 @@ func TestDefinitionDigestStable(t *testing.T) {
 			with: map[string]any{"z": 1, "a": []any{"x", 2.5, nil, map[string]any{"k": true}}}},
 		{step: &Step{ID: "script", Script: "s.lua", CleanupScript: "c.lua"}, env: map[string]string{}},
 		{step: &Step{ID: "uses", Uses: "notify_webhook"}, with: map[string]any{"url": "http://x/?a=1&b=2"}},
+		// Every escape json.Marshal makes: quotes, backslashes, controls,
+		// HTML, U+2028/9, invalid UTF-8, non-ASCII, DEL.
+		{step: &Step{ID: "escapes", Lua: "s = \"a\\b\"\n\tx\b\f\r\x01\x1f", Script: "<a>&b.lua", Uses: "caf\u00e9",
+			CleanupLua: "\u2028\u2029\xff\xfe\x7f", RetryPolicy: "\U0001F600"},
+			command: "echo '{{x}}' \"$y\" > out & wait", cleanupCommand: "\x00",
+			env: map[string]string{"\u00e9": "\xc3", "K": "", "<": ">"}},
 	}
 	for _, rs := range steps {
 		if got, want := definitionDigest(rs), digestOf(definitionMap(rs)); got != want {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -61,10 +62,16 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 		rerun = descendants(t.p, resumeFrom)
 	}
 	pl.Steps = make([]PlanStep, 0, len(t.steps))
+	now := e.opts.Now()
+	notStarted := &eventlog.StepState{Status: eventlog.Pending} // read only
 	for _, i := range topoOrder(t.p) {
 		rs := t.steps[i]
 		s := rs.step
-		ps := decide(s, state.Step(s.ID), resumeFrom, rerun, t.p.MaxDirtyRestarts, e.opts.Now())
+		st := state.Steps[s.ID]
+		if st == nil {
+			st = notStarted
+		}
+		ps := decide(s, st, resumeFrom, rerun, t.p.MaxDirtyRestarts, now)
 		if pl.Complete {
 			ps.Action, ps.Reason = ActionKeep, "task complete"
 		}
@@ -96,7 +103,11 @@ func (e *Engine) dryRun(t *task, ro RunOptions) error {
 		enc.SetEscapeHTML(false)
 		return enc.Encode(pl)
 	}
-	writePlan(e.opts.Stdout, pl)
+	w := bufio.NewWriterSize(e.opts.Stdout, 64<<10)
+	writePlan(w, pl)
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("write the plan: %w", err)
+	}
 	if len(pl.Changed) > 0 && !ro.AcceptChanges {
 		return &ChangedError{TaskID: pl.TaskID, Steps: pl.Changed}
 	}

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"container/heap"
 	"time"
 
 	"apollo/eventlog"
@@ -47,17 +46,26 @@ type Plan struct {
 }
 
 // topoOrder returns step indexes in dependency order, ties broken by the
-// order of the file.
+// order of the file. A file whose steps only depend on earlier ones (the
+// usual way to write one) is already in that order.
 func topoOrder(p *Pipeline) []int {
-	index := make(map[string]int, len(p.Steps))
-	for i, s := range p.Steps {
-		index[s.ID] = i
+	deps := p.depIndexes()
+	order := make([]int, len(p.Steps))
+	sorted := true
+	for i, ds := range deps {
+		order[i] = i
+		for _, j := range ds {
+			sorted = sorted && int(j) < i
+		}
 	}
+	if sorted {
+		return order
+	}
+	order = order[:0]
 	waiting := make([]int, len(p.Steps))
 	children := make([][]int, len(p.Steps))
-	for i, s := range p.Steps {
-		for _, d := range s.DependsOn {
-			j := index[d]
+	for i, ds := range deps {
+		for _, j := range ds {
 			children[j] = append(children[j], i)
 			waiting[i]++
 		}
@@ -65,20 +73,49 @@ func topoOrder(p *Pipeline) []int {
 	h := &intHeap{}
 	for i := range p.Steps {
 		if waiting[i] == 0 {
-			heap.Push(h, i)
+			h.push(i)
 		}
 	}
-	order := make([]int, 0, len(p.Steps))
-	for h.Len() > 0 {
-		i := heap.Pop(h).(int)
+	for len(*h) > 0 {
+		i := h.pop()
 		order = append(order, i)
 		for _, c := range children[i] {
 			if waiting[c]--; waiting[c] == 0 {
-				heap.Push(h, c)
+				h.push(c)
 			}
 		}
 	}
 	return order
+}
+
+// depIndexes returns, per step, the indexes in p.Steps of its
+// dependencies: as Load found them, or looked up for a Pipeline built by
+// hand.
+func (p *Pipeline) depIndexes() [][]int32 {
+	deps := make([][]int32, len(p.Steps))
+	for i, s := range p.Steps {
+		if len(s.depIdx) != len(s.DependsOn) {
+			return p.lookUpDeps()
+		}
+		deps[i] = s.depIdx
+	}
+	return deps
+}
+
+func (p *Pipeline) lookUpDeps() [][]int32 {
+	index := make(map[string]int32, len(p.Steps))
+	for i, s := range p.Steps {
+		index[s.ID] = int32(i)
+	}
+	deps := make([][]int32, len(p.Steps))
+	for i, s := range p.Steps {
+		for _, d := range s.DependsOn {
+			if j, ok := index[d]; ok {
+				deps[i] = append(deps[i], j)
+			}
+		}
+	}
+	return deps
 }
 
 // descendants returns id and every step that depends on it, transitively.
@@ -150,15 +187,42 @@ func decide(s *Step, st *eventlog.StepState, resumeFrom string, rerunSet map[str
 	return ps
 }
 
+// intHeap is a min-heap of step indexes.
 type intHeap []int
 
-func (h intHeap) Len() int           { return len(h) }
-func (h intHeap) Less(i, j int) bool { return h[i] < h[j] }
-func (h intHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *intHeap) Push(x any)        { *h = append(*h, x.(int)) }
-func (h *intHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+func (h *intHeap) push(x int) {
+	*h = append(*h, x)
+	a := *h
+	for i := len(a) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if a[parent] <= a[i] {
+			break
+		}
+		a[parent], a[i] = a[i], a[parent]
+		i = parent
+	}
+}
+
+func (h *intHeap) pop() int {
+	a := *h
+	top := a[0]
+	last := len(a) - 1
+	a[0] = a[last]
+	a = a[:last]
+	for i := 0; ; {
+		small, l, r := i, 2*i+1, 2*i+2
+		if l < len(a) && a[l] < a[small] {
+			small = l
+		}
+		if r < len(a) && a[r] < a[small] {
+			small = r
+		}
+		if small == i {
+			break
+		}
+		a[i], a[small] = a[small], a[i]
+		i = small
+	}
+	*h = a
+	return top
 }

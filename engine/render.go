@@ -81,13 +81,21 @@ func renderSteps(p *Pipeline, vars map[string]string) ([]*renderedStep, error) {
 	bad := func(s *Step, what string, err error) {
 		errs = append(errs, &PipelineError{File: p.Path, Line: s.Line, Step: s.ID, Msg: fmt.Sprintf("%s: %v", what, err)})
 	}
+	// One map for every step, its step_id set per step: rendering keeps
+	// no reference to it.
+	sv := make(map[string]string, len(vars)+1)
+	for k, v := range vars {
+		sv[k] = v
+	}
+	noEnv := map[string]string{} // shared, never written
+	slab := make([]renderedStep, len(p.Steps))
 	for i, s := range p.Steps {
-		sv := make(map[string]string, len(vars)+1)
-		for k, v := range vars {
-			sv[k] = v
-		}
 		sv["step_id"] = s.ID
-		rs := &renderedStep{step: s, env: map[string]string{}}
+		rs := &slab[i]
+		rs.step, rs.env = s, noEnv
+		if len(s.Env) > 0 {
+			rs.env = make(map[string]string, len(s.Env))
+		}
 		var err error
 		if s.Command != "" {
 			if rs.command, err = RenderShell(s.Command, sv); err != nil {
