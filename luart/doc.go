@@ -62,6 +62,13 @@
 // gsub linear. table.sort without a comparator, string.upper and the like still run to the end
 // of their (bounded) input.
 //
+// A stopped state must also end promptly, which gopher-lua's error path does not promise: its
+// PCall traces the stack of every error it catches, with a line per tail call ever made, so
+// the timeout of `local function f() return f() end` spent seconds and gigabytes on a
+// traceback. Protected calls here (State.Call, pcall, xpcall, and PCall for Go modules) run
+// under a trampoline of their own (protect.go) that raises errors with a short traceback (the
+// first frames; none once the state is stopped), so gopher-lua builds none.
+//
 // Memory: gopher-lua has no allocator hook, so a state's memory cannot be measured; only the
 // process heap can. Two mechanisms bound it:
 //   - Builtins that make one big result in one Go call check its size first and stop the
@@ -82,8 +89,11 @@
 // strings, a coroutine-per-item explosion between two polls) can still end the process with a
 // fatal out-of-memory error, and Go helpers that ignore L.Context() cannot be interrupted. For
 // scripts whose cost cannot be trusted, the engine runs the state in a child process with hard
-// limits (isolation: process). The value stack is capped at 1M slots (RegistryMaxSize) and the
-// call depth at 256 frames.
+// limits (isolation: process). The value stack is capped at 1M slots (RegistryMaxSize), the
+// call depth at 256 frames (deeper recursion fails with "chunk:line: stack overflow (more than
+// 256 nested calls)") and coroutine nesting at MaxCoroutineDepth, 200 (a coroutine resuming
+// one that resumes one ...; deeper fails with "chunk:line: coroutine nesting deeper than 200"),
+// as each level holds a Lua thread and Go stack, and 100,000 levels took minutes to unwind.
 //
 // # Values and JSON
 //

@@ -27,13 +27,16 @@ type libEntry struct {
 
 // stdLibs are the allowed contents of the libraries a state opens.
 type stdLibs struct {
-	base      []libEntry // globals from the base library, without _G and the removed ones
+	base      []libEntry // globals from the base library, without _G, the removed ones and pcall, xpcall
 	str       []libEntry // string, without dump and the functions builtins.go replaces
 	table     []libEntry // table, without concat
 	math      []libEntry
-	coroutine []libEntry
+	coroutine []libEntry // coroutine, without resume and wrap
 	// strFormat is gopher-lua's string.format, which the sandbox's wraps.
 	strFormat lua.LGFunction
+	// coResume and coWrap are gopher-lua's coroutine.resume and wrap, which the sandbox's
+	// call after checking the nesting depth (protect.go).
+	coResume, coWrap lua.LGFunction
 	// The __index functions of _G, string and package (see unavailable).
 	globalsIndex, stringIndex, packageIndex *lua.LFunction
 }
@@ -72,20 +75,26 @@ func loadLibs() *stdLibs {
 		}
 		return t
 	}
-	str := libTable(lua.StringLibName)
-	format, ok := str.RawGetString("format").(*lua.LFunction)
-	if !ok || !format.IsG {
-		panic("luart: gopher-lua's string.format is not a Go function")
+	goFunction := func(t *lua.LTable, name string) lua.LGFunction {
+		fn, ok := t.RawGetString(name).(*lua.LFunction)
+		if !ok || !fn.IsG {
+			panic(fmt.Sprintf("luart: gopher-lua's %s is not a Go function", name))
+		}
+		return fn.GFunction
 	}
-	skipBase := slices.Concat(removedGlobals, []string{"_G", "print", "require",
+	str := libTable(lua.StringLibName)
+	co := libTable(lua.CoroutineLibName)
+	skipBase := slices.Concat(removedGlobals, []string{"_G", "print", "require", "pcall", "xpcall",
 		lua.TabLibName, lua.StringLibName, lua.MathLibName, lua.CoroutineLibName})
 	return &stdLibs{
 		base:      entries(L.G.Global, "", skipBase),
 		str:       entries(str, "string.", replacedStr),
 		table:     entries(libTable(lua.TabLibName), "table.", []string{"concat"}),
 		math:      entries(libTable(lua.MathLibName), "math.", nil),
-		coroutine: entries(libTable(lua.CoroutineLibName), "coroutine.", nil),
-		strFormat: format.GFunction,
+		coroutine: entries(co, "coroutine.", []string{"resume", "wrap"}),
+		strFormat: goFunction(str, "format"),
+		coResume:  goFunction(co, "resume"),
+		coWrap:    goFunction(co, "wrap"),
 
 		globalsIndex: L.NewFunction(notAvailable("", unavailableGlobals)),
 		stringIndex:  L.NewFunction(notAvailable("string.", unavailableString)),

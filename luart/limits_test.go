@@ -27,8 +27,15 @@ func TestTimeouts(t *testing.T) {
 		{"inside coroutine", "coroutine.wrap(function() while true do end end)()"},
 		{"coroutine ping-pong", "local co = coroutine.wrap(function() while true do coroutine.yield() end end) while true do co() end"},
 		{"infinite tail call", "local function f() return f() end return f()"},
+		{"tail call inside pcall", "pcall(function() local function f() return f() end return f() end) while true do end"},
+		{"tail call inside xpcall", "xpcall(function() local function f() return f() end return f() end, function(e) return e end)"},
+		{"tail call in xpcall handler", "xpcall(error, function() local function f() return f() end return f() end)"},
+		{"tail call inside coroutine", "coroutine.wrap(function() local function f() return f() end return f() end)()"},
+		{"tail call inside resume", "local ok, e = coroutine.resume(coroutine.create(function() local function f() return f() end return f() end)) error(e)"},
 		{"sort comparator", "table.sort({3, 2, 1, 5, 4}, function(a, b) while true do end end)"},
+		{"tail call in sort comparator", "local function f() return f() end table.sort({3, 2, 1}, function(a, b) return f() end)"},
 		{"gsub callback", "('abc'):gsub('%w', function() while true do end end)"},
+		{"tail call in gsub callback", "local function f() return f() end ('abc'):gsub('%w', function() return f() end)"},
 		{"gsub in a loop", "local s = ('a'):rep(100000) while true do s:gsub('a', function(c) return c end) end"},
 		{"backtracking find", "return (('a'):rep(40) .. 'b'):find(('a*'):rep(40) .. 'c')"},
 		{"backtracking match", "return (('a'):rep(40) .. 'b'):match(('a-'):rep(40) .. 'c')"},
@@ -59,6 +66,11 @@ func TestTimeouts(t *testing.T) {
 			}
 			if got := err.Error(); !strings.HasSuffix(got, "timeout") {
 				t.Errorf("message = %q, want it to end with %q", got, "timeout")
+			}
+			// gopher-lua's own traceback of a stopped state lists every tail call ever made
+			// (gigabytes after a few seconds); a stopped state keeps none.
+			if se.Traceback != "" {
+				t.Errorf("traceback = %.200q, want none for a stopped state", se.Traceback)
 			}
 			// The state refuses to run more code.
 			if _, err := s.DoChunk("again.lua", "return 1"); !errors.Is(err, ErrTimeout) {
@@ -264,3 +276,124 @@ func TestBigButBounded(t *testing.T) {
 }
 
 func itoa(i int) string { return lua.LNumber(i).String() }
+
+// TestStackOverflow: recursion without end fails with a Lua error at the call that overflowed,
+// wherever it recurses, and the state stays usable.
+func TestStackOverflow(t *testing.T) {
+	t.Parallel()
+	const want = "overflow.lua:2: stack overflow (more than 256 nested calls)"
+	recurse := "local function f(n)\n  return 1 + f(n + 1)\nend\n"
+	tests := []struct{ name, code, want string }{
+		{"plain", recurse + "return f(1)", want},
+		{"caught by pcall", recurse + "local ok, e = pcall(f, 1) assert(not ok) return e", want},
+		// The handler cannot be called on the full stack.
+		{"caught by xpcall", recurse + "local ok, e = xpcall(function() return f(1) end, function(e) return 'handled: ' .. e end) return e", want},
+		{"in a wrapped coroutine", recurse + "return coroutine.wrap(f)(1)", want},
+		{"in a resumed coroutine", recurse + "local ok, e = coroutine.resume(coroutine.create(f), 1) assert(not ok) return e", want},
+		{"__index function", "local t = setmetatable({}, {__index = function(t, k)\n  return t[k] end}) return t.x", want},
+	}
+	rt := New(Options{})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newState(t, rt, StateOptions{})
+			res, err := s.DoChunk("overflow.lua", tt.code)
+			var got string
+			switch {
+			case err != nil:
+				var se *ScriptError
+				if !errors.As(err, &se) {
+					t.Fatalf("error = %v (%T), want a *ScriptError", err, err)
+				}
+				got = se.Msg
+				if n := strings.Count(se.Traceback, "\n"); n > maxTraceFrames+2 {
+					t.Errorf("traceback has %d lines, want at most %d", n, maxTraceFrames+2)
+				}
+			case len(res) == 1:
+				got = lua.LVAsString(res[0])
+			}
+			if got != tt.want {
+				t.Errorf("error = %q, want %q", got, tt.want)
+			}
+			if res, err := s.DoChunk("after.lua", "return 1 + 1"); err != nil || res[0] != lua.LNumber(2) {
+				t.Errorf("after the overflow: %v, %v", res, err)
+			}
+		})
+	}
+}
+
+// TestCoroutineNesting: coroutines nest MaxCoroutineDepth deep, no deeper; the error names the
+// script's line and unwinds at once, through resume as through wrap.
+func TestCoroutineNesting(t *testing.T) {
+	t.Parallel()
+	wrap := "local function f(n, max)\n  if n == max then return n end\n  return coroutine.wrap(function() return f(n + 1, max) end)()\nend\n"
+	resume := "local function f(n, max)\n  if n == max then return n end\n  local ok, v = coroutine.resume(coroutine.create(function() return f(n + 1, max) end))\n  if not ok then error(v, 0) end\n  return v\nend\n"
+	tests := []struct {
+		name, code string
+		want       string // the result, or the error
+	}{
+		{"wrap at the limit", wrap + "return f(0, 200)", "200"},
+		{"wrap past the limit", wrap + "return f(0, 201)", "nesting.lua:3: coroutine nesting deeper than 200"},
+		{"wrap without end", wrap + "return f(0, math.huge)", "nesting.lua:3: coroutine nesting deeper than 200"},
+		{"resume at the limit", resume + "return f(0, 200)", "200"},
+		{"resume without end", resume + "return f(0, math.huge)", "nesting.lua:3: coroutine nesting deeper than 200"},
+		{"resume of a resumer", "local main\nlocal co = coroutine.create(function()\n  return coroutine.resume(main)\nend)\nmain = coroutine.create(function() return coroutine.resume(co) end)\nlocal _, ok, e = coroutine.resume(main)\nreturn e",
+			"nesting.lua:3: cannot resume non-suspended coroutine"},
+		{"wrap still yields", "local co = coroutine.wrap(function(a) local b = coroutine.yield(a + 1) return b * 2 end)\nreturn co(1) + co(10)", "22"},
+	}
+	rt := New(Options{})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newState(t, rt, StateOptions{})
+			res, err := s.DoChunk("nesting.lua", tt.code)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			} else if len(res) > 0 {
+				got = lua.LVAsString(res[0])
+			}
+			if got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestProtectedCalls: pcall and xpcall, which the sandbox replaces, keep Lua 5.1's results.
+func TestProtectedCalls(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, code, want string }{
+		{"pcall ok", "return select('#', pcall(function(a, b) return a, b, nil end, 1, 2)), pcall(function(a) return a end, 'x')", "4 true x"},
+		{"pcall error", "return pcall(error, 'boom', 0)", "false boom"},
+		{"pcall error table", "local ok, e = pcall(error, {code = 7}) return ok, e.code", "false 7"},
+		{"pcall callable table", "return pcall(setmetatable({}, {__call = function(self, a) return a * 2 end}), 21)", "true 42"},
+		{"pcall non-function", "return pcall(42)", "false attempt to call a number value"},
+		{"pcall nested", "return pcall(pcall, error, 'x', 0)", "true false x"},
+		{"pcall position", "local ok, e = pcall(function()\n  error('boom')\nend) return e", "calls.lua:2: boom"},
+		{"xpcall ok", "return xpcall(function() return 1, 2 end, print)", "true 1 2"},
+		{"xpcall handler", "return xpcall(function() error('e', 0) end, function(e) return 'handled ' .. e end)", "false handled e"},
+		{"xpcall handler fails", "return xpcall(function() error('first', 0) end, function(e) error('second', 0) end)", "false second"},
+	}
+	rt := New(Options{})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newState(t, rt, StateOptions{})
+			res, err := s.DoChunk("calls.lua", tt.code)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var parts []string
+			for _, v := range res {
+				parts = append(parts, lua.LVAsString(v))
+				if b, ok := v.(lua.LBool); ok {
+					parts[len(parts)-1] = map[bool]string{true: "true", false: "false"}[bool(b)]
+				}
+			}
+			if got := strings.Join(parts, " "); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

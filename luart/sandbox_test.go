@@ -238,6 +238,7 @@ func TestErrors(t *testing.T) {
 		{"table error", "scripts/a.lua", "error({code = 'EACCES', n = 3})", `{"code":"EACCES","n":3}`, map[string]any{"code": "EACCES", "n": float64(3)}},
 		{"table error with tostring", "scripts/a.lua", "error(setmetatable({}, {__tostring = function() return 'custom' end}))", "custom", []any{}},
 		{"looping tostring", "scripts/a.lua", "error(setmetatable({}, {__tostring = function() while true do end end}))", "(error object is a table value)", []any{}},
+		{"tail-calling tostring", "scripts/a.lua", "local function f() return f() end error(setmetatable({}, {__tostring = f}))", "(error object is a table value)", []any{}},
 		{"error(nil)", "scripts/a.lua", "error(nil)", "nil", nil},
 		{"error(number)", "scripts/a.lua", "error(42)", "42", float64(42)},
 		{"stack overflow", "scripts/a.lua", "local function f() return 1 + f() end return f()", "overflow", nil},

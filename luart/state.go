@@ -93,18 +93,21 @@ type StateOptions struct {
 // State is one fresh sandboxed Lua state. It is not safe for concurrent use, and must be
 // closed.
 type State struct {
-	rt      *Runtime
-	ls      *lua.LState
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
-	print   io.Writer
-	limit   int64                     // bytes
-	modules map[string]lua.LGFunction // StateOptions.Modules until Preload copies it
-	ownMods bool                      // modules is the state's own copy
-	loaded  *lua.LTable               // package.loaded, as first installed
-	loading map[string]bool           // made by the first require
-	require *lua.LFunction
-	closed  bool
+	rt       *Runtime
+	ls       *lua.LState
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	print    io.Writer
+	limit    int64                     // bytes
+	modules  map[string]lua.LGFunction // StateOptions.Modules until Preload copies it
+	ownMods  bool                      // modules is the state's own copy
+	loaded   *lua.LTable               // package.loaded, as first installed
+	loading  map[string]bool           // made by the first require
+	require  *lua.LFunction
+	quiet    *lua.LFunction // the trampoline of pcall and xpcall (protect.go)
+	overflow lua.LString    // the last call-stack overflow under quiet
+	traced   *lua.LFunction // the trampoline of Call, made by the first Call
+	closed   bool
 
 	// Kept by the heap watchdog.
 	seq       uint64
@@ -160,7 +163,7 @@ func (s *State) setup() {
 	str := newLibTable(L, libs.str, len(replacedStr))
 	tbl := newLibTable(L, libs.table, 1)
 	math := newLibTable(L, libs.math, 0)
-	co := newLibTable(L, libs.coroutine, 0)
+	co := newLibTable(L, libs.coroutine, 2)
 	s.installBuiltins(L, str, tbl, libs.strFormat)
 	str.RawSetString("__index", str)
 	L.SetMetatable(lua.LString(""), str) // string methods: ("x"):upper()
@@ -169,6 +172,11 @@ func (s *State) setup() {
 	G.RawSetString(lua.MathLibName, math)
 	G.RawSetString(lua.CoroutineLibName, co)
 	G.RawSetString("print", L.NewFunction(s.luaPrint))
+	s.quiet = L.NewFunction(trampoline(raiseQuiet, false, &s.overflow))
+	G.RawSetString("pcall", L.NewFunction(s.pcall))
+	G.RawSetString("xpcall", L.NewFunction(s.xpcall))
+	co.RawSetString("resume", L.NewFunction(s.coResume))
+	co.RawSetString("wrap", L.NewFunction(s.coWrap))
 	unavailable(L, G, libs.globalsIndex)
 	unavailable(L, str, libs.stringIndex)
 
@@ -294,13 +302,17 @@ func (s *State) Call(fn lua.LValue, args ...lua.LValue) ([]lua.LValue, error) {
 		return nil, &StopError{Cause: context.Cause(s.ctx)}
 	}
 	L := s.ls
+	if s.traced == nil {
+		s.traced = L.NewFunction(trampoline(s.raiseTraced, true, nil))
+	}
 	base := L.GetTop()
+	L.Push(s.traced)
 	L.Push(fn)
 	for _, a := range args {
 		L.Push(a)
 	}
 	s.running.Add(1)
-	err := L.PCall(len(args), lua.MultRet, nil)
+	err := L.PCall(len(args)+1, lua.MultRet, nil)
 	s.running.Add(-1)
 	if err != nil {
 		L.SetTop(base)
@@ -322,11 +334,15 @@ func (s *State) convertError(err error) error {
 	if !errors.As(err, &ae) {
 		return err
 	}
+	trace := ae.StackTrace
+	if trace == noTraceback {
+		trace = ""
+	}
 	if s.ctx.Err() != nil {
 		msg, _ := ae.Object.(lua.LString)
-		return &StopError{Where: position(string(msg)), Cause: context.Cause(s.ctx), Traceback: ae.StackTrace}
+		return &StopError{Where: position(string(msg)), Cause: context.Cause(s.ctx), Traceback: trace}
 	}
-	se := &ScriptError{Traceback: ae.StackTrace}
+	se := &ScriptError{Traceback: trace}
 	switch v := ae.Object.(type) {
 	case lua.LString:
 		se.Msg = string(v)
@@ -356,7 +372,7 @@ func (s *State) describeTable(t *lua.LTable) (string, any) {
 		top := L.GetTop()
 		L.Push(fn)
 		L.Push(t)
-		err := L.PCall(1, 1, nil)
+		err := PCall(L, 1, 1)
 		var msg string
 		if str, ok := L.Get(-1).(lua.LString); ok && err == nil {
 			msg = string(str)

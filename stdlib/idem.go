@@ -399,7 +399,7 @@ func (lib *library) guard(L *lua.LState, what, name string, f *lua.LFunction, op
 		raise(L, what, "cannot record the pending marker, so the guarded code was not run: %v", err)
 	}
 	L.Push(f)
-	if err := L.PCall(0, 1, nil); err != nil {
+	if err := luart.PCall(L, 0, 1); err != nil { // no traceback: one of an endless tail call could take gigabytes
 		var obj lua.LValue = lua.LString(err.Error())
 		var ae *lua.ApiError
 		if errors.As(err, &ae) && ae.Object != nil {
