@@ -347,9 +347,9 @@ type luaCase struct {
 	// first however loaded the machine, 10 for the rest; "-- timeout: N"
 	// overrides it.
 	timeout int
-	// isolated scripts ("-- isolation: process") are too costly to run
-	// inside the runner (see the scripts); they run in a task with
-	// isolation: process.
+	// isolated scripts ("-- isolation: process") run twice, with the same
+	// want: in the runner like the others, and in a task with isolation:
+	// process, whose child process must end them as the runner does.
 	isolated bool
 }
 
@@ -455,9 +455,10 @@ func TestHostileLua(t *testing.T) {
 
 	var serial, parallel, isolated []luaCase
 	for _, c := range cases {
-		switch {
-		case c.isolated:
+		if c.isolated {
 			isolated = append(isolated, c)
+		}
+		switch {
 		case c.serial:
 			serial = append(serial, c)
 		default:

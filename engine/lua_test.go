@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"apollo/eventlog"
@@ -120,7 +122,11 @@ func TestLuaHostileScripts(t *testing.T) {
 		{"xpcall handler loops", `xpcall(function() error("first") end, function() while true do end end)`, "timed out"},
 		{"xpcall handler errors", `local ok = xpcall(function() error("first") end, function() error("second") end); assert(not ok)`, ""},
 		{"pcall error loop", `while true do pcall(error, {}) end`, "timed out"},
-		{"deep recursion", `local function f(n) return 1 + f(n + 1) end return f(1)`, "overflow"},
+		{"deep recursion", `local function f(n) return 1 + f(n + 1) end return f(1)`, "pipeline.yaml[hostile]:1: stack overflow (more than 256 nested calls)"},
+		{"endless tail call", `local function f() return f() end return f()`, "timed out"},
+		{"endless tail call in pcall", `pcall(function() local function f() return f() end return f() end) while true do end`, "timed out"},
+		{"endless tail call in a coroutine", `coroutine.wrap(function() local function f() return f() end return f() end)()`, "timed out"},
+		{"coroutines nested without end", `local function f(n) return coroutine.wrap(function() return f(n + 1) end)() end return f(1)`, "pipeline.yaml[hostile]:1: coroutine nesting deeper than 200"},
 		{"__index loop", `local t = setmetatable({}, {}); getmetatable(t).__index = t; return t.missing`, "pipeline.yaml[hostile]:1: too many recursions"},
 		{"__index recursion", `local t = setmetatable({}, {__index = function(t, k) return t[k] end}); return t.missing`, "overflow"},
 		{"__tostring recursion", `local t; t = setmetatable({}, {__tostring = function(s) return "a" .. tostring(s) end}); return tostring(t)`, "overflow"},
@@ -181,6 +187,88 @@ func TestLuaHostileScripts(t *testing.T) {
 			for _, name := range []string{"pwned", "planted/pwned"} {
 				if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
 					t.Errorf("the body's payload ran: %s exists", name)
+				}
+			}
+		})
+	}
+}
+
+var errStartFault = errors.New("injected STEP_START fault")
+
+// startFaultFS fails the first write of the log holding a STEP_START ("write"), or the fsync
+// after it ("sync"), as a full or failing disk would.
+type startFaultFS struct {
+	eventlog.OS
+	op string
+
+	mu           sync.Mutex
+	armed, fired bool
+}
+
+type startFaultFile struct {
+	*os.File
+	fs *startFaultFS
+}
+
+func (s *startFaultFS) OpenFile(name string, flag int, perm os.FileMode) (eventlog.File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &startFaultFile{File: f, fs: s}, nil
+}
+
+func (f *startFaultFile) Write(b []byte) (int, error) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if !f.fs.armed && bytes.Contains(b, []byte(eventlog.StepStart)) {
+		f.fs.armed = true
+		if f.fs.op == "write" {
+			f.fs.fired = true
+			return 0, errStartFault
+		}
+	}
+	return f.File.Write(b)
+}
+
+func (f *startFaultFile) Sync() error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if f.fs.armed && !f.fs.fired && f.fs.op == "sync" {
+		f.fs.fired = true
+		return errStartFault
+	}
+	return f.File.Sync()
+}
+
+// TestLuaBodyWaitsForStepStart: a Lua body runs only once its STEP_START is durable. When the
+// record cannot be written or fsynced, the run fails with the log error and the body never
+// runs: no side effect of an attempt the log does not know of.
+func TestLuaBodyWaitsForStepStart(t *testing.T) {
+	const yaml = `task_name: started
+steps:
+  - id: body
+    lua: |
+      require("apollo.fs").write("ran.txt", "the body ran")
+      return "ran"
+`
+	for _, op := range []string{"write", "sync"} {
+		t.Run(op, func(t *testing.T) {
+			dir := t.TempDir()
+			fs := &startFaultFS{op: op}
+			err, st, _ := runPipeline(t, dir, yaml, RunOptions{}, Options{FS: fs})
+			if !fs.fired {
+				t.Fatalf("no STEP_START %s was failed", op)
+			}
+			if err == nil || !strings.Contains(err.Error(), errStartFault.Error()) {
+				t.Errorf("Run = %v, want the injected %s error", err, op)
+			}
+			if _, serr := os.Stat(filepath.Join(dir, "ran.txt")); serr == nil {
+				t.Errorf("the body ran although its STEP_START %s failed", op)
+			}
+			if st != nil {
+				if s := st.Step("body"); s.Status == eventlog.Success {
+					t.Errorf("the step is recorded %s, want it not to have succeeded", s.Status)
 				}
 			}
 		})
