@@ -126,6 +126,7 @@ func TestLuaHostileScripts(t *testing.T) {
 		{"endless tail call", `local function f() return f() end return f()`, "timed out"},
 		{"endless tail call in pcall", `pcall(function() local function f() return f() end return f() end) while true do end`, "timed out"},
 		{"endless tail call in a coroutine", `coroutine.wrap(function() local function f() return f() end return f() end)()`, "timed out"},
+		{"endless tail call in idem.once", `require("apollo.idem").once("spin", function() local function f() return f() end return f() end)`, "timed out"},
 		{"coroutines nested without end", `local function f(n) return coroutine.wrap(function() return f(n + 1) end)() end return f(1)`, "pipeline.yaml[hostile]:1: coroutine nesting deeper than 200"},
 		{"__index loop", `local t = setmetatable({}, {}); getmetatable(t).__index = t; return t.missing`, "pipeline.yaml[hostile]:1: too many recursions"},
 		{"__index recursion", `local t = setmetatable({}, {__index = function(t, k) return t[k] end}); return t.missing`, "overflow"},
