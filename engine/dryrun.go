@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"apollo/eventlog"
 )
@@ -133,12 +135,20 @@ func writePlan(w io.Writer, pl *Plan) {
 	if len(pl.Changed) > 0 {
 		fmt.Fprintf(w, "changed since they succeeded: %s (apollo run refuses without --accept-changes)\n", strings.Join(pl.Changed, ", "))
 	}
+	// A plan can have 100,000 lines: each is put together by hand, as
+	// fmt.Fprintf("%3d. %-12s %-20s %s") would write it.
+	var line []byte
 	for i, ps := range pl.Steps {
-		fmt.Fprintf(w, "%3d. %-12s %-20s %s", i+1, ps.Action, ps.ID, ps.Reason)
+		num := strconv.Itoa(i + 1)
+		line = padRight(append(line[:0], "   "[min(len(num), 3):]...), num, 0)
+		line = padRight(append(line, ". "...), ps.Action, 12)
+		line = padRight(append(line, ' '), ps.ID, 20)
+		line = append(append(line, ' '), ps.Reason...)
 		if ps.WaitMS > 0 {
-			fmt.Fprintf(w, "; waits %dms before its retry", ps.WaitMS)
+			line = strconv.AppendInt(append(line, "; waits "...), ps.WaitMS, 10)
+			line = append(line, "ms before its retry"...)
 		}
-		fmt.Fprintln(w)
+		w.Write(append(line, '\n'))
 		if ps.Action == ActionKeep || ps.Action == ActionSkip {
 			continue
 		}
@@ -151,4 +161,13 @@ func writePlan(w io.Writer, pl *Plan) {
 			fmt.Fprintf(w, "       %s\n", oneLine(ps.Body, 300))
 		}
 	}
+}
+
+// padRight appends s and then spaces up to width runes, as fmt's %-Ns.
+func padRight(b []byte, s string, width int) []byte {
+	b = append(b, s...)
+	for n := utf8.RuneCountInString(s); n < width; n++ {
+		b = append(b, ' ')
+	}
+	return b
 }

@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,25 +112,93 @@ func TestDecideWaitsWhatRemains(t *testing.T) {
 	}
 }
 
+// TestTopoOrder: dependencies first, ties in file order, whether the file
+// lists steps in order or not, built by hand or loaded (which resolves the
+// dependencies once).
 func TestTopoOrder(t *testing.T) {
-	p := &Pipeline{Steps: []*Step{
-		{ID: "d", DependsOn: []string{"b", "c"}},
-		{ID: "c", DependsOn: []string{"a"}},
-		{ID: "b", DependsOn: []string{"a"}},
-		{ID: "a"},
-		{ID: "e"},
-	}}
-	var got []string
-	for _, i := range topoOrder(p) {
-		got = append(got, p.Steps[i].ID)
+	tests := []struct {
+		name  string
+		steps []*Step
+		want  string
+	}{
+		{"out of order", []*Step{
+			{ID: "d", DependsOn: []string{"b", "c"}},
+			{ID: "c", DependsOn: []string{"a"}},
+			{ID: "b", DependsOn: []string{"a"}},
+			{ID: "a"},
+			{ID: "e"},
+		}, "a c b d e"},
+		{"in order", []*Step{
+			{ID: "a"},
+			{ID: "b", DependsOn: []string{"a"}},
+			{ID: "c"},
+			{ID: "d", DependsOn: []string{"c", "b"}},
+		}, "a b c d"},
+		{"one step late", []*Step{
+			{ID: "a", DependsOn: []string{"z"}},
+			{ID: "b"},
+			{ID: "z"},
+		}, "b z a"},
 	}
-	want := "a c b d e"
-	if g := join(got); g != want {
-		t.Errorf("topoOrder = %q, want %q", g, want)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var src strings.Builder
+			src.WriteString("task_name: t\nsteps:\n")
+			for _, s := range tt.steps {
+				fmt.Fprintf(&src, "  - {id: %s, command: x, depends_on: [%s]}\n", s.ID, strings.Join(s.DependsOn, ", "))
+			}
+			loaded, _, err := loadString(t, src.String(), LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []*Pipeline{{Steps: tt.steps}, loaded} {
+				var got []string
+				for _, i := range topoOrder(p) {
+					got = append(got, p.Steps[i].ID)
+				}
+				if g := join(got); g != tt.want {
+					t.Errorf("topoOrder = %q, want %q", g, tt.want)
+				}
+			}
+		})
 	}
+	p := &Pipeline{Steps: tests[0].steps}
 	desc := descendants(p, "c")
 	if len(desc) != 2 || !desc["c"] || !desc["d"] {
 		t.Errorf("descendants(c) = %v, want c and d", desc)
+	}
+}
+
+// TestWritePlan checks the lines of a dry run: number, action and id in
+// columns, the reason, a wait, and the body of a step that runs.
+func TestWritePlan(t *testing.T) {
+	pl := &Plan{TaskID: "t", Pipeline: "p.yaml", Log: "l.jsonl", NewLog: true}
+	for i := range 1000 {
+		pl.Steps = append(pl.Steps, PlanStep{ID: fmt.Sprintf("s%d", i), Action: ActionKeep, Reason: "already SUCCESS"})
+	}
+	pl.Steps[0] = PlanStep{ID: "fetch", Action: ActionRun, Reason: "not started", Command: "echo a\necho b"}
+	pl.Steps[1] = PlanStep{ID: "überlänge_ç", Action: ActionRerun, Reason: "last attempt failed", WaitMS: 1500, Body: "return 1"}
+	pl.Steps[2] = PlanStep{ID: "a_step_id_longer_than_twenty", Action: ActionCleanRerun, Reason: "attempt cut off by a crash", Cleanup: "rm x", Body: "uses:notify"}
+	var b strings.Builder
+	writePlan(&b, pl)
+	lines := strings.Split(b.String(), "\n")
+	want := []string{
+		"dry run of task t (p.yaml): nothing is run or written",
+		"log: l.jsonl (new)",
+		"  1. run          fetch                not started",
+		"       $ echo a | echo b",
+		"  2. rerun        überlänge_ç          last attempt failed; waits 1500ms before its retry",
+		"       return 1",
+		"  3. clean+rerun  a_step_id_longer_than_twenty attempt cut off by a crash",
+		"       cleanup: rm x",
+		"       uses:notify",
+		"  4. keep         s3                   already SUCCESS",
+	}
+	if got := lines[:len(want)]; !slices.Equal(got, want) {
+		t.Errorf("writePlan =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got, want := lines[len(lines)-2], "1000. keep         s999                 already SUCCESS"; got != want {
+		t.Errorf("last line = %q, want %q", got, want)
 	}
 }
 
