@@ -24,7 +24,10 @@ func digestOf(v any) string {
 
 func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	var out [len("sha256:") + 2*sha256.Size]byte
+	n := copy(out[:], "sha256:")
+	hex.Encode(out[n:], sum[:])
+	return string(out[:])
 }
 
 // definitionDigest digests what a step does, as rendered for this task: its
