@@ -99,6 +99,7 @@ func scan(r io.Reader, size int64, path string, opts ReadOptions, lines int, vis
 	tail := Tail{End: opts.Offset, LastSeq: opts.Seq}
 	lineNo := lines
 	var long []byte
+	var a arena
 	for {
 		line, err := br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
@@ -133,7 +134,7 @@ func scan(r io.Reader, size int64, path string, opts ReadOptions, lines int, vis
 			tail.Torn = int64(len(line))
 			return tail, nil
 		}
-		rec, reason, misplaced := checkLine(line[:len(line)-1], tail, opts, lineNo)
+		rec, reason, misplaced := checkLine(line[:len(line)-1], &a, tail, opts, lineNo)
 		if reason != "" {
 			bad := &CorruptError{Path: path, Line: lineNo, Reason: reason}
 			if misplaced {
@@ -160,8 +161,8 @@ func scan(r io.Reader, size int64, path string, opts ReadOptions, lines int, vis
 // checkLine decodes one line and checks its place in the log. It returns a
 // reason when the line is not a good next record, and misplaced when the line
 // is a good record in the wrong place.
-func checkLine(line []byte, tail Tail, opts ReadOptions, lineNo int) (rec *Record, reason string, misplaced bool) {
-	rec, err := Decode(line)
+func checkLine(line []byte, a *arena, tail Tail, opts ReadOptions, lineNo int) (rec *Record, reason string, misplaced bool) {
+	rec, err := decode(line, a)
 	if err != nil {
 		return nil, err.Error(), false
 	}

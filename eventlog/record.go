@@ -223,11 +223,16 @@ func capText(s string) string {
 // It accepts and rejects what json.Unmarshal does: decodeFast parses the
 // lines a writer writes, and leaves anything else to encoding/json.
 func Decode(line []byte) (*Record, error) {
+	return decode(line, nil)
+}
+
+// decode is Decode drawing on a reader's arena (nil: none).
+func decode(line []byte, a *arena) (*Record, error) {
 	prefix, err := checkedPrefix(line)
 	if err != nil {
 		return nil, err
 	}
-	if r, ok := decodeFast(prefix); ok {
+	if r, ok := decodeFast(prefix, a); ok {
 		return r, nil
 	}
 	body := make([]byte, 0, len(prefix)+1)
@@ -314,9 +319,10 @@ var hexValue = func() (t [256]byte) {
 //
 // Allocation is what a replay spends most on after parsing, so the strings
 // of the eleven fields that open every line share one allocation holding
-// just their text, and the other strings of a long line (a TASK_START) are
-// slices of one copy of the line.
-func decodeFast(prefix []byte) (*Record, bool) {
+// just their text (less the strings the arena a already holds), the other
+// strings of a long line (a TASK_START) are slices of one copy of the line,
+// and a reader's records come from its arena's blocks.
+func decodeFast(prefix []byte, a *arena) (*Record, bool) {
 	d := decoder{s: prefix}
 	var r Record // on the stack while it is filled: no write barriers
 	d.record(&r)
@@ -324,14 +330,46 @@ func decodeFast(prefix []byte) (*Record, bool) {
 		return nil, false
 	}
 	if d.headed {
-		h := d.headText()
+		h := d.headText(a)
 		r.Timestamp, r.TaskID, r.StepID, r.EventType = h[headTimestamp], h[headTaskID], h[headStepID], h[headEventType]
 		r.Status, r.InputDigest, r.OutputDigest, r.ErrorMessage = h[headStatus], h[headInputDigest], h[headOutputDigest], h[headErrorMessage]
 	}
-	out := new(Record)
+	out := a.record()
 	*out = r
 	return out, true
 }
+
+// arena is what one reader's decoding shares from line to line.
+type arena struct {
+	// block holds the records to hand out: one allocation for many. A
+	// record the caller keeps keeps its block alive, a few kilobytes.
+	block []Record
+	// prev is the head's strings of the line before: the next line often
+	// repeats them (the task id; the step, input digest and status of the
+	// STEP_START that a STEP_END ends).
+	prev [headStrings]string
+}
+
+// recordBlock is how many records an arena allocates at once.
+const recordBlock = 32
+
+// record returns a zero Record: from a's block, or of its own if a is nil.
+func (a *arena) record() *Record {
+	if a == nil {
+		return new(Record)
+	}
+	if len(a.block) == 0 {
+		a.block = make([]Record, recordBlock)
+	}
+	r := &a.block[0]
+	a.block = a.block[1:]
+	return r
+}
+
+// headNames are the event types and states a head's strings name, kept
+// rather than copied.
+var headNames = [...]string{TaskStart, StepStart, StepProcess, StepEnd, Cleanup, Marker, Warning, TaskSummary,
+	Pending, Running, Success, Failed, Skipped}
 
 // wholeLineBytes is the length from which a line's strings, but for the
 // head's, are slices of one copy of the line rather than copies of their
@@ -556,21 +594,43 @@ func (d *decoder) headStr(k int) {
 }
 
 // headText copies the text headStr noted into one string and returns the
-// head's strings, by field.
-func (d *decoder) headText() [headStrings]string {
+// head's strings, by field. A string equal to an event type, a state or the
+// same field of the line before (a's) is not copied: that one is used.
+func (d *decoder) headText(a *arena) [headStrings]string {
 	var buf [256]byte // most heads fit: no allocation but the string's
 	text := buf[:0]
-	for _, sp := range d.spans {
-		if sp.a < sp.b {
-			text = append(text, d.s[sp.a:sp.b]...)
+	strs := d.made
+	var kept [headStrings]bool
+	for k, sp := range d.spans {
+		if sp.a >= sp.b {
+			continue
 		}
+		b := d.s[sp.a:sp.b]
+		if a != nil && string(b) == a.prev[k] {
+			strs[k], kept[k] = a.prev[k], true
+			continue
+		}
+		if k == headEventType || k == headStatus {
+			for _, n := range headNames {
+				if string(b) == n {
+					strs[k], kept[k] = n, true
+					break
+				}
+			}
+			if kept[k] {
+				continue
+			}
+		}
+		text = append(text, b...)
 	}
 	all := string(text)
-	strs := d.made
 	for k, sp := range d.spans {
-		if n := sp.b - sp.a; n > 0 {
+		if n := sp.b - sp.a; n > 0 && !kept[k] {
 			strs[k], all = all[:n], all[n:]
 		}
+	}
+	if a != nil {
+		a.prev = strs
 	}
 	return strs
 }

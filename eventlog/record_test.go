@@ -394,10 +394,38 @@ func TestDecodeFastMatchesJSON(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("Decode(%q) =\n%+v\njson gives\n%+v", in, got, want)
 			}
-			if _, ok := decodeFast(in[:len(in)-crcSuffixLen]); ok != l.fast {
+			if _, ok := decodeFast(in[:len(in)-crcSuffixLen], nil); ok != l.fast {
 				t.Errorf("decodeFast(%q) took the line: %v, want %v", in, ok, l.fast)
 			}
 		})
+	}
+}
+
+// TestDecodeArena: lines decoded through one reader's arena, which keeps
+// the strings a line repeats from the line before and hands out records
+// from blocks, give the records Decode gives, and records stay apart.
+func TestDecodeArena(t *testing.T) {
+	var lines [][]byte
+	for range 3 { // a record repeated: every string of its head is kept
+		lines = append(lines, encodeLines(t, logRecords(testTask, sampleRecords()))...)
+	}
+	var a arena
+	var got []*Record
+	for i, l := range lines {
+		r, err := decode(l[:len(l)-1], &a)
+		if err != nil {
+			t.Fatalf("line %d: decode: %v", i+1, err)
+		}
+		got = append(got, r)
+	}
+	for i, l := range lines {
+		want, err := Decode(l[:len(l)-1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got[i], want) {
+			t.Errorf("line %d: decode with an arena =\n%+v\nDecode gives\n%+v", i+1, got[i], want)
+		}
 	}
 }
 
