@@ -13,7 +13,7 @@ import (
 // stack (LState.stackTrace) unless the error already has one. That traceback has a line for
 // every tail call made by a frame still on the stack, and nothing caps it: the timeout that
 // stops `local function f() return f() end return f()` after 2 s meets a hundred million tail
-// calls, and building their lines took 8 to 13 s and up to 1.5 GB before the step could end.
+// calls, and building their lines took 8 to 13 s and 0.8 to 1.7 GB before the step could end.
 // The raise path does not build one: raiseError and Error call LState.Panic, which PCall sets
 // to a function that panics with a bare *lua.ApiError.
 //
