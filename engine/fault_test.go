@@ -193,7 +193,7 @@ steps:
 				if strings.HasSuffix(ffs.failed, ".jsonl") {
 					for _, op := range ffs.after {
 						if op == "write" || op == "sync" {
-							t.Errorf("%v: the log was %sed after the fault (calls after it: %v)", f, op, ffs.after)
+							t.Errorf("%v: a %s on the log after the fault (calls after it: %v)", f, op, ffs.after)
 							break
 						}
 					}
