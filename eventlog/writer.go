@@ -135,10 +135,9 @@ type Writer struct {
 	synced    int64
 	syncedSeq int64
 	lastKind  string // event type of the last record written
-	// syncing is set while an fsync runs. Writes wait for its outcome: a
-	// record written after an fsync that fails may reach the disk after
-	// the data that fsync lost, turning a repairable tail into damage in
-	// the middle of the log; and nothing is written once an fsync failed.
+	// syncing is set while an fsync runs. Writes wait for its outcome:
+	// nothing is written once an fsync failed (a record appended then
+	// could reach the disk behind data that fsync lost).
 	syncing bool
 	// held counts the writes waiting for the running fsync; the next fsync
 	// waits for them, so that one fsync covers them all (group commit).
