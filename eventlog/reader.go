@@ -7,6 +7,8 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"runtime"
+	"sync"
 )
 
 // MaxTornTail is the largest run of damaged bytes at the end of a log that
@@ -92,12 +94,21 @@ func ReadAll(path string, opts ReadOptions) ([]*Record, Tail, error) {
 
 // scan reads records from r. It is the one parser of the format. size is
 // about how many bytes r holds (a live writer may add more), to size the
-// buffer. lines is the number of lines before opts.Offset, so that errors
+// buffer and choose between reading line by line and decoding ahead in
+// parallel. lines is the number of lines before opts.Offset, so that errors
 // name the line of the file.
 func scan(r io.Reader, size int64, path string, opts ReadOptions, lines int, visit func(*Record) error) (Tail, error) {
-	br := bufio.NewReaderSize(r, int(min(max(size+1, 4<<10), 256<<10)))
 	tail := Tail{End: opts.Offset, LastSeq: opts.Seq}
-	lineNo := lines
+	if size >= parallelBytes && runtime.GOMAXPROCS(0) > 1 {
+		return scanAhead(r, chunkBytes, path, opts, tail, lines, visit)
+	}
+	return scanLines(r, int(min(max(size+1, 4<<10), 256<<10)), path, opts, tail, lines, visit)
+}
+
+// scanLines reads records from r one line at a time, going on from tail
+// and line lineNo; bufSize sizes its buffer.
+func scanLines(r io.Reader, bufSize int, path string, opts ReadOptions, tail Tail, lineNo int, visit func(*Record) error) (Tail, error) {
+	br := bufio.NewReaderSize(r, bufSize)
 	var long []byte
 	var a arena
 	for {
@@ -134,51 +145,237 @@ func scan(r io.Reader, size int64, path string, opts ReadOptions, lines int, vis
 			tail.Torn = int64(len(line))
 			return tail, nil
 		}
-		rec, reason, misplaced := checkLine(line[:len(line)-1], &a, tail, opts, lineNo)
-		if reason != "" {
-			bad := &CorruptError{Path: path, Line: lineNo, Reason: reason}
-			if misplaced {
-				// The line decoded fine but is in the wrong place: never a crash artifact.
-				return tail, bad
-			}
+		rec, err := decode(line[:len(line)-1], &a)
+		if err != nil {
+			bad := &CorruptError{Path: path, Line: lineNo, Reason: err.Error()}
 			first := lineNo == 1 && opts.Offset == 0
 			torn, err := classifyTail(br, bytes.Clone(line), first, bad)
 			tail.Torn = torn
 			return tail, err
 		}
-		if rec.EventType == TaskStart && rec.Start != nil && rec.Start.Version > tail.Version {
-			tail.Version = rec.Start.Version
+		if reason := misplaced(rec, tail, opts, lineNo); reason != "" {
+			// The line decoded fine but is in the wrong place: never a crash artifact.
+			return tail, &CorruptError{Path: path, Line: lineNo, Reason: reason}
 		}
-		tail.End += int64(len(line))
-		tail.Lines++
-		tail.LastSeq = rec.Seq
+		tail.add(rec, len(line))
 		if err := visit(rec); err != nil {
 			return tail, err
 		}
 	}
 }
 
-// checkLine decodes one line and checks its place in the log. It returns a
-// reason when the line is not a good next record, and misplaced when the line
-// is a good record in the wrong place.
-func checkLine(line []byte, a *arena, tail Tail, opts ReadOptions, lineNo int) (rec *Record, reason string, misplaced bool) {
-	rec, err := decode(line, a)
-	if err != nil {
-		return nil, err.Error(), false
-	}
+// misplaced returns why a record that decoded is not the good next one after
+// tail, on line lineNo; "" if it is.
+func misplaced(rec *Record, tail Tail, opts ReadOptions, lineNo int) string {
 	if opts.TaskID != "" && rec.TaskID != opts.TaskID {
-		return rec, fmt.Sprintf("record belongs to task %q, not %q", rec.TaskID, opts.TaskID), true
+		return fmt.Sprintf("record belongs to task %q, not %q", rec.TaskID, opts.TaskID)
 	}
 	if rec.Seq != tail.LastSeq+1 {
-		return rec, fmt.Sprintf("seq %d follows %d", rec.Seq, tail.LastSeq), true
+		return fmt.Sprintf("seq %d follows %d", rec.Seq, tail.LastSeq)
 	}
 	if lineNo == 1 && opts.Offset == 0 {
 		if rec.EventType != TaskStart || rec.Start == nil {
-			return rec, fmt.Sprintf("first record is %s, not a TASK_START", rec.EventType), true
+			return fmt.Sprintf("first record is %s, not a TASK_START", rec.EventType)
 		}
 	}
-	return rec, "", false
+	return ""
 }
+
+// add counts rec, read from a line of n bytes, newline included.
+func (t *Tail) add(rec *Record, n int) {
+	if rec.EventType == TaskStart && rec.Start != nil && rec.Start.Version > t.Version {
+		t.Version = rec.Start.Version
+	}
+	t.End += int64(n)
+	t.Lines++
+	t.LastSeq = rec.Seq
+}
+
+// A log of parallelBytes or more is read in chunks of chunkBytes of whole
+// lines, which workers check and decode while the reader reads on and the
+// caller visits the records before: decoding is most of a replay's work,
+// and a machine has more than one core.
+const (
+	parallelBytes = 4 << 20
+	chunkBytes    = 1 << 20
+	aheadChunks   = 6 // chunks read ahead of the one being visited
+	maxWorkers    = 4 // goroutines decoding chunks, at most one a core
+)
+
+// chunk is a run of whole lines read ahead. A worker fills recs, one per
+// line (nil where the line does not decode), and ends, where each line ends
+// in data, then closes done.
+type chunk struct {
+	data []byte
+	recs []*Record
+	ends []int
+	done chan struct{}
+}
+
+// readAhead reads a log in chunks, and has them decoded, for scanAhead.
+type readAhead struct {
+	r       io.Reader
+	size    int           // the chunk size
+	ordered chan *chunk   // every chunk, in order, for the caller; closed at the end
+	work    chan *chunk   // every chunk, for the workers
+	free    chan []byte   // buffers of visited chunks, to read into again
+	quit    chan struct{} // closed when the caller stops
+	done    sync.WaitGroup
+
+	// Once ordered is closed: the bytes read after the last whole line,
+	// and the read error that stopped the reader (nil at the end of r).
+	rest []byte
+	err  error
+}
+
+// scanAhead is scanLines for big logs: it visits the records that chunks
+// of whole lines decode to, in order. At the first line that is not a good
+// next record, and at the end if a part of a line is left, it hands the rest
+// of the log over to scanLines, which reports it as it always does.
+func scanAhead(r io.Reader, size int, path string, opts ReadOptions, tail Tail, lineNo int, visit func(*Record) error) (Tail, error) {
+	ra := &readAhead{r: r, size: size, ordered: make(chan *chunk, aheadChunks), work: make(chan *chunk, aheadChunks),
+		free: make(chan []byte, aheadChunks+2), quit: make(chan struct{})}
+	workers := min(runtime.GOMAXPROCS(0), maxWorkers)
+	ra.done.Add(1 + workers)
+	go ra.read()
+	for range workers {
+		go ra.decode()
+	}
+	defer ra.stop()
+	for c := range ra.ordered {
+		<-c.done
+		from := 0
+		for i, rec := range c.recs {
+			if rec == nil || misplaced(rec, tail, opts, lineNo+1) != "" {
+				return scanLines(ra.handOver(c.data[from:]), 256<<10, path, opts, tail, lineNo, visit)
+			}
+			lineNo++
+			tail.add(rec, c.ends[i]-from)
+			from = c.ends[i]
+			if err := visit(rec); err != nil {
+				return tail, err
+			}
+		}
+		if cap(c.data) <= 2*size { // not one grown for a long line: that one may go
+			select {
+			case ra.free <- c.data[:cap(c.data)]:
+			default:
+			}
+		}
+	}
+	if len(ra.rest) > 0 || ra.err != nil {
+		return scanLines(ra.handOver(nil), 256<<10, path, opts, tail, lineNo, visit)
+	}
+	return tail, nil
+}
+
+// read reads r into chunks of whole lines until its end, an error or quit.
+func (ra *readAhead) read() {
+	defer ra.done.Done()
+	defer close(ra.work)
+	defer close(ra.ordered)
+	size := ra.size
+	var carry []byte // the start of a line, read with the chunk before
+	for {
+		need := max(size, 2*len(carry)) // room for the line begun and more
+		var buf []byte
+		select {
+		case buf = <-ra.free:
+		default:
+		}
+		if len(buf) < need {
+			buf = make([]byte, need)
+		}
+		n := copy(buf, carry)
+		m, err := io.ReadFull(ra.r, buf[n:])
+		n += m
+		data := buf[:n]
+		cut := bytes.LastIndexByte(data, '\n') + 1
+		if err == nil && cut == 0 && n <= MaxLineBytes {
+			// A line longer than a chunk: read on into a bigger one.
+			carry = append(carry[:0], data...)
+			size = min(2*size, MaxLineBytes+1)
+			continue
+		}
+		carry = append(carry[:0], data[cut:]...)
+		size = ra.size
+		if cut > 0 {
+			c := &chunk{data: data[:cut], done: make(chan struct{})}
+			select {
+			case ra.ordered <- c:
+			case <-ra.quit:
+				return
+			}
+			select {
+			case ra.work <- c:
+			case <-ra.quit:
+				return
+			}
+		}
+		if err != nil || cut == 0 {
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				err = nil
+			}
+			ra.rest, ra.err = carry, err
+			return
+		}
+	}
+}
+
+// decode decodes chunks, line by line, until there are no more.
+func (ra *readAhead) decode() {
+	defer ra.done.Done()
+	var a arena
+	for c := range ra.work {
+		select {
+		case <-ra.quit:
+		default:
+			for from := 0; from < len(c.data); {
+				end := from + bytes.IndexByte(c.data[from:], '\n') + 1
+				rec, _ := decode(c.data[from:end-1], &a)
+				c.recs = append(c.recs, rec)
+				c.ends = append(c.ends, end)
+				from = end
+			}
+		}
+		close(c.done)
+	}
+}
+
+// handOver stops reading ahead and returns the log from where the caller
+// stopped: first, the rest of the chunk it was visiting, then the chunks
+// read ahead, the part of a line after them, and what r still holds.
+func (ra *readAhead) handOver(first []byte) io.Reader {
+	ra.stop()
+	parts := []io.Reader{bytes.NewReader(first)}
+	for c := range ra.ordered {
+		parts = append(parts, bytes.NewReader(c.data))
+	}
+	parts = append(parts, bytes.NewReader(ra.rest))
+	if ra.err != nil {
+		parts = append(parts, errReader{ra.err})
+	} else {
+		parts = append(parts, ra.r)
+	}
+	return io.MultiReader(parts...)
+}
+
+// stop ends reading ahead and waits for the reader and the workers to
+// stop. It may be called again.
+func (ra *readAhead) stop() {
+	select {
+	case <-ra.quit:
+		return
+	default:
+	}
+	close(ra.quit)
+	ra.done.Wait()
+}
+
+// errReader returns its error.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // classifyTail decides whether the bad line and everything after it is a
 // torn tail (a crash artifact: no good record anywhere in it, and not too

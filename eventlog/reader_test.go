@@ -441,3 +441,59 @@ func TestReadLongTaskStart(t *testing.T) {
 }
 
 func join(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+
+// TestScanAheadSame: reading ahead in chunks decoded in parallel (as a big
+// log is read) gives what reading line by line gives (records, tail and
+// error), for a good log and for every damage: cut anywhere, a byte changed
+// in any line, lines dropped, repeated or of another task, garbage after
+// the end, a line longer than a chunk, and a visit that fails.
+func TestScanAheadSame(t *testing.T) {
+	good, lines := sampleLog(t)
+	logs := map[string][]byte{"good": good}
+	for cut := range len(good) {
+		logs[fmt.Sprint("cut at ", cut)] = good[:cut]
+	}
+	for i, l := range lines {
+		for _, at := range []int{0, len(l) / 2, len(l) - 2, len(l) - 1} {
+			b := join(bytes.Join(lines[:i], nil), l, bytes.Join(lines[i+1:], nil))
+			b[len(bytes.Join(lines[:i], nil))+at] ^= 0x04
+			logs[fmt.Sprintf("line %d, byte %d changed", i+1, at)] = b
+		}
+		logs[fmt.Sprint("line dropped ", i+1)] = join(bytes.Join(lines[:i], nil), bytes.Join(lines[i+1:], nil))
+		logs[fmt.Sprint("line repeated ", i+1)] = join(bytes.Join(lines[:i+1], nil), bytes.Join(lines[i:], nil))
+	}
+	logs["garbage after"] = join(good, []byte("\x00\x00garbage\n"))
+	logs["garbage, then a good line"] = join(good, []byte("garbage\n"), lines[1])
+	long := encodeLines(t, logRecords(testTask, []*Record{bigStart(50)}))[0]
+	logs["long line"] = join(long, good[len(lines[0]):])
+	logs["long line cut"] = long[:len(long)/2]
+	for name, data := range logs {
+		tasks, stops := []string{testTask}, []int64{0}
+		if name == "good" {
+			tasks, stops = []string{testTask, "other", ""}, []int64{0, 1, 3, int64(len(lines))}
+		}
+		for _, taskID := range tasks {
+			for _, size := range []int{64, 700} {
+				for _, stopAt := range stops {
+					opts := ReadOptions{TaskID: taskID}
+					var seqRecs, aheadRecs []*Record
+					visit := func(recs *[]*Record) func(*Record) error {
+						return func(r *Record) error {
+							*recs = append(*recs, r)
+							if r.Seq == stopAt {
+								return errors.New("visit failed")
+							}
+							return nil
+						}
+					}
+					wantTail, err := scanLines(bytes.NewReader(data), 4096, "log", opts, Tail{}, 0, visit(&seqRecs))
+					gotTail, gerr := scanAhead(bytes.NewReader(data), size, "log", opts, Tail{}, 0, visit(&aheadRecs))
+					if fmt.Sprint(gerr) != fmt.Sprint(err) || gotTail != wantTail || !reflect.DeepEqual(aheadRecs, seqRecs) {
+						t.Fatalf("%s, task %s, chunks of %d, visit failing at seq %d: read ahead: %d records, %+v, %v; line by line: %d records, %+v, %v",
+							name, taskID, size, stopAt, len(aheadRecs), gotTail, gerr, len(seqRecs), wantTail, err)
+					}
+				}
+			}
+		}
+	}
+}
