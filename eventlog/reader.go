@@ -222,8 +222,10 @@ type readAhead struct {
 	quit    chan struct{} // closed when the caller stops
 	done    sync.WaitGroup
 
-	// Once ordered is closed: the bytes read after the last whole line,
-	// and the read error that stopped the reader (nil at the end of r).
+	// Once ordered is closed: the bytes read but not passed on in a chunk
+	// (those after the last whole line, or all of a chunk the reader held
+	// when it was stopped), and the read error that stopped it (nil at the
+	// end of r).
 	rest []byte
 	err  error
 }
@@ -299,23 +301,28 @@ func (ra *readAhead) read() {
 		}
 		carry = append(carry[:0], data[cut:]...)
 		size = ra.size
+		end := err != nil
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			err = nil
+		}
 		if cut > 0 {
+			// Stopped, the reader leaves what it read but did not pass on
+			// as the rest, for handOver.
 			c := &chunk{data: data[:cut], done: make(chan struct{})}
 			select {
 			case ra.ordered <- c:
 			case <-ra.quit:
+				ra.rest, ra.err = data, err
 				return
 			}
 			select {
 			case ra.work <- c:
 			case <-ra.quit:
+				ra.rest, ra.err = carry, err
 				return
 			}
 		}
-		if err != nil || cut == 0 {
-			if err == io.EOF || err == io.ErrUnexpectedEOF {
-				err = nil
-			}
+		if end || cut == 0 {
 			ra.rest, ra.err = carry, err
 			return
 		}
