@@ -192,11 +192,11 @@ func (e *snapshotEncoder) object(v reflect.Value, stream map[string]func(reflect
 		if !sf.IsExported() {
 			continue
 		}
-		if sf.Anonymous {
-			e.err = fmt.Errorf("embedded field %s.%s: not supported", t.Name(), sf.Name)
+		tag := strings.Split(sf.Tag.Get("json"), ",")
+		if sf.Anonymous || slices.Contains(tag[1:], "string") {
+			e.err = fmt.Errorf("field %s.%s: embedded or with the string option: not supported", t.Name(), sf.Name)
 			return
 		}
-		tag := strings.Split(sf.Tag.Get("json"), ",")
 		name := tag[0]
 		if name == "-" && len(tag) == 1 {
 			continue
