@@ -65,6 +65,9 @@ type nodeDone struct {
 	err     error // the attempt's failure, for the summary
 	logErr  error // the log could not be written: the run must stop
 	attempt int
+	// unsynced: the attempt's STEP_END (durability always) is written but
+	// no fsync of it has started; the scheduler sees to one.
+	unsynced bool
 }
 
 // readyQueue orders runnable steps by their place in the file.
@@ -126,6 +129,7 @@ func (r *run) schedule(parent context.Context) error {
 	retryDue := make(chan *node)
 	running, waitingRetries := 0, 0
 	stopping := logErr != nil
+	endsUnsynced := false // a STEP_END (always) waits for the scheduler's fsync
 
 	// Initial readiness.
 	for _, n := range r.nodes {
@@ -178,7 +182,16 @@ func (r *run) schedule(parent context.Context) error {
 			}
 			running++
 			n.started = true
+			// Every step started appends a durable record (its STEP_START
+			// or CLEANUP), whose fsync covers the STEP_ENDs before it.
+			endsUnsynced = false
 			go func() { done <- r.work(ctx, n) }()
+		}
+		if endsUnsynced {
+			// Nothing was started to carry the STEP_END to disk: start its
+			// fsync now, without waiting for it.
+			r.w.SyncSoon()
+			endsUnsynced = false
 		}
 		if running == 0 && (stopping || (ready.Len() == 0 && waitingRetries == 0)) {
 			break
@@ -187,6 +200,7 @@ func (r *run) schedule(parent context.Context) error {
 		case d := <-done:
 			running--
 			n := d.n
+			endsUnsynced = endsUnsynced || d.unsynced
 			if d.logErr != nil {
 				if logErr == nil {
 					logErr = d.logErr
@@ -290,20 +304,6 @@ func (r *run) makeDirs(dirs ...string) error {
 		r.dirsMade[dir] = struct{}{}
 	}
 	return nil
-}
-
-// appendEnd appends an attempt's STEP_END (or the record naming its process
-// group). With durability always its fsync
-// starts at once but the scheduler does not wait for it: the next step's
-// process is forked (held, its body not released) while the disk works, and
-// that step's durable STEP_START, which waits for this fsync, comes before
-// its body runs. The summary and every other durable record wait for it too,
-// so nothing that depends on the STEP_END happens before it is on disk.
-func (r *run) appendEnd(s *Step, rec *eventlog.Record) error {
-	if s.Durability == DurabilityBatch {
-		return r.w.Append(rec)
-	}
-	return r.w.AppendSyncing(rec)
 }
 
 // block marks every descendant of a failed required step as blocked.
@@ -530,7 +530,7 @@ func (r *run) attempt(ctx context.Context, n *node) nodeDone {
 			// still found by their APOLLO_ATTEMPT tag.
 			rec := &eventlog.Record{EventType: eventlog.StepProcess, StepID: s.ID, Status: eventlog.Running,
 				RetryCount: retry, PGID: pgid}
-			if err := r.appendEnd(s, rec); err != nil {
+			if err := r.w.AppendUnsynced(rec); err != nil {
 				return err
 			}
 		}
@@ -587,9 +587,15 @@ func (r *run) attempt(ctx context.Context, n *node) nodeDone {
 		d.err = res.Err
 		n.unclean = true
 	}
-	if err := r.appendEnd(s, rec); err != nil {
+	// The STEP_END is written without an fsync of its own: the scheduler
+	// starts a dependent next, whose durable STEP_START (before its body
+	// runs) carries this record to disk in the same fsync, or, when it
+	// starts nothing, an fsync at once. So a STEP_END is durable before
+	// anything acts on it, with one fsync per step instead of two.
+	if err := r.w.AppendUnsynced(rec); err != nil {
 		return nodeDone{n: n, logErr: err}
 	}
+	d.unsynced = s.Durability != DurabilityBatch
 	shown := rec.Status
 	if shown == eventlog.Running {
 		shown = "RETRY"

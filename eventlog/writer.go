@@ -318,6 +318,25 @@ func (w *Writer) Append(r *Record) error {
 	return w.append(r, w.opts.Durability == Always)
 }
 
+// AppendUnsynced writes r without starting or waiting for an fsync, whatever
+// the durability setting: for a record that the caller makes durable with a
+// later durable append, Sync or SyncSoon before anything depends on it.
+func (w *Writer) AppendUnsynced(r *Record) error {
+	return w.append(r, false)
+}
+
+// SyncSoon starts an fsync of every record written so far without waiting
+// for it; a later durable append, Sync or Close waits for it, and a failure
+// becomes the writer's sticky error.
+func (w *Writer) SyncSoon() {
+	end := w.Offset()
+	w.background.Add(1)
+	go func() {
+		defer w.background.Done()
+		w.syncTo(end)
+	}()
+}
+
 // AppendDurable writes r and returns once it, and every record before it, is
 // on disk, whatever the durability setting.
 func (w *Writer) AppendDurable(r *Record) error {

@@ -836,6 +836,42 @@ func TestAppendSyncing(t *testing.T) {
 	w.Close()
 }
 
+// TestAppendUnsynced: under durability always, AppendUnsynced neither
+// starts nor waits for an fsync; SyncSoon starts one without waiting, and a
+// later Sync finds everything durable.
+func TestAppendUnsynced(t *testing.T) {
+	path := newLogPath(t)
+	release := make(chan struct{})
+	fs := &faultFS{beforeSync: func(n int) {
+		if n == 2 {
+			<-release // hold SyncSoon's fsync
+		}
+	}}
+	w := openLog(t, path, WriterOptions{FS: fs, Durability: Always})
+	if err := w.AppendDurable(taskStart()); err != nil {
+		t.Fatal(err)
+	}
+	before := w.Fsyncs()
+	if err := w.AppendUnsynced(&Record{EventType: StepEnd, StepID: "a", Status: Success}); err != nil {
+		t.Fatalf("AppendUnsynced: %v", err)
+	}
+	if w.Fsyncs() != before {
+		t.Errorf("AppendUnsynced started an fsync")
+	}
+	if _, _, _, synced := fs.counts(); synced == w.Offset() {
+		t.Errorf("the unsynced record is already synced")
+	}
+	w.SyncSoon() // returns while its fsync is held
+	close(release)
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, syncs, _, synced := fs.counts(); synced != w.Offset() || syncs != 2 {
+		t.Errorf("after SyncSoon and Sync: %d fsyncs, %d of %d bytes synced; want 2 fsyncs, all synced", syncs, synced, w.Offset())
+	}
+	mustClose(t, w)
+}
+
 func TestDurabilityBatch(t *testing.T) {
 	path := newLogPath(t)
 	fs := &faultFS{}
@@ -887,8 +923,9 @@ func waitHeld(t *testing.T, w *Writer, n int) {
 	}
 }
 
-// TestGroupCommit holds an fsync until every other appender has arrived:
-// none writes while it runs, and one fsync covers them all once it is done.
+// TestGroupCommit holds an fsync until every appender it does not cover has
+// arrived: none writes while it runs, and one fsync covers them all once it
+// is done.
 func TestGroupCommit(t *testing.T) {
 	const appenders = 32
 	path := newLogPath(t)
@@ -900,9 +937,12 @@ func TestGroupCommit(t *testing.T) {
 	var writesDuringSync int
 	fs.beforeSync = func(n int) {
 		if n == 2 {
-			waitHeld(t, w, appenders-1)
-			writes, _, _, _ := fs.counts()
-			writesDuringSync = writes - 2
+			// The appenders that wrote before this fsync began (at least
+			// one) are covered by it; every other one must be held.
+			before, _, _, _ := fs.counts()
+			waitHeld(t, w, appenders-(before-1))
+			after, _, _, _ := fs.counts()
+			writesDuringSync = after - before
 		}
 	}
 	var wg sync.WaitGroup
