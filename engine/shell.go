@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"apollo/stdlib"
 )
 
 // holdPrefix keeps a shell body from running until the engine says so: the
@@ -187,8 +189,10 @@ func killGroup(pgid int, sig syscall.Signal) {
 	}
 }
 
+// groupAlive reports whether process group pgid has a member that has not
+// exited (zombies, which an init may be slow to reap, hold nothing).
 func groupAlive(pgid int) bool {
-	return pgid > 0 && syscall.Kill(-pgid, 0) == nil
+	return pgid > 0 && stdlib.GroupLive(pgid)
 }
 
 func exitCode(err error) int {

@@ -170,21 +170,21 @@ func RunCommand(ctx context.Context, c Command) (CommandResult, error) {
 // endGroup ends what is left of a process group whose leader has exited, as the engine
 // does for a shell step: SIGTERM, then SIGKILL to whatever is still there after KillGrace.
 func endGroup(pgid int) {
-	if !groupLive(pgid) {
+	if !GroupLive(pgid) {
 		return
 	}
 	syscall.Kill(-pgid, syscall.SIGTERM)
 	deadline := time.Now().Add(KillGrace)
-	for groupLive(pgid) && time.Now().Before(deadline) {
+	for GroupLive(pgid) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
-// groupLive reports whether process group pgid has a member that has not exited. A member
+// GroupLive reports whether process group pgid has a member that has not exited. A member
 // that exited stays a zombie until init reaps it, which some inits are slow to do (or never
 // do): it holds nothing and is not waited for. Without /proc, any member counts.
-func groupLive(pgid int) bool {
+func GroupLive(pgid int) bool {
 	if syscall.Kill(-pgid, 0) != nil {
 		return false
 	}
