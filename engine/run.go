@@ -104,6 +104,10 @@ type run struct {
 
 	dirsMu   sync.Mutex
 	dirsMade map[string]struct{} // folders makeDirs created in this run
+
+	envOnce sync.Once
+	baseEnv []string // apollo's environment, which every attempt's starts from
+	absLog  string   // the log's absolute path, for attempt tags
 }
 
 // node is a step during a run. Only the scheduler goroutine touches it,

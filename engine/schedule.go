@@ -429,12 +429,20 @@ func attemptContext(ctx context.Context, timeout time.Duration) (context.Context
 func (r *run) newAttempt(n *node, retry int) *Attempt {
 	s := n.rs.step
 	t := r.t
-	env := os.Environ()
+	r.envOnce.Do(func() {
+		r.baseEnv = os.Environ()
+		r.absLog = r.logPath
+		if abs, err := filepath.Abs(r.logPath); err == nil {
+			r.absLog = abs // attemptToken's filepath.Abs then has nothing to look up
+		}
+	})
 	keys := make([]string, 0, len(n.rs.env))
 	for k := range n.rs.env {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	env := make([]string, 0, len(r.baseEnv)+len(keys)+7)
+	env = append(env, r.baseEnv...)
 	for _, k := range keys {
 		env = append(env, k+"="+n.rs.env[k])
 	}
@@ -447,7 +455,7 @@ func (r *run) newAttempt(n *node, retry int) *Attempt {
 		"APOLLO_ARTIFACTS_DIR="+t.lay.artifactsDir(t.id),
 		"APOLLO_STATE_DIR="+t.lay.root,
 		"APOLLO_OUTPUT="+publish,
-		attemptEnv+"="+attemptToken(r.logPath, s.ID, retry),
+		attemptEnv+"="+attemptToken(r.absLog, s.ID, retry),
 	)
 	upstream := make(map[string]json.RawMessage, len(n.deps))
 	for _, d := range n.deps {
