@@ -33,6 +33,9 @@ type Attempt struct {
 	// run; the body runs only if it returns nil. pgid names the process
 	// group (0 when the body runs inside apollo).
 	Started func(pgid int) error
+	// Running, when set, is called once a process body has been released
+	// (pgid > 0), for bookkeeping that must not delay the body.
+	Running func(pgid int)
 	// KillGrace is how long a process group has between SIGTERM and SIGKILL.
 	KillGrace time.Duration
 

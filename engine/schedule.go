@@ -525,26 +525,28 @@ func (r *run) attempt(ctx context.Context, n *node) nodeDone {
 	if err := r.makeDirs(filepath.Dir(a.OutputPath), t.lay.artifactsDir(t.id)); err != nil {
 		return nodeDone{n: n, logErr: err}
 	}
-	os.Remove(a.PublishPath) // a file left by an earlier run is not this attempt's
 	began := r.e.opts.Now()
-	a.Started = func(pgid int) error {
+	a.Started = func(int) error {
+		// While the STEP_START's fsync may still be running: a file left
+		// by an earlier run is not this attempt's output.
+		os.Remove(a.PublishPath)
 		if err := r.w.Sync(); err != nil {
 			return err
-		}
-		if pgid > 0 {
-			// The process group, for a later run to end what a crash
-			// leaves running (SPEC §5: the STEP_START or a record right
-			// after names it). Until it is on disk, the processes are
-			// still found by their APOLLO_ATTEMPT tag.
-			rec := &eventlog.Record{EventType: eventlog.StepProcess, StepID: s.ID, Status: eventlog.Running,
-				RetryCount: retry, PGID: pgid}
-			if err := r.w.AppendUnsynced(rec); err != nil {
-				return err
-			}
 		}
 		began = r.e.opts.Now()
 		r.rep.started(s.ID, retry)
 		return nil
+	}
+	a.Running = func(pgid int) {
+		// The process group, for a later run to end what a crash leaves
+		// running (SPEC §5: the STEP_START or a record right after names
+		// it), written while the body runs. Until it is on disk the
+		// processes are still found by their APOLLO_ATTEMPT tag and their
+		// shell, which leads the group. A failed write is the writer's
+		// sticky error, which the STEP_END's append reports.
+		rec := &eventlog.Record{EventType: eventlog.StepProcess, StepID: s.ID, Status: eventlog.Running,
+			RetryCount: retry, PGID: pgid}
+		_ = r.w.AppendUnsynced(rec)
 	}
 	ex, err := r.executorFor(s)
 	var res Result

@@ -109,6 +109,8 @@ func (Shell) Run(ctx context.Context, a *Attempt) Result {
 	holdW.Close()
 	if werr != nil {
 		killGroup(pgid, syscall.SIGKILL)
+	} else if a.Running != nil {
+		a.Running(pgid)
 	}
 
 	// Wait here; a timeout or an interrupt ends the group from the side,
