@@ -1064,6 +1064,7 @@ func (l *loader) step(index int, n *yaml.Node) {
 			}
 		case "lua":
 			s.Lua, _ = at.nonEmpty(key, v)
+			l.addRef(si, key, v, s.Lua)
 		case "script":
 			s.Script = si.luaPath(key, v)
 			l.addRef(si, key, v, s.Script)
@@ -1110,6 +1111,7 @@ func (l *loader) step(index int, n *yaml.Node) {
 			}
 		case "cleanup_lua":
 			s.CleanupLua, _ = at.nonEmpty(key, v)
+			l.addRef(si, key, v, s.CleanupLua)
 		case "cleanup_script":
 			s.CleanupScript = si.luaPath(key, v)
 			l.addRef(si, key, v, s.CleanupScript)

@@ -647,6 +647,37 @@ steps:
 			bundled: bundled,
 		},
 		{
+			name: "Lua that does not compile, inline and in a file",
+			src: `task_name: t
+steps:
+  - id: a
+    lua: |
+      local x = 1
+      return x +
+  - id: b
+    lua: "return )"
+  - id: c
+    script: steps/bad.lua
+    cleanup_lua: |
+      print("fine")
+  - id: d
+    lua: "return 1"
+    cleanup_lua: "local s = 'unfinished\nreturn s"
+  - id: e
+    lua: |
+      return 1
+`,
+			setup: func(t *testing.T, ws, proj, outside string) {
+				writeFile(t, filepath.Join(proj, "steps", "bad.lua"), []byte("local t = {\nfunction end\n"))
+			},
+			want: []string{
+				`:6: step "a": lua does not compile: syntax error near <eof>`,
+				`:8: step "b": lua does not compile: syntax error near ')'`,
+				`:10: step "c": script "steps/bad.lua" does not compile: proj/steps/bad.lua:2: syntax error near 'end'`,
+				`:15: step "d": cleanup_lua does not compile: line 2 of the body: unterminated string near 'unfinished'`,
+			},
+		},
+		{
 			name: "a script linked elsewhere in the workspace is read through it",
 			src:  "task_name: t\nsteps:\n  - {id: a, script: linked.lua}\n",
 			setup: func(t *testing.T, ws, proj, outside string) {

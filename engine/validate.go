@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"apollo/luart"
 	"apollo/stdlib"
 )
 
@@ -295,15 +296,81 @@ func (l *loader) cycles() {
 // ref is something a step names outside the pipeline file.
 type ref struct {
 	si   *stepInfo
-	key  string // script, cleanup_script or uses
+	key  string // script, cleanup_script, uses, lua or cleanup_lua
 	line int
-	name string // the cleaned path, or the module name
+	name string // the cleaned path, the module name, or the inline Lua source
+	// literal: an inline body written as a literal block (|), whose line n
+	// is the line n after line in the pipeline.
+	literal bool
 }
 
 func (l *loader) addRef(si *stepInfo, key string, v *yaml.Node, name string) {
 	if l.opts.CheckRefs && name != "" {
-		l.refs = append(l.refs, ref{si: si, key: key, line: deref(v).Line, name: name})
+		v = deref(v)
+		l.refs = append(l.refs, ref{si: si, key: key, line: v.Line, name: name, literal: v.Style&yaml.LiteralStyle != 0})
 	}
+}
+
+// checkInlineLua reports an inline Lua body that does not compile, at its
+// line in the pipeline when the body is a literal block. compiled caches
+// the verdict by source: big pipelines repeat their bodies.
+func (l *loader) checkInlineLua(r ref, compiled map[string]luaVerdict) {
+	v, done := compiled[r.name]
+	if !done {
+		v.line, v.msg = luart.CheckSyntax(r.name)
+		compiled[r.name] = v
+	}
+	if v.msg == "" {
+		return
+	}
+	line := v.line
+	if last := strings.Count(strings.TrimRight(r.name, "\n"), "\n") + 1; line > last {
+		line = last // at <eof>, Lua counts the body's final newline
+	}
+	switch {
+	case r.literal && v.line > 0:
+		r.si.at.errf(r.line+line, "%s does not compile: %s", r.key, v.msg)
+	case v.line == 1 && !strings.Contains(r.name, "\n"):
+		r.si.at.errf(r.line, "%s does not compile: %s", r.key, v.msg)
+	case v.line > 0:
+		r.si.at.errf(r.line, "%s does not compile: line %d of the body: %s", r.key, v.line, v.msg)
+	default:
+		r.si.at.errf(r.line, "%s does not compile: %s", r.key, v.msg)
+	}
+}
+
+// luaVerdict is whether a Lua source compiles: where and why not.
+type luaVerdict struct {
+	line int
+	msg  string
+}
+
+// checkScriptSyntax reports a script file that does not compile, as
+// "path:line: what", "" when it compiles or cannot be read (which running
+// it reports).
+func checkScriptSyntax(root, file string) string {
+	rel, err := filepath.Rel(root, file)
+	if err != nil {
+		return ""
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return ""
+	}
+	defer r.Close()
+	src, err := r.ReadFile(rel)
+	if err != nil {
+		return ""
+	}
+	line, msg := luart.CheckSyntax(string(src))
+	if msg == "" {
+		return ""
+	}
+	chunk := filepath.ToSlash(rel)
+	if line > 0 {
+		return fmt.Sprintf("does not compile: %s:%d: %s", chunk, line, msg)
+	}
+	return fmt.Sprintf("does not compile: %s: %s", chunk, msg)
 }
 
 // luaRoot is the folder Lua script files are read through (os.Root): the
@@ -349,12 +416,20 @@ func (l *loader) checkRefs() {
 	scripts := map[string]string{} // path: what is wrong, "" if nothing
 	modules := map[string]string{}
 	var known []string // module names for hints, listed on first need
+	compiled := map[string]luaVerdict{}
 	for _, r := range l.refs {
 		at := r.si.at
+		if r.key == "lua" || r.key == "cleanup_lua" {
+			l.checkInlineLua(r, compiled)
+			continue
+		}
 		if r.key != "uses" {
 			msg, done := scripts[r.name]
 			if !done {
 				msg = checkScript(root, filepath.Join(p.Dir, r.name))
+				if msg == "" {
+					msg = checkScriptSyntax(root, filepath.Join(p.Dir, r.name))
+				}
 				if msg == errNoScript {
 					msg = "does not exist (it is relative to the pipeline's folder); create it or fix the path"
 					if hint := l.hint(r.name, siblingScripts(p.Dir, r.name)); hint != "" {

@@ -212,15 +212,49 @@ func renamed(p *lua.FunctionProto, chunkName string) *lua.FunctionProto {
 
 // syntaxError turns a parse error into "chunk:line: message near 'token'".
 func syntaxError(chunkName, source string, err error) error {
+	line, msg := syntaxPosition(source, err)
+	if line == 0 {
+		return &ScriptError{Msg: chunkName + ": " + msg}
+	}
+	return &ScriptError{Msg: fmt.Sprintf("%s:%d: %s", chunkName, line, msg)}
+}
+
+// syntaxPosition splits a parse error into its line (0 when it has none)
+// and "message near 'token'".
+func syntaxPosition(source string, err error) (int, string) {
 	var pe *parse.Error
 	if !errors.As(err, &pe) {
-		return &ScriptError{Msg: chunkName + ": " + strings.TrimSpace(err.Error())}
+		return 0, strings.TrimSpace(err.Error())
 	}
 	if pe.Pos.Line == parse.EOF {
-		line := strings.Count(source, "\n") + 1
-		return &ScriptError{Msg: fmt.Sprintf("%s:%d: %s near <eof>", chunkName, line, pe.Message)}
+		return strings.Count(source, "\n") + 1, pe.Message + " near <eof>"
 	}
-	return &ScriptError{Msg: fmt.Sprintf("%s:%d: %s near '%s'", chunkName, pe.Pos.Line, pe.Message, pe.Token)}
+	return pe.Pos.Line, fmt.Sprintf("%s near '%s'", pe.Message, pe.Token)
+}
+
+// CheckSyntax compiles source without running or caching it, as a step's
+// body would be compiled, and returns where it does not compile: the line
+// within source (0 when the error has none) and what is wrong; msg is ""
+// when it compiles.
+func CheckSyntax(source string) (line int, msg string) {
+	if strings.HasPrefix(source, "\x1bLua") {
+		return 0, "binary (precompiled) chunks are not supported"
+	}
+	if len(source) > MaxSourceBytes {
+		return 0, "source is larger than " + mib(MaxSourceBytes)
+	}
+	chunk, err := parse.Parse(strings.NewReader(source), "check")
+	if err != nil {
+		return syntaxPosition(source, err)
+	}
+	if _, err := lua.Compile(chunk, "check"); err != nil {
+		var ce *lua.CompileError
+		if errors.As(err, &ce) {
+			return ce.Line, ce.Message
+		}
+		return 0, err.Error()
+	}
+	return 0, ""
 }
 
 // errModuleNotFound is returned by findModule when no source has the module.
