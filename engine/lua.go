@@ -58,8 +58,9 @@ func (x *Lua) Run(ctx context.Context, a *Attempt) Result {
 	out := &lazyOutput{path: a.OutputPath, limit: a.OutputLimit}
 	defer out.Close()
 	// The durable STEP_START (an fsync: mostly waiting for the disk) and the making of the
-	// fresh state (CPU) overlap: another goroutine makes the state while this one writes the
-	// record, and the body runs only once Started has returned nil. Making a state has no
+	// fresh state (CPU) overlap: another goroutine makes the state while this one waits for
+	// the record's fsync in Started (doing it itself if the writer's background fsync has not
+	// begun yet), and the body runs only once Started has returned nil. Making a state has no
 	// effect outside this process: no file is created, no module loaded, no script code run.
 	// The state is made on the side because it is the shorter task: when the fsync returns
 	// the state is ready, and nothing waits for a goroutine to be woken.
