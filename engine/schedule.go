@@ -510,14 +510,21 @@ func (r *run) attempt(ctx context.Context, n *node) nodeDone {
 		upstream[d.id()] = d.outDigest
 	}
 	input := inputDigest(n.rs, upstream)
-	// The STEP_START goes first and its fsync starts at once: the disk works
-	// while the attempt is prepared and its process forked (held), and
-	// Started waits for it before the body may run, whatever the
-	// durability setting. A crash in between leaves a dirty step whose body
-	// never ran; its rerun is preceded by cleanup, as for any dirty step.
+	// The STEP_START goes first, and Started waits for its fsync before the
+	// body may run, whatever the durability setting. For a shell body the
+	// fsync starts at once, so the disk works while the attempt is prepared
+	// and its process forked (held: forking blocks this thread). A Lua body
+	// calls Started right away, which then does the fsync on this goroutine
+	// (while another makes the Lua state) instead of waking one to do it.
+	// A crash in between leaves a dirty step whose body never ran; its
+	// rerun is preceded by cleanup, as for any dirty step.
 	start := &eventlog.Record{EventType: eventlog.StepStart, StepID: s.ID, Status: eventlog.Running,
 		RetryCount: retry, InputDigest: input}
-	if err := r.w.AppendSyncing(start); err != nil {
+	appendStart := r.w.AppendSyncing
+	if s.Command == "" {
+		appendStart = r.w.AppendUnsynced
+	}
+	if err := appendStart(start); err != nil {
 		return nodeDone{n: n, logErr: err}
 	}
 	a := r.newAttempt(n, retry)
