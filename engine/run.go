@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -105,7 +106,6 @@ type run struct {
 	dirsMu   sync.Mutex
 	dirsMade map[string]struct{} // folders makeDirs created in this run
 
-	envOnce sync.Once
 	baseEnv []string // apollo's environment, which every attempt's starts from
 	absLog  string   // the log's absolute path, for attempt tags
 }
@@ -265,6 +265,11 @@ func (r *run) openLog(latest string) error {
 	}
 	r.snap.opened(w)
 	r.w, r.logPath, r.created = w, latest, create
+	r.absLog = latest
+	if abs, err := filepath.Abs(latest); err == nil {
+		r.absLog = abs // attemptToken's filepath.Abs then has nothing to look up
+	}
+	r.baseEnv = os.Environ()
 	r.markers.w = w
 	r.markers.crash = r.e.opts.Crash
 	return nil

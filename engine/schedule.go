@@ -38,7 +38,7 @@ func (r *run) buildNodes(resumeFrom string) {
 		}
 		n.retry = n.plan.NextRetry
 		if st.Attempts > 0 {
-			n.prevToken = attemptToken(r.logPath, rs.step.ID, st.RetryCount)
+			n.prevToken = attemptToken(r.absLog, rs.step.ID, st.RetryCount)
 		}
 		if n.plan.Action == ActionKeep {
 			n.final = st.Status
@@ -429,13 +429,6 @@ func attemptContext(ctx context.Context, timeout time.Duration) (context.Context
 func (r *run) newAttempt(n *node, retry int) *Attempt {
 	s := n.rs.step
 	t := r.t
-	r.envOnce.Do(func() {
-		r.baseEnv = os.Environ()
-		r.absLog = r.logPath
-		if abs, err := filepath.Abs(r.logPath); err == nil {
-			r.absLog = abs // attemptToken's filepath.Abs then has nothing to look up
-		}
-	})
 	keys := make([]string, 0, len(n.rs.env))
 	for k := range n.rs.env {
 		keys = append(keys, k)

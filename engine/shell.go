@@ -330,19 +330,14 @@ func (o *lazyOutput) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// Dropped is how many bytes were over the limit so far.
-func (o *lazyOutput) Dropped() int64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.dropped
-}
-
 // cutNote says what an attempt's output lost to the limit, "" if nothing.
 func (o *lazyOutput) cutNote() string {
-	if d := o.Dropped(); d > 0 {
-		return fmt.Sprintf("output cut at %d bytes: %d more bytes were dropped", o.limit, d)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.dropped == 0 {
+		return ""
 	}
-	return ""
+	return fmt.Sprintf("output cut at %d bytes: %d more bytes were dropped", o.limit, o.dropped)
 }
 
 // Close notes a cut at the end of the file and closes it, if it was created.
