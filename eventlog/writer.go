@@ -146,7 +146,7 @@ type Writer struct {
 	fsyncs  atomic.Int64
 	records atomic.Int64
 
-	background sync.WaitGroup // fsyncs started by AppendSyncing
+	background sync.WaitGroup // fsyncs started by syncSoon
 }
 
 // Open opens the log at path for appending, creating it (and fsyncing its
@@ -329,7 +329,12 @@ func (w *Writer) AppendUnsynced(r *Record) error {
 // for it; a later durable append, Sync or Close waits for it, and a failure
 // becomes the writer's sticky error.
 func (w *Writer) SyncSoon() {
-	end := w.Offset()
+	w.syncSoon(w.Offset())
+}
+
+// syncSoon starts an fsync up to offset end in the background; Close waits
+// for it.
+func (w *Writer) syncSoon(end int64) {
 	w.background.Add(1)
 	go func() {
 		defer w.background.Done()
@@ -353,11 +358,7 @@ func (w *Writer) AppendSyncing(r *Record) error {
 	if err != nil {
 		return err
 	}
-	w.background.Add(1)
-	go func() {
-		defer w.background.Done()
-		w.syncTo(end)
-	}()
+	w.syncSoon(end)
 	return nil
 }
 
