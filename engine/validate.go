@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -345,34 +346,6 @@ type luaVerdict struct {
 	msg  string
 }
 
-// checkScriptSyntax reports a script file that does not compile, as
-// "path:line: what", "" when it compiles or cannot be read (which running
-// it reports).
-func checkScriptSyntax(root, file string) string {
-	rel, err := filepath.Rel(root, file)
-	if err != nil {
-		return ""
-	}
-	r, err := os.OpenRoot(root)
-	if err != nil {
-		return ""
-	}
-	defer r.Close()
-	src, err := r.ReadFile(rel)
-	if err != nil {
-		return ""
-	}
-	line, msg := luart.CheckSyntax(string(src))
-	if msg == "" {
-		return ""
-	}
-	chunk := filepath.ToSlash(rel)
-	if line > 0 {
-		return fmt.Sprintf("does not compile: %s:%d: %s", chunk, line, msg)
-	}
-	return fmt.Sprintf("does not compile: %s: %s", chunk, msg)
-}
-
 // luaRoot is the folder Lua script files are read through (os.Root): the
 // workspace, or the pipeline's folder when it lies outside the workspace.
 // Chunk names are relative to it, so errors read "steps/load.lua:12: …".
@@ -427,9 +400,6 @@ func (l *loader) checkRefs() {
 			msg, done := scripts[r.name]
 			if !done {
 				msg = checkScript(root, filepath.Join(p.Dir, r.name))
-				if msg == "" {
-					msg = checkScriptSyntax(root, filepath.Join(p.Dir, r.name))
-				}
 				if msg == errNoScript {
 					msg = "does not exist (it is relative to the pipeline's folder); create it or fix the path"
 					if hint := l.hint(r.name, siblingScripts(p.Dir, r.name)); hint != "" {
@@ -466,7 +436,9 @@ func (l *loader) checkRefs() {
 }
 
 // checkScript says what keeps the Lua executor from reading the script
-// file at path through root, or "".
+// file at path through root, or that it does not compile ("path:line:
+// what"); "" when nothing does. A read that fails after the open is left
+// for running it to report.
 func checkScript(root, file string) string {
 	rel, err := filepath.Rel(root, file)
 	if err != nil {
@@ -494,8 +466,20 @@ func checkScript(root, file string) string {
 	if err != nil {
 		return fmt.Sprintf("cannot be read: %s", pathCause(err))
 	}
+	src, err := io.ReadAll(f)
 	f.Close()
-	return ""
+	if err != nil {
+		return ""
+	}
+	line, msg := luart.CheckSyntax(string(src))
+	if msg == "" {
+		return ""
+	}
+	chunk := filepath.ToSlash(rel)
+	if line > 0 {
+		return fmt.Sprintf("does not compile: %s:%d: %s", chunk, line, msg)
+	}
+	return fmt.Sprintf("does not compile: %s: %s", chunk, msg)
 }
 
 // What checkScript and findModule return when there is no such file.
