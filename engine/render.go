@@ -56,7 +56,7 @@ func taskVars(p *Pipeline, overrides map[string]string, taskID, stateDir string,
 	date, ok := vars["task_date"]
 	if !ok {
 		date = now.Format("2006-01-02")
-	} else if _, err := time.Parse("2006-01-02", date); err != nil || !datePattern.MatchString(date) {
+	} else if !isDate(date) {
 		return nil, fmt.Errorf("task_date %q is not a date: use YYYY-MM-DD", date)
 	}
 	vars["task_date"] = date
