@@ -989,18 +989,8 @@ func (l *loader) newStep() (*stepInfo, *Step) {
 	return si, s
 }
 
-// stepKeyIndex is key's position in stepKeys, or -1.
-func stepKeyIndex(key string) int {
-	for i, k := range stepKeys {
-		if k == key {
-			return i
-		}
-	}
-	return -1
-}
-
 func (si *stepInfo) setLine(key string, line int) {
-	if i := stepKeyIndex(key); i >= 0 {
+	if i := slices.Index(stepKeys, key); i >= 0 {
 		si.keyLines[i] = int32(line)
 	}
 }
@@ -1008,7 +998,7 @@ func (si *stepInfo) setLine(key string, line int) {
 // lineOf returns the line of key, a member of stepKeys, and whether the
 // step has it.
 func (si *stepInfo) lineOf(key string) (int, bool) {
-	line := int(si.keyLines[stepKeyIndex(key)])
+	line := int(si.keyLines[slices.Index(stepKeys, key)])
 	return line, line > 0
 }
 
