@@ -80,9 +80,7 @@ func RunCommand(ctx context.Context, c Command) (CommandResult, error) {
 	startErr := cmd.Start()
 	p.closeChildEnds()
 	if startErr != nil {
-		p.inW.Close()
-		p.outR.Close()
-		p.errR.Close()
+		p.closeOwnEnds()
 		return CommandResult{}, startErr
 	}
 	pgid := cmd.Process.Pid
@@ -143,9 +141,7 @@ func RunCommand(ctx context.Context, c Command) (CommandResult, error) {
 	p.outR.SetReadDeadline(deadline)
 	p.errR.SetReadDeadline(deadline)
 	copies.Wait()
-	p.outR.Close()
-	p.errR.Close()
-	p.inW.Close() // ends a write of stdin that nobody reads
+	p.closeOwnEnds() // also ends a write of stdin that nobody reads
 
 	res := CommandResult{Code: -1, Stdout: stdout.String(), Stderr: stderr.String()}
 	if ps := cmd.ProcessState; ps != nil {
@@ -222,19 +218,14 @@ type pipes struct {
 func openPipes() (*pipes, error) {
 	var p pipes
 	var err error
-	if p.inR, p.inW, err = os.Pipe(); err != nil {
-		return nil, fmt.Errorf("open pipes: %w", err)
+	if p.inR, p.inW, err = os.Pipe(); err == nil {
+		if p.outR, p.outW, err = os.Pipe(); err == nil {
+			p.errR, p.errW, err = os.Pipe()
+		}
 	}
-	if p.outR, p.outW, err = os.Pipe(); err != nil {
-		p.inR.Close()
-		p.inW.Close()
-		return nil, fmt.Errorf("open pipes: %w", err)
-	}
-	if p.errR, p.errW, err = os.Pipe(); err != nil {
-		p.inR.Close()
-		p.inW.Close()
-		p.outR.Close()
-		p.outW.Close()
+	if err != nil {
+		p.closeChildEnds() // closing a nil *os.File is a harmless error
+		p.closeOwnEnds()
 		return nil, fmt.Errorf("open pipes: %w", err)
 	}
 	return &p, nil
@@ -245,6 +236,13 @@ func (p *pipes) closeChildEnds() {
 	p.inR.Close()
 	p.outW.Close()
 	p.errW.Close()
+}
+
+// closeOwnEnds closes the ends RunCommand writes stdin to and reads the output from.
+func (p *pipes) closeOwnEnds() {
+	p.inW.Close()
+	p.outR.Close()
+	p.errR.Close()
 }
 
 // cappedBuffer keeps the first max bytes written to it and counts the rest. Writes never
