@@ -145,11 +145,8 @@ func (rt *Runtime) relInRoot(abs string) (string, bool) {
 // Compile compiles source named chunkName, or returns the cached proto of an earlier call with
 // the same name and source. A syntax error is a *ScriptError.
 func (rt *Runtime) Compile(chunkName, source string) (*lua.FunctionProto, error) {
-	if strings.HasPrefix(source, "\x1bLua") {
-		return nil, &ScriptError{Msg: chunkName + ": binary (precompiled) chunks are not supported"}
-	}
-	if len(source) > MaxSourceBytes {
-		return nil, &ScriptError{Msg: fmt.Sprintf("%s: source is larger than %s", chunkName, mib(MaxSourceBytes))}
+	if msg := refused(source); msg != "" {
+		return nil, &ScriptError{Msg: chunkName + ": " + msg}
 	}
 	key := protoKey{name: chunkName, sum: sha256.Sum256([]byte(source))}
 	rt.mu.Lock()
@@ -164,17 +161,9 @@ func (rt *Runtime) Compile(chunkName, source string) (*lua.FunctionProto, error)
 	if proto != nil {
 		return proto, nil
 	}
-	chunk, err := parse.Parse(strings.NewReader(source), chunkName)
+	proto, err := compile(chunkName, source)
 	if err != nil {
 		return nil, syntaxError(chunkName, source, err)
-	}
-	proto, err = lua.Compile(chunk, chunkName)
-	if err != nil {
-		var ce *lua.CompileError
-		if errors.As(err, &ce) {
-			return nil, &ScriptError{Msg: fmt.Sprintf("%s:%d: %s", chunkName, ce.Line, ce.Message)}
-		}
-		return nil, &ScriptError{Msg: chunkName + ": " + err.Error()}
 	}
 	rt.mu.Lock()
 	rt.storeLocked(key, proto)
@@ -210,8 +199,33 @@ func renamed(p *lua.FunctionProto, chunkName string) *lua.FunctionProto {
 	return &c
 }
 
-// syntaxError turns a parse error into "chunk:line: message near 'token'".
+// refused says why source is not compiled at all, or "".
+func refused(source string) string {
+	if strings.HasPrefix(source, "\x1bLua") {
+		return "binary (precompiled) chunks are not supported"
+	}
+	if len(source) > MaxSourceBytes {
+		return "source is larger than " + mib(MaxSourceBytes)
+	}
+	return ""
+}
+
+// compile parses and compiles source. An error is a parse error or a *lua.CompileError.
+func compile(chunkName, source string) (*lua.FunctionProto, error) {
+	chunk, err := parse.Parse(strings.NewReader(source), chunkName)
+	if err != nil {
+		return nil, err
+	}
+	return lua.Compile(chunk, chunkName)
+}
+
+// syntaxError turns an error of compile into "chunk:line: message near 'token'", or
+// "chunk:line: message" from the compiler.
 func syntaxError(chunkName, source string, err error) error {
+	var ce *lua.CompileError
+	if errors.As(err, &ce) {
+		return &ScriptError{Msg: fmt.Sprintf("%s:%d: %s", chunkName, ce.Line, ce.Message)}
+	}
 	line, msg := syntaxPosition(source, err)
 	if line == 0 {
 		return &ScriptError{Msg: chunkName + ": " + msg}
@@ -237,24 +251,18 @@ func syntaxPosition(source string, err error) (int, string) {
 // within source (0 when the error has none) and what is wrong; msg is ""
 // when it compiles.
 func CheckSyntax(source string) (line int, msg string) {
-	if strings.HasPrefix(source, "\x1bLua") {
-		return 0, "binary (precompiled) chunks are not supported"
+	if msg := refused(source); msg != "" {
+		return 0, msg
 	}
-	if len(source) > MaxSourceBytes {
-		return 0, "source is larger than " + mib(MaxSourceBytes)
+	_, err := compile("check", source)
+	var ce *lua.CompileError
+	switch {
+	case err == nil:
+		return 0, ""
+	case errors.As(err, &ce):
+		return ce.Line, ce.Message
 	}
-	chunk, err := parse.Parse(strings.NewReader(source), "check")
-	if err != nil {
-		return syntaxPosition(source, err)
-	}
-	if _, err := lua.Compile(chunk, "check"); err != nil {
-		var ce *lua.CompileError
-		if errors.As(err, &ce) {
-			return ce.Line, ce.Message
-		}
-		return 0, err.Error()
-	}
-	return 0, ""
+	return syntaxPosition(source, err)
 }
 
 // errModuleNotFound is returned by findModule when no source has the module.
