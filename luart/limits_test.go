@@ -386,10 +386,7 @@ func TestProtectedCalls(t *testing.T) {
 			}
 			var parts []string
 			for _, v := range res {
-				parts = append(parts, lua.LVAsString(v))
-				if b, ok := v.(lua.LBool); ok {
-					parts[len(parts)-1] = map[bool]string{true: "true", false: "false"}[bool(b)]
-				}
+				parts = append(parts, v.String())
 			}
 			if got := strings.Join(parts, " "); got != tt.want {
 				t.Errorf("got %q, want %q", got, tt.want)
