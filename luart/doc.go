@@ -29,10 +29,10 @@
 // Only the base, table, string, math and coroutine libraries are opened; never os, io, debug or
 // channel. Each state gets its own library tables, filled with only the allowed functions
 // (libs.go): gopher-lua's Go functions are taken once per process and shared, which is safe
-// because nothing a script can reach changes a function value. dofile, loadfile, load, loadstring, collectgarbage, module, getfenv, setfenv,
-// newproxy, _printregs and string.dump are removed (dofile() and loadfile() with no argument
-// would read standard input; collectgarbage runs a GC of the whole process). print writes to
-// StateOptions.Print. Reading a removed name (dofile, os, io, debug, string.dump,
+// because nothing a script can reach changes a function value. dofile, loadfile, load,
+// loadstring, collectgarbage, module, getfenv, setfenv, newproxy, _printregs and string.dump
+// are removed (dofile() and loadfile() with no argument would read standard input;
+// collectgarbage runs a GC of the whole process). print writes to StateOptions.Print. Reading a removed name (dofile, os, io, debug, string.dump,
 // package.loadlib, ...) raises "'os' is not available in the apollo sandbox" with the script's
 // position, rather than yielding nil, so even `if os then` fails loudly; rawget(_G, "os") is
 // nil. gopher-lua cannot load bytecode; a chunk starting with "\x1bLua" gets a clear error.
