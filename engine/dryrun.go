@@ -140,7 +140,7 @@ func writePlan(w io.Writer, pl *Plan) {
 	var line []byte
 	for i, ps := range pl.Steps {
 		num := strconv.Itoa(i + 1)
-		line = padRight(append(line[:0], "   "[min(len(num), 3):]...), num, 0)
+		line = append(append(line[:0], "   "[min(len(num), 3):]...), num...)
 		line = padRight(append(line, ". "...), ps.Action, 12)
 		line = padRight(append(line, ' '), ps.ID, 20)
 		line = append(append(line, ' '), ps.Reason...)
