@@ -435,6 +435,22 @@ func (d *decoder) literal(s string) {
 	}
 }
 
+// more consumes what follows a member of an object or an element of an
+// array: a comma, reporting true that another comes, or the closing byte
+// end. Anything else fails.
+func (d *decoder) more(end byte) bool {
+	switch d.peek() {
+	case ',':
+		d.i++
+		return true
+	case end:
+		d.i++
+	default:
+		d.fail()
+	}
+	return false
+}
+
 // null consumes a null literal if one is next.
 func (d *decoder) null() bool {
 	if d.peek() != 'n' {
@@ -478,17 +494,8 @@ func (d *decoder) field(f *fields) int {
 				d.i++
 				return -1
 			}
-		} else {
-			switch d.peek() {
-			case ',':
-				d.i++
-			case '}':
-				d.i++
-				return -1
-			default:
-				d.fail()
-				return -1
-			}
+		} else if !d.more('}') {
+			return -1
 		}
 		k := d.knownKey(f.names, f.next)
 		if k < 0 {
@@ -880,14 +887,8 @@ func (d *decoder) skip(depth int) {
 			d.skipString()
 			d.expect(':')
 			d.skip(depth + 1)
-			switch d.peek() {
-			case ',':
-				d.i++
-			case '}':
-				d.i++
+			if !d.more('}') {
 				return
-			default:
-				d.fail()
 			}
 		}
 	case '[':
@@ -898,14 +899,8 @@ func (d *decoder) skip(depth int) {
 		}
 		for !d.bad {
 			d.skip(depth + 1)
-			switch d.peek() {
-			case ',':
-				d.i++
-			case ']':
-				d.i++
+			if !d.more(']') {
 				return
-			default:
-				d.fail()
 			}
 		}
 	case '"':
@@ -1011,17 +1006,14 @@ func list[T any](d *decoder, elem func(*T)) []T {
 		var zero T
 		out = append(out, zero)
 		elem(&out[len(out)-1])
-		switch d.peek() {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			return out
-		default:
-			d.fail()
+		if !d.more(']') {
+			break
 		}
 	}
-	return nil
+	if d.bad {
+		return nil
+	}
+	return out
 }
 
 // dict reads an object into a map, each value with elem (null gives nil).
@@ -1046,17 +1038,14 @@ func dict[T any](d *decoder, elem func(*T)) map[string]T {
 		var v T
 		elem(&v)
 		out[k] = v
-		switch d.peek() {
-		case ',':
-			d.i++
-		case '}':
-			d.i++
-			return out
-		default:
-			d.fail()
+		if !d.more('}') {
+			break
 		}
 	}
-	return nil
+	if d.bad {
+		return nil
+	}
+	return out
 }
 
 func (d *decoder) strInto(s *string) { *s = d.str() }
