@@ -210,14 +210,15 @@ steps:
 // TestBatchSharesFsyncs counts fsyncs under both durabilities. In a chain,
 // a STEP_END shares the fsync of the next step's STEP_START under both
 // (that fsync comes before the next body runs): always costs no more than
-// batch. When a step ends and nothing starts after it (its sibling still
-// runs), always fsyncs its STEP_END at once; batch leaves it to a later
-// fsync, so batch needs fewer. Every run completes.
+// batch. When a step ends and nothing starts after it (here: a failed
+// attempt waits out its retry delay), always fsyncs its STEP_END at once;
+// batch leaves it to the retry's STEP_START, so batch needs fewer. Every
+// run completes.
 func TestBatchSharesFsyncs(t *testing.T) {
-	count := func(durability, steps string) int64 {
+	count := func(durability, head, steps string) int64 {
 		ffs := &faultFS{failAt: -1}
-		yaml := "task_name: dur\nparallelism: 2\ndurability: " + durability + "\nsteps:\n" + steps
-		err, st, _ := runPipeline(t, t.TempDir(), yaml, RunOptions{}, Options{FS: ffs})
+		yaml := "task_name: dur\ndurability: " + durability + "\n" + head + "steps:\n" + steps
+		err, st, _ := runPipeline(t, t.TempDir(), yaml, RunOptions{Parallel: 1}, Options{FS: ffs})
 		if err != nil || !st.Complete() {
 			t.Fatalf("durability %s: Run = %v", durability, err)
 		}
@@ -230,12 +231,15 @@ func TestBatchSharesFsyncs(t *testing.T) {
 			chain.WriteString("    depends_on: [s" + string(rune('a'+i-1)) + "]\n")
 		}
 	}
-	if always, batch := count("always", chain.String()), count("batch", chain.String()); always != batch {
+	if always, batch := count("always", "", chain.String()), count("batch", "", chain.String()); always != batch {
 		t.Errorf("chain of 20: fsyncs always %d, batch %d; want the same (each STEP_END rides on the next STEP_START's fsync)", always, batch)
 	}
-	const siblings = "  - id: quick\n    command: \"true\"\n  - id: slow\n    command: sleep 0.3\n"
-	if always, batch := count("always", siblings), count("batch", siblings); batch >= always {
-		t.Errorf("a step ending beside a running one: fsyncs always %d, batch %d; want batch fewer", always, batch)
+	// Fails twice, then succeeds: two STEP_ENDs after which nothing starts.
+	const retried = "  - id: flaky\n    retry_policy: fixed\n    max_retries: 2\n" +
+		"    command: echo x >> tries; test $(wc -l < tries) -ge 3\n"
+	const head = "retry_delay_seconds: 0.2\n"
+	if always, batch := count("always", head, retried), count("batch", head, retried); always <= batch {
+		t.Errorf("two failed attempts waiting out their retry delay: fsyncs always %d, batch %d; want batch fewer (always fsyncs each such STEP_END at once)", always, batch)
 	}
 }
 

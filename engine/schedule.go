@@ -187,14 +187,14 @@ func (r *run) schedule(parent context.Context) error {
 			endsUnsynced = false
 			go func() { done <- r.work(ctx, n) }()
 		}
+		if running == 0 && (stopping || (ready.Len() == 0 && waitingRetries == 0)) {
+			break // the summary, or closing the log, makes every record durable
+		}
 		if endsUnsynced {
 			// Nothing was started to carry the STEP_END to disk: start its
 			// fsync now, without waiting for it.
 			r.w.SyncSoon()
 			endsUnsynced = false
-		}
-		if running == 0 && (stopping || (ready.Len() == 0 && waitingRetries == 0)) {
-			break
 		}
 		select {
 		case d := <-done:
