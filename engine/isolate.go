@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"apollo/eventlog"
+	"apollo/stdlib"
 )
 
 // IsolatedCommand is the hidden subcommand that runs one Lua attempt in a
@@ -86,17 +87,13 @@ func (x *Isolated) Run(ctx context.Context, a *Attempt) Result {
 	if err := cmd.Start(); err != nil {
 		return Result{Err: fmt.Errorf("isolation: start %s: %w", x.Binary, err), ExitCode: -1}
 	}
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	var waitErr error
-	select {
-	case waitErr = <-waited:
-	case <-ctx.Done():
-		waitErr = stopGroup(cmd.Process.Pid, waited, a.KillGrace)
-	}
-	if groupAlive(cmd.Process.Pid) {
-		reapGroup(cmd.Process.Pid, a.KillGrace)
-	}
+	pgid := cmd.Process.Pid
+	exited := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() { endGroup(pgid, exited, a.KillGrace) })
+	waitErr := cmd.Wait()
+	close(exited)
+	stop()
+	stdlib.EndGroup(pgid, a.KillGrace)
 	res := Result{ExitCode: exitCode(waitErr)}
 	res.TimedOut, res.Interrupted = endCause(ctx)
 	var ans isolatedResult

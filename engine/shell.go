@@ -122,9 +122,7 @@ func (Shell) Run(ctx context.Context, a *Attempt) Result {
 	stop()
 	// Members of the group left behind (`sleep 100 &`) do not outlive the
 	// attempt: an old attempt must never run beside the next one.
-	if groupAlive(pgid) {
-		reapGroup(pgid, a.KillGrace)
-	}
+	stdlib.EndGroup(pgid, a.KillGrace)
 	drain()
 
 	res := Result{OutputDigest: "sha256:" + hex.EncodeToString(hash.Sum(nil)), Note: out.cutNote()}
@@ -148,20 +146,6 @@ func (Shell) Run(ctx context.Context, a *Attempt) Result {
 	return res
 }
 
-// stopGroup ends a process group: SIGTERM, then SIGKILL after grace.
-func stopGroup(pgid int, waited <-chan error, grace time.Duration) error {
-	killGroup(pgid, syscall.SIGTERM)
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case err := <-waited:
-		return err
-	case <-t.C:
-		killGroup(pgid, syscall.SIGKILL)
-		return <-waited
-	}
-}
-
 // endGroup ends a running process group: SIGTERM, then SIGKILL after grace
 // unless exited is closed first (the leader was waited for).
 func endGroup(pgid int, exited <-chan struct{}, grace time.Duration) {
@@ -175,26 +159,10 @@ func endGroup(pgid int, exited <-chan struct{}, grace time.Duration) {
 	}
 }
 
-// reapGroup ends what is left of a group whose leader has exited.
-func reapGroup(pgid int, grace time.Duration) {
-	killGroup(pgid, syscall.SIGTERM)
-	deadline := time.Now().Add(grace)
-	for groupAlive(pgid) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	killGroup(pgid, syscall.SIGKILL)
-}
-
 func killGroup(pgid int, sig syscall.Signal) {
 	if pgid > 0 {
 		_ = syscall.Kill(-pgid, sig)
 	}
-}
-
-// groupAlive reports whether process group pgid has a member that has not
-// exited (zombies, which an init may be slow to reap, hold nothing).
-func groupAlive(pgid int) bool {
-	return pgid > 0 && stdlib.GroupLive(pgid)
 }
 
 func exitCode(err error) int {

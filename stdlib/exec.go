@@ -135,7 +135,7 @@ func RunCommand(ctx context.Context, c Command) (CommandResult, error) {
 	werr := cmd.Wait()
 	close(exited)
 	<-stopped
-	endGroup(pgid)
+	EndGroup(pgid, KillGrace)
 	// The group is gone; a process that left it may still hold the pipes.
 	deadline := time.Now().Add(drainDelay)
 	p.outR.SetReadDeadline(deadline)
@@ -163,14 +163,14 @@ func RunCommand(ctx context.Context, c Command) (CommandResult, error) {
 	return res, nil
 }
 
-// endGroup ends what is left of a process group whose leader has exited, as the engine
-// does for a shell step: SIGTERM, then SIGKILL to whatever is still there after KillGrace.
-func endGroup(pgid int) {
-	if !GroupLive(pgid) {
+// EndGroup ends what is left of a process group whose leader has exited (a shell step's or
+// an exec command's): SIGTERM, then SIGKILL to whatever is still there after grace.
+func EndGroup(pgid int, grace time.Duration) {
+	if pgid <= 0 || !GroupLive(pgid) {
 		return
 	}
 	syscall.Kill(-pgid, syscall.SIGTERM)
-	deadline := time.Now().Add(KillGrace)
+	deadline := time.Now().Add(grace)
 	for GroupLive(pgid) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
