@@ -12,7 +12,6 @@ import (
 	"syscall"
 
 	"apollo/eventlog"
-	"apollo/stdlib"
 )
 
 // IsolatedCommand is the hidden subcommand that runs one Lua attempt in a
@@ -87,13 +86,7 @@ func (x *Isolated) Run(ctx context.Context, a *Attempt) Result {
 	if err := cmd.Start(); err != nil {
 		return Result{Err: fmt.Errorf("isolation: start %s: %w", x.Binary, err), ExitCode: -1}
 	}
-	pgid := cmd.Process.Pid
-	exited := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() { endGroup(pgid, exited, a.KillGrace) })
-	waitErr := cmd.Wait()
-	close(exited)
-	stop()
-	stdlib.EndGroup(pgid, a.KillGrace)
+	waitErr := waitGroup(ctx, cmd, a.KillGrace)
 	res := Result{ExitCode: exitCode(waitErr)}
 	res.TimedOut, res.Interrupted = endCause(ctx)
 	var ans isolatedResult

@@ -113,16 +113,7 @@ func (Shell) Run(ctx context.Context, a *Attempt) Result {
 		a.Running(pgid)
 	}
 
-	// Wait here; a timeout or an interrupt ends the group from the side,
-	// so the common path costs no extra goroutine hand-off.
-	exited := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() { endGroup(pgid, exited, a.KillGrace) })
-	waitErr := cmd.Wait()
-	close(exited)
-	stop()
-	// Members of the group left behind (`sleep 100 &`) do not outlive the
-	// attempt: an old attempt must never run beside the next one.
-	stdlib.EndGroup(pgid, a.KillGrace)
+	waitErr := waitGroup(ctx, cmd, a.KillGrace)
 	drain()
 
 	res := Result{OutputDigest: "sha256:" + hex.EncodeToString(hash.Sum(nil)), Note: out.cutNote()}
@@ -144,6 +135,22 @@ func (Shell) Run(ctx context.Context, a *Attempt) Result {
 		res.Output = pub
 	}
 	return res
+}
+
+// waitGroup waits for cmd, the leader of its own process group. A timeout
+// or an interrupt (ctx ending) ends the group from the side, so the common
+// path costs no extra goroutine hand-off. Members of the group left behind
+// (`sleep 100 &`) are ended after the leader: an old attempt must never run
+// beside the next one.
+func waitGroup(ctx context.Context, cmd *exec.Cmd, grace time.Duration) error {
+	pgid := cmd.Process.Pid
+	exited := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() { endGroup(pgid, exited, grace) })
+	err := cmd.Wait()
+	close(exited)
+	stop()
+	stdlib.EndGroup(pgid, grace)
+	return err
 }
 
 // endGroup ends a running process group: SIGTERM, then SIGKILL after grace
