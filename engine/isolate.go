@@ -86,7 +86,7 @@ func (x *Isolated) Run(ctx context.Context, a *Attempt) Result {
 	if err := cmd.Start(); err != nil {
 		return Result{Err: fmt.Errorf("isolation: start %s: %w", x.Binary, err), ExitCode: -1}
 	}
-	waitErr := waitGroup(ctx, cmd, a.KillGrace)
+	waitErr := waitGroup(ctx, cmd, a.KillGrace, nil)
 	res := Result{ExitCode: exitCode(waitErr)}
 	res.TimedOut, res.Interrupted = endCause(ctx)
 	var ans isolatedResult

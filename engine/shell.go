@@ -39,68 +39,44 @@ func (Shell) Run(ctx context.Context, a *Attempt) Result {
 	if err != nil {
 		return Result{Err: fmt.Errorf("start: %w", err), ExitCode: -1, NotStarted: true}
 	}
-	stdoutR, stdoutW, err := os.Pipe()
+	// stdout and stderr go through pipes, so that a step that prints
+	// nothing creates no output file, and stdout is hashed on the way.
+	hash := sha256.New()
+	pipes, err := openBodyPipes(io.MultiWriter(hash, out), out)
 	if err != nil {
 		holdR.Close()
 		holdW.Close()
 		return Result{Err: fmt.Errorf("start: %w", err), ExitCode: -1, NotStarted: true}
 	}
-	// stderr goes through a pipe too, so that a step that prints nothing
-	// creates no output file.
-	stderrR, stderrW, err := os.Pipe()
-	if err != nil {
-		holdR.Close()
-		holdW.Close()
-		stdoutR.Close()
-		stdoutW.Close()
-		return Result{Err: fmt.Errorf("start: %w", err), ExitCode: -1, NotStarted: true}
-	}
+	defer pipes.close()
+	pidfd := -1
 	cmd := exec.Command("/bin/sh", "-c", holdPrefix+a.Command)
 	cmd.Dir = a.Dir
 	cmd.Env = a.Env
 	cmd.Stdin = nil
-	cmd.Stdout = stdoutW
-	cmd.Stderr = stderrW
+	cmd.Stdout = pipes.w[0]
+	cmd.Stderr = pipes.w[1]
 	cmd.ExtraFiles = []*os.File{holdR}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, PidFD: &pidfd}
 	startErr := cmd.Start()
 	holdR.Close()
-	stdoutW.Close()
-	stderrW.Close()
+	pipes.closeWriters()
 	if startErr != nil {
 		holdW.Close()
-		stdoutR.Close()
-		stderrR.Close()
 		return Result{Err: fmt.Errorf("start /bin/sh: %w", startErr), ExitCode: -1, NotStarted: true}
 	}
-	pgid := cmd.Process.Pid
-
-	// Copy stdout into the output file, hashing it on the way.
-	hash := sha256.New()
-	copied := make(chan struct{})
-	go func() {
-		io.Copy(io.MultiWriter(out, hash), stdoutR)
-		close(copied)
-	}()
-	copiedErr := make(chan struct{})
-	go func() {
-		io.Copy(out, stderrR)
-		close(copiedErr)
-	}()
-	drain := func() {
-		// A process that left the group may still hold stdout or stderr;
-		// do not wait on it.
-		deadline := time.Now().Add(2 * time.Second)
-		stdoutR.SetReadDeadline(deadline)
-		stderrR.SetReadDeadline(deadline)
-		<-copied
-		<-copiedErr
-		stdoutR.Close()
-		stderrR.Close()
+	if pidfd >= 0 {
+		defer syscall.Close(pidfd)
 	}
+	pgid := cmd.Process.Pid
+	copyOutput := func() { pipes.untilExit(pgid, pidfd) }
+	// A process that left the group may still hold stdout or stderr; do not
+	// wait long for it.
+	drain := func() { pipes.drain(time.Now().Add(2 * time.Second)) }
 
 	if err := a.Started(pgid); err != nil {
 		holdW.Close() // the shell reads EOF and exits 125 without running the body
+		copyOutput()
 		cmd.Wait()
 		drain()
 		return Result{Err: err, ExitCode: -1, NotStarted: true}
@@ -113,7 +89,7 @@ func (Shell) Run(ctx context.Context, a *Attempt) Result {
 		a.Running(pgid)
 	}
 
-	waitErr := waitGroup(ctx, cmd, a.KillGrace)
+	waitErr := waitGroup(ctx, cmd, a.KillGrace, copyOutput)
 	drain()
 
 	res := Result{OutputDigest: "sha256:" + hex.EncodeToString(hash.Sum(nil)), Note: out.cutNote()}
@@ -141,11 +117,15 @@ func (Shell) Run(ctx context.Context, a *Attempt) Result {
 // or an interrupt (ctx ending) ends the group from the side, so the common
 // path costs no extra goroutine hand-off. Members of the group left behind
 // (`sleep 100 &`) are ended after the leader: an old attempt must never run
-// beside the next one.
-func waitGroup(ctx context.Context, cmd *exec.Cmd, grace time.Duration) error {
+// beside the next one. untilExit, when not nil, returns once the leader
+// has exited (copying its output meanwhile), before it is reaped.
+func waitGroup(ctx context.Context, cmd *exec.Cmd, grace time.Duration, untilExit func()) error {
 	pgid := cmd.Process.Pid
 	exited := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() { endGroup(pgid, exited, grace) })
+	if untilExit != nil {
+		untilExit()
+	}
 	err := cmd.Wait()
 	close(exited)
 	stop()
