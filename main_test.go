@@ -47,6 +47,7 @@ func TestScripts(t *testing.T) {
 			"records":  cmdRecords,
 			"pidgone":  cmdPidGone,
 			"tear":     cmdTear,
+			"procs":    cmdProcs,
 		},
 	})
 }
@@ -173,4 +174,37 @@ func cmdTear(ts *testscript.TestScript, neg bool, args []string) {
 	_, err = f.WriteString(args[1])
 	ts.Check(err)
 	ts.Check(f.Close())
+}
+
+// cmdProcs waits (up to 10s) until some process of this script's state
+// folder runs as step STEP (APOLLO_STEP_ID in its environment), or with !
+// until none does: [!] procs STEP.
+func cmdProcs(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: [!] procs STEP")
+	}
+	want := [][]byte{[]byte("APOLLO_STEP_ID=" + args[0] + "\x00"),
+		[]byte("APOLLO_ATTEMPT=" + ts.MkAbs(filepath.Join(".apollo", "logs")) + "/")}
+	count := func() int {
+		n := 0
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+			if err == nil && bytes.Contains(env, want[0]) && bytes.Contains(env, want[1]) {
+				n++
+			}
+		}
+		return n
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if n := count(); (n == 0) == neg {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if neg {
+		ts.Fatalf("step %s still has %d process(es) after 10s", args[0], count())
+	}
+	ts.Fatalf("no process of step %s appeared within 10s", args[0])
 }

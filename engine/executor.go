@@ -49,6 +49,10 @@ type Attempt struct {
 	ArtifactsDir string
 	StateDir     string
 	Markers      MarkerStore
+
+	// held is the attempt's shell when the engine started it ahead of the
+	// attempt (see run.warmUp); Shell starts one itself when it is nil.
+	held *heldShell
 }
 
 // MarkerStore keeps a task's idempotency markers in its event log.

@@ -132,6 +132,7 @@ type node struct {
 	lastErr   string
 	outDigest string
 	output    json.RawMessage
+	warm      *warmShell // the shell of the next attempt, started ahead, or nil
 }
 
 func (n *node) id() string { return n.rs.step.ID }

@@ -186,6 +186,7 @@ func (r *run) schedule(parent context.Context) error {
 			// or CLEANUP), whose fsync covers the STEP_ENDs before it.
 			endsUnsynced = false
 			go func() { done <- r.work(ctx, n) }()
+			r.warmUp(n)
 		}
 		if running == 0 && (stopping || (ready.Len() == 0 && waitingRetries == 0)) {
 			break // the summary, or closing the log, makes every record durable
@@ -252,6 +253,7 @@ func (r *run) schedule(parent context.Context) error {
 		}
 	}
 
+	r.dropWarm()
 	interrupted := parent.Err() != nil
 	if logErr != nil {
 		r.rep.finish("")
@@ -311,6 +313,7 @@ func (r *run) block(n *node) {
 	for _, c := range n.children {
 		if !c.blocked && c.final == "" {
 			c.blocked = true
+			r.dropWarmOf(c)
 			r.block(c)
 		}
 	}
@@ -399,6 +402,7 @@ func (r *run) runCleanup(ctx context.Context, n *node) Result {
 	s := n.rs.step
 	retry := max(n.retry-1, 0)
 	a := r.newAttempt(n, retry)
+	a.Upstream = upstreamOutputs(n)
 	a.OutputPath = strings.TrimSuffix(a.OutputPath, ".log") + ".cleanup.log"
 	a.PublishPath = ""
 	a.Started = func(int) error { return nil }
@@ -418,6 +422,15 @@ func (r *run) runCleanup(ctx context.Context, n *node) Result {
 	return ex.Run(actx, a)
 }
 
+// upstreamOutputs is what n's dependencies published, by step id.
+func upstreamOutputs(n *node) map[string]json.RawMessage {
+	upstream := make(map[string]json.RawMessage, len(n.deps))
+	for _, d := range n.deps {
+		upstream[d.id()] = d.output
+	}
+	return upstream
+}
+
 func attemptContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
 	if timeout > 0 {
 		return context.WithTimeoutCause(ctx, timeout, errTimeout)
@@ -425,7 +438,9 @@ func attemptContext(ctx context.Context, timeout time.Duration) (context.Context
 	return context.WithCancel(ctx)
 }
 
-// newAttempt describes attempt retry of n for an executor.
+// newAttempt describes attempt retry of n for an executor, all but its
+// Upstream (upstreamOutputs): it reads nothing a running step may change,
+// so that warmUp can call it while n's dependencies run.
 func (r *run) newAttempt(n *node, retry int) *Attempt {
 	s := n.rs.step
 	t := r.t
@@ -450,10 +465,6 @@ func (r *run) newAttempt(n *node, retry int) *Attempt {
 		"APOLLO_OUTPUT="+publish,
 		attemptEnv+"="+attemptToken(r.absLog, s.ID, retry),
 	)
-	upstream := make(map[string]json.RawMessage, len(n.deps))
-	for _, d := range n.deps {
-		upstream[d.id()] = d.output
-	}
 	vars := make(map[string]string, len(t.vars)+1)
 	for k, v := range t.vars {
 		vars[k] = v
@@ -462,7 +473,7 @@ func (r *run) newAttempt(n *node, retry int) *Attempt {
 	return &Attempt{TaskID: t.id, StepID: s.ID, RetryCount: retry, Step: s, Command: n.rs.command,
 		Env: env, Dir: r.e.opts.Workdir, OutputPath: out, OutputLimit: max(r.e.opts.MaxOutputBytes, 0),
 		PublishPath: publish, KillGrace: r.e.opts.KillGrace,
-		Pipeline: t.p, Vars: vars, Params: n.rs.with, Upstream: upstream,
+		Pipeline: t.p, Vars: vars, Params: n.rs.with,
 		ArtifactsDir: t.lay.artifactsDir(t.id), StateDir: t.lay.root, Markers: r.markers}
 }
 
@@ -504,25 +515,35 @@ func (r *run) attempt(ctx context.Context, n *node) nodeDone {
 	}
 	input := inputDigest(n.rs, upstream)
 	// The STEP_START goes first, and Started waits for its fsync before the
-	// body may run, whatever the durability setting. For a shell body the
-	// fsync starts at once, so the disk works while the attempt is prepared
-	// and its process forked (held: forking blocks this thread). A Lua body
-	// calls Started right away, which then does the fsync on this goroutine
-	// (while another makes the Lua state) instead of waking one to do it.
-	// A crash in between leaves a dirty step whose body never ran; its
-	// rerun is preceded by cleanup, as for any dirty step.
+	// body may run, whatever the durability setting. For a shell body
+	// started here the fsync starts at once, so the disk works while the
+	// attempt is prepared and its process forked (held: forking blocks this
+	// thread). A Lua body, or a shell started ahead (warmUp), calls Started
+	// right away, which then does the fsync on this goroutine instead of
+	// waking one to do it. A crash in between leaves a dirty step whose body
+	// never ran; its rerun is preceded by cleanup, as for any dirty step.
+	a := r.takeWarm(n, retry)
 	start := &eventlog.Record{EventType: eventlog.StepStart, StepID: s.ID, Status: eventlog.Running,
 		RetryCount: retry, InputDigest: input}
 	appendStart := r.w.AppendSyncing
-	if s.Command == "" {
+	if s.Command == "" || a != nil {
 		appendStart = r.w.AppendUnsynced
 	}
 	if err := appendStart(start); err != nil {
+		if a != nil {
+			a.held.close()
+		}
 		return nodeDone{n: n, logErr: err}
 	}
-	a := r.newAttempt(n, retry)
+	if a == nil {
+		a = r.newAttempt(n, retry)
+	}
+	a.Upstream = upstreamOutputs(n)
 	a.InputDigest = input
 	if err := r.makeDirs(filepath.Dir(a.OutputPath), t.lay.artifactsDir(t.id)); err != nil {
+		if a.held != nil {
+			a.held.close()
+		}
 		return nodeDone{n: n, logErr: err}
 	}
 	began := r.e.opts.Now()

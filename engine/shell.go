@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"os/exec"
@@ -30,69 +31,109 @@ const holdPrefix = "read _ <&3 || exit 125; exec 3<&-; "
 // Shell runs bodies with /bin/sh -c, each attempt in its own process group.
 type Shell struct{}
 
-// Run runs a.Command.
-func (Shell) Run(ctx context.Context, a *Attempt) Result {
-	out := &lazyOutput{path: a.OutputPath, limit: a.OutputLimit}
-	defer out.Close()
+// heldShell is a shell body's process: started in its own process group and
+// held before the body's first line until released.
+type heldShell struct {
+	cmd   *exec.Cmd
+	hold  *os.File // the hold pipe's write end; nil once released
+	pipes *bodyPipes
+	pidfd int // -1 when the kernel gives none
+	out   *lazyOutput
+	hash  hash.Hash // of stdout
+}
 
+// startHeld starts the shell of attempt a, held.
+func startHeld(a *Attempt) (*heldShell, error) {
+	h := &heldShell{out: &lazyOutput{path: a.OutputPath, limit: a.OutputLimit}, hash: sha256.New(), pidfd: -1}
 	holdR, holdW, err := os.Pipe()
 	if err != nil {
-		return Result{Err: fmt.Errorf("start: %w", err), ExitCode: -1, NotStarted: true}
+		return nil, fmt.Errorf("start: %w", err)
 	}
 	// stdout and stderr go through pipes, so that a step that prints
 	// nothing creates no output file, and stdout is hashed on the way.
-	hash := sha256.New()
-	pipes, err := openBodyPipes(io.MultiWriter(hash, out), out)
+	h.pipes, err = openBodyPipes(io.MultiWriter(h.hash, h.out), h.out)
 	if err != nil {
 		holdR.Close()
 		holdW.Close()
-		return Result{Err: fmt.Errorf("start: %w", err), ExitCode: -1, NotStarted: true}
+		return nil, fmt.Errorf("start: %w", err)
 	}
-	defer pipes.close()
-	pidfd := -1
-	cmd := exec.Command("/bin/sh", "-c", holdPrefix+a.Command)
-	cmd.Dir = a.Dir
-	cmd.Env = a.Env
-	cmd.Stdin = nil
-	cmd.Stdout = pipes.w[0]
-	cmd.Stderr = pipes.w[1]
-	cmd.ExtraFiles = []*os.File{holdR}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, PidFD: &pidfd}
-	startErr := cmd.Start()
+	h.cmd = exec.Command("/bin/sh", "-c", holdPrefix+a.Command)
+	h.cmd.Dir = a.Dir
+	h.cmd.Env = a.Env
+	h.cmd.Stdout = h.pipes.w[0]
+	h.cmd.Stderr = h.pipes.w[1]
+	h.cmd.ExtraFiles = []*os.File{holdR}
+	h.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, PidFD: &h.pidfd}
+	err = h.cmd.Start()
 	holdR.Close()
-	pipes.closeWriters()
-	if startErr != nil {
+	h.pipes.closeWriters()
+	if err != nil {
 		holdW.Close()
-		return Result{Err: fmt.Errorf("start /bin/sh: %w", startErr), ExitCode: -1, NotStarted: true}
+		h.pipes.close()
+		return nil, fmt.Errorf("start /bin/sh: %w", err)
 	}
-	if pidfd >= 0 {
-		defer syscall.Close(pidfd)
-	}
-	pgid := cmd.Process.Pid
-	copyOutput := func() { pipes.untilExit(pgid, pidfd) }
-	// A process that left the group may still hold stdout or stderr; do not
-	// wait long for it.
-	drain := func() { pipes.drain(time.Now().Add(2 * time.Second)) }
+	h.hold = holdW
+	return h, nil
+}
 
-	if err := a.Started(pgid); err != nil {
-		holdW.Close() // the shell reads EOF and exits 125 without running the body
-		copyOutput()
-		cmd.Wait()
-		drain()
-		return Result{Err: err, ExitCode: -1, NotStarted: true}
+// release lets the body run.
+func (h *heldShell) release() error {
+	_, err := h.hold.Write([]byte("\n"))
+	h.hold.Close()
+	h.hold = nil
+	return err
+}
+
+// untilExit copies the body's output until the shell exits.
+func (h *heldShell) untilExit() { h.pipes.untilExit(h.cmd.Process.Pid, h.pidfd) }
+
+// drain copies what is left of the output. A process that left the group
+// may still hold stdout or stderr; it is not waited for long.
+func (h *heldShell) drain() { h.pipes.drain(time.Now().Add(2 * time.Second)) }
+
+// close frees what the shell holds. A shell never released reads end of
+// file instead of its go-ahead and exits 125 without running the body; it
+// is waited for first.
+func (h *heldShell) close() {
+	if h.hold != nil {
+		h.hold.Close()
+		h.hold = nil
+		h.untilExit()
+		h.cmd.Wait()
+		h.drain()
 	}
-	_, werr := holdW.Write([]byte("\n"))
-	holdW.Close()
-	if werr != nil {
+	h.pipes.close()
+	if h.pidfd >= 0 {
+		syscall.Close(h.pidfd)
+		h.pidfd = -1
+	}
+	h.out.Close()
+}
+
+// Run runs a.Command, in the shell a.held when one was started ahead.
+func (Shell) Run(ctx context.Context, a *Attempt) Result {
+	h := a.held
+	if h == nil {
+		var err error
+		if h, err = startHeld(a); err != nil {
+			return Result{Err: err, ExitCode: -1, NotStarted: true}
+		}
+	}
+	defer h.close()
+	pgid := h.cmd.Process.Pid
+	if err := a.Started(pgid); err != nil {
+		return Result{Err: err, ExitCode: -1, NotStarted: true} // close ends the held shell
+	}
+	if err := h.release(); err != nil {
 		killGroup(pgid, syscall.SIGKILL)
 	} else if a.Running != nil {
 		a.Running(pgid)
 	}
 
-	waitErr := waitGroup(ctx, cmd, a.KillGrace, copyOutput)
-	drain()
+	waitErr := waitGroup(ctx, h.cmd, a.KillGrace, h.untilExit)
+	h.drain()
 
-	res := Result{OutputDigest: "sha256:" + hex.EncodeToString(hash.Sum(nil)), Note: out.cutNote()}
+	res := Result{OutputDigest: "sha256:" + hex.EncodeToString(h.hash.Sum(nil)), Note: h.out.cutNote()}
 	res.TimedOut, res.Interrupted = endCause(ctx)
 	res.ExitCode = exitCode(waitErr)
 	switch {

@@ -1,0 +1,84 @@
+package engine
+
+// Starting a shell costs more than most short steps do: fork, exec, the
+// dynamic loader and the shell's own start, about 1 ms on a small VM. A
+// shell step's process depends on nothing its dependencies produce (its
+// command and environment are rendered when the pipeline loads), so the
+// engine starts it while the last of its dependencies still runs, held
+// before the body's first line exactly as any shell body is held until its
+// STEP_START is on disk. When the dependency ends, the step's attempt takes
+// the waiting shell; when it does not (the dependency failed, the run
+// stopped), the shell is told to exit without running anything.
+
+// warmShell is the held shell of a step's next attempt, being started or
+// started ahead of the attempt.
+type warmShell struct {
+	retry int           // the attempt it was made for
+	ready chan struct{} // closed once a, h and err are set
+	a     *Attempt
+	h     *heldShell
+	err   error
+}
+
+// warmUp starts, in the background, the held shell of a step that n's end
+// would make ready: a shell step whose only unsettled dependency is n. One
+// at most per running step, the one that would take its slot, so a run
+// holds no more waiting shells than it runs steps. It is called by the
+// scheduler as it starts n.
+func (r *run) warmUp(n *node) {
+	if _, ok := r.e.opts.Executors["shell"].(Shell); !ok {
+		return // a test's or another build's executor starts its own processes
+	}
+	for _, c := range n.children {
+		if c.waiting != 1 || c.warm != nil || c.started || c.blocked || c.final != "" ||
+			c.rs.step.Command == "" || c.dirty || c.unclean || c.plan.WaitMS > 0 {
+			continue
+		}
+		w := &warmShell{retry: c.retry, ready: make(chan struct{})}
+		c.warm = w
+		go func() {
+			defer close(w.ready)
+			w.a = r.newAttempt(c, w.retry)
+			w.h, w.err = startHeld(w.a)
+			w.a.held = w.h
+		}()
+		return
+	}
+}
+
+// takeWarm returns the attempt, its held shell started, that warmUp made
+// for attempt retry of n, or nil when there is none.
+func (r *run) takeWarm(n *node, retry int) *Attempt {
+	w := n.warm
+	if w == nil {
+		return nil
+	}
+	n.warm = nil
+	<-w.ready
+	if w.err != nil || w.retry != retry {
+		if w.h != nil {
+			w.h.close()
+		}
+		return nil // the attempt starts its shell itself, and reports any error
+	}
+	return w.a
+}
+
+// dropWarm ends the held shells no attempt took, once the scheduler is done.
+func (r *run) dropWarm() {
+	for _, n := range r.nodes {
+		r.dropWarmOf(n)
+	}
+}
+
+// dropWarmOf ends n's held shell, if it has one: n will not run (it is
+// blocked), or not in this invocation. The shell has run nothing.
+func (r *run) dropWarmOf(n *node) {
+	if w := n.warm; w != nil {
+		n.warm = nil
+		<-w.ready
+		if w.h != nil {
+			w.h.close()
+		}
+	}
+}
