@@ -76,7 +76,16 @@ func (p *bodyPipes) untilExit(pid, pidfd int) {
 		timeout = bodyPollEvery
 	}
 	for {
-		if p.poll(pidfd, timeout) || (pidfd < 0 && exited(pid)) {
+		watched, err := p.poll(pidfd, timeout)
+		if watched {
+			return
+		}
+		if err != nil {
+			// Not a signal: ppoll itself failed (out of memory). Fall back
+			// to checking, rather than spin on the error.
+			time.Sleep(bodyPollEvery)
+		}
+		if (pidfd < 0 || err != nil) && exited(pid) {
 			return
 		}
 	}
@@ -91,7 +100,9 @@ func (p *bodyPipes) drain(deadline time.Time) {
 		if left <= 0 {
 			return
 		}
-		p.poll(-1, left)
+		if _, err := p.poll(-1, left); err != nil {
+			time.Sleep(min(left, bodyPollEvery)) // as in untilExit
+		}
 	}
 }
 
@@ -107,8 +118,9 @@ const pollIn = 0x1
 // poll waits up to timeout (forever when negative) for output, an end of
 // a pipe or, when watch ≥ 0, for watch (a pidfd) to become readable,
 // copies the output that is ready and closes the pipes that ended. It
-// reports whether watch became readable.
-func (p *bodyPipes) poll(watch int, timeout time.Duration) bool {
+// reports whether watch became readable, and ppoll's error unless it was
+// interrupted by a signal (the caller polls again).
+func (p *bodyPipes) poll(watch int, timeout time.Duration) (watched bool, err error) {
 	var fds [3]pollFd
 	for i, fd := range p.r {
 		// A closed pipe is left out by the kernel (negative fd).
@@ -122,15 +134,18 @@ func (p *bodyPipes) poll(watch int, timeout time.Duration) bool {
 	}
 	_, _, errno := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)),
 		uintptr(unsafe.Pointer(ts)), 0, 0, 0)
+	if errno == syscall.EINTR {
+		return false, nil
+	}
 	if errno != 0 {
-		return false // EINTR (a signal), or nothing the caller could mend: it polls again
+		return false, errno
 	}
 	for i := range p.r {
 		if fds[i].revents != 0 {
 			p.read(i)
 		}
 	}
-	return watch >= 0 && fds[2].revents != 0
+	return watch >= 0 && fds[2].revents != 0, nil
 }
 
 // read copies one read's worth from pipe i, closing it at its end.
