@@ -549,8 +549,11 @@ func (r *run) attempt(ctx context.Context, n *node) nodeDone {
 	began := r.e.opts.Now()
 	a.Started = func(int) error {
 		// While the STEP_START's fsync may still be running: a file left
-		// by an earlier run is not this attempt's output.
-		os.Remove(a.PublishPath)
+		// by an earlier run is not this attempt's output. Only a shell
+		// body's is read.
+		if s.Command != "" {
+			os.Remove(a.PublishPath)
+		}
 		if err := r.w.Sync(); err != nil {
 			return err
 		}
