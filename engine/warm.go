@@ -30,7 +30,8 @@ func (r *run) warmUp(n *node) {
 		return // a test's or another build's executor starts its own processes
 	}
 	for _, c := range n.children {
-		if c.waiting != 1 || c.warm != nil || c.started || c.blocked || c.final != "" ||
+		// c.started first: a started step's fields belong to its worker.
+		if c.started || c.waiting != 1 || c.warm != nil || c.blocked || c.final != "" ||
 			c.rs.step.Command == "" || c.dirty || c.unclean || c.plan.WaitMS > 0 {
 			continue
 		}
