@@ -91,13 +91,14 @@ func (h *heldShell) untilExit() { h.pipes.untilExit(h.cmd.Process.Pid, h.pidfd) 
 // may still hold stdout or stderr; it is not waited for long.
 func (h *heldShell) drain() { h.pipes.drain(time.Now().Add(2 * time.Second)) }
 
-// close frees what the shell holds. A shell never released reads end of
-// file instead of its go-ahead and exits 125 without running the body; it
-// is waited for first.
+// close frees what the shell holds. A shell never released has run
+// nothing of its body: it is ended (it would read end of file instead of
+// its go-ahead and exit 125 by itself) and waited for first.
 func (h *heldShell) close() {
 	if h.hold != nil {
 		h.hold.Close()
 		h.hold = nil
+		killGroup(h.cmd.Process.Pid, syscall.SIGKILL)
 		h.untilExit()
 		h.cmd.Wait()
 		h.drain()
