@@ -133,6 +133,9 @@ type node struct {
 	outDigest string
 	output    json.RawMessage
 	warm      *warmShell // the shell of the next attempt, started ahead, or nil
+	// warmedChild is set (by the scheduler) once warmUp started a child's
+	// shell for this step's end.
+	warmedChild bool
 }
 
 func (n *node) id() string { return n.rs.step.ID }

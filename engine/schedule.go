@@ -163,6 +163,8 @@ func (r *run) schedule(parent context.Context) error {
 			if n.satisfies() {
 				if c.waiting--; c.waiting == 0 && !c.blocked && c.final == "" {
 					heap.Push(ready, c)
+				} else if c.waiting == 1 {
+					r.warmJoin(c)
 				}
 			}
 		}

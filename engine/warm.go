@@ -22,10 +22,13 @@ type warmShell struct {
 
 // warmUp starts, in the background, the held shell of a step that n's end
 // would make ready: a shell step whose only unsettled dependency is n. One
-// at most per running step, the one that would take its slot, so a run
-// holds no more waiting shells than it runs steps. It is called by the
-// scheduler as it starts n.
+// at most per started step, the one that would take its slot, so a run
+// holds no more waiting shells than it runs steps. The scheduler calls it
+// as it starts n, and through warmJoin.
 func (r *run) warmUp(n *node) {
+	if n.warmedChild {
+		return
+	}
 	if _, ok := r.e.opts.Executors["shell"].(Shell); !ok {
 		return // a test's or another build's executor starts its own processes
 	}
@@ -37,6 +40,7 @@ func (r *run) warmUp(n *node) {
 		}
 		w := &warmShell{retry: c.retry, ready: make(chan struct{})}
 		c.warm = w
+		n.warmedChild = true
 		go func() {
 			defer close(w.ready)
 			w.a = r.newAttempt(c, w.retry)
@@ -44,6 +48,20 @@ func (r *run) warmUp(n *node) {
 			w.a.held = w.h
 		}()
 		return
+	}
+}
+
+// warmJoin is called by the scheduler when all of c's dependencies but one
+// have settled: if that one has started, c may be the step its end makes
+// ready (a join), so its shell can be started now.
+func (r *run) warmJoin(c *node) {
+	for _, d := range c.deps {
+		if !d.satisfies() {
+			if d.started && d.final == "" {
+				r.warmUp(d)
+			}
+			return
+		}
 	}
 }
 
