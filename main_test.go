@@ -185,17 +185,7 @@ func cmdProcs(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	want := [][]byte{[]byte("APOLLO_STEP_ID=" + args[0] + "\x00"),
 		[]byte("APOLLO_ATTEMPT=" + ts.MkAbs(filepath.Join(".apollo", "logs")) + "/")}
-	count := func() int {
-		n := 0
-		entries, _ := os.ReadDir("/proc")
-		for _, e := range entries {
-			env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-			if err == nil && bytes.Contains(env, want[0]) && bytes.Contains(env, want[1]) {
-				n++
-			}
-		}
-		return n
-	}
+	count := func() int { return len(liveProcsWithEnv(want...)) }
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if n := count(); (n == 0) == neg {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -460,27 +461,34 @@ func (c *checker) history() string {
 	return b.String()
 }
 
+// liveProcsWithEnv lists the pids of the processes, zombies left out, whose
+// environment holds every one of entries ("NAME=value\x00").
+func liveProcsWithEnv(entries ...[]byte) []string {
+	var pids []string
+	dirs, _ := os.ReadDir("/proc")
+	for _, e := range dirs {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil || slices.ContainsFunc(entries, func(want []byte) bool { return !bytes.Contains(env, want) }) {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X') {
+			continue
+		}
+		pids = append(pids, e.Name())
+	}
+	return pids
+}
+
 // checkNoOrphans waits briefly for every process started for dir to end.
 func (c *checker) checkNoOrphans() {
 	tag := []byte("APOLLO_TEST_RUN=" + c.dir + "\x00")
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		var alive []string
-		entries, _ := os.ReadDir("/proc")
-		for _, e := range entries {
-			if _, err := strconv.Atoi(e.Name()); err != nil {
-				continue
-			}
-			env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-			if err != nil || !bytes.Contains(env, tag) {
-				continue
-			}
-			stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-			if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X') {
-				continue
-			}
-			alive = append(alive, e.Name())
-		}
+		alive := liveProcsWithEnv(tag)
 		if len(alive) == 0 {
 			return
 		}
