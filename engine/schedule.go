@@ -524,7 +524,7 @@ func (r *run) attempt(ctx context.Context, n *node) nodeDone {
 	// right away, which then does the fsync on this goroutine instead of
 	// waking one to do it. A crash in between leaves a dirty step whose body
 	// never ran; its rerun is preceded by cleanup, as for any dirty step.
-	a := r.takeWarm(n, retry)
+	a := r.takeWarm(n)
 	start := &eventlog.Record{EventType: eventlog.StepStart, StepID: s.ID, Status: eventlog.Running,
 		RetryCount: retry, InputDigest: input}
 	appendStart := r.w.AppendSyncing

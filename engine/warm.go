@@ -13,7 +13,6 @@ package engine
 // warmShell is the held shell of a step's next attempt, being started or
 // started ahead of the attempt.
 type warmShell struct {
-	retry int           // the attempt it was made for
 	ready chan struct{} // closed once a, h and err are set
 	a     *Attempt
 	h     *heldShell
@@ -38,12 +37,13 @@ func (r *run) warmUp(n *node) {
 			c.rs.step.Command == "" || c.dirty || c.unclean || c.plan.WaitMS > 0 {
 			continue
 		}
-		w := &warmShell{retry: c.retry, ready: make(chan struct{})}
+		w := &warmShell{ready: make(chan struct{})}
+		retry := c.retry
 		c.warm = w
 		n.warmedChild = true
 		go func() {
 			defer close(w.ready)
-			w.a = r.newAttempt(c, w.retry)
+			w.a = r.newAttempt(c, retry)
 			w.h, w.err = startHeld(w.a)
 			w.a.held = w.h
 		}()
@@ -66,18 +66,17 @@ func (r *run) warmJoin(c *node) {
 }
 
 // takeWarm returns the attempt, its held shell started, that warmUp made
-// for attempt retry of n, or nil when there is none.
-func (r *run) takeWarm(n *node, retry int) *Attempt {
+// for n's next attempt, or nil when there is none. warmUp makes one only
+// for a step that has not started, and the first attempt takes it, so it
+// is always for that attempt.
+func (r *run) takeWarm(n *node) *Attempt {
 	w := n.warm
 	if w == nil {
 		return nil
 	}
 	n.warm = nil
 	<-w.ready
-	if w.err != nil || w.retry != retry {
-		if w.h != nil {
-			w.h.close()
-		}
+	if w.err != nil {
 		return nil // the attempt starts its shell itself, and reports any error
 	}
 	return w.a
