@@ -144,7 +144,49 @@ func definitionMap(rs *renderedStep) map[string]any {
 // body, environment and parameters, and the output digests of the steps it
 // depends on. The attempt number is not part of it, so a step that succeeds
 // on a retry has the same input digest as one that succeeds at once.
+//
+// Like definitionDigest, it hashes the bytes json.Marshal writes for its
+// original form (inputMap) but writes them itself: it runs before every
+// attempt, between one step's end and the next one's start.
 func inputDigest(rs *renderedStep, upstream map[string]string) string {
+	ids := make([]string, 0, len(upstream))
+	for id := range upstream {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var buf [512]byte
+	b := append(buf[:0], `{"body":`...)
+	b = appendJSONString(b, rs.body())
+	b = append(b, `,"env":`...)
+	b = appendStringMap(b, rs.env)
+	b = append(b, `,"params":`...)
+	if rs.with == nil {
+		b = append(b, "null"...)
+	} else {
+		w, err := json.Marshal(rs.with)
+		if err != nil {
+			return digestOf(inputMap(rs, upstream)) // a value JSON cannot hold: the same fallback as ever
+		}
+		b = append(b, w...)
+	}
+	b = append(b, `,"upstream":[`...)
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = appendJSONString(b, id)
+		b = append(b, ',')
+		b = appendJSONString(b, upstream[id])
+		b = append(b, ']')
+	}
+	b = append(b, "]}"...)
+	return sha256Hex(b)
+}
+
+// inputMap is the input digest's original form, kept as the reference
+// inputDigest must encode like.
+func inputMap(rs *renderedStep, upstream map[string]string) map[string]any {
 	ids := make([]string, 0, len(upstream))
 	for id := range upstream {
 		ids = append(ids, id)
@@ -154,10 +196,10 @@ func inputDigest(rs *renderedStep, upstream map[string]string) string {
 	for _, id := range ids {
 		ups = append(ups, [2]string{id, upstream[id]})
 	}
-	return digestOf(map[string]any{
+	return map[string]any{
 		"body":     rs.body(),
 		"env":      rs.env,
 		"params":   rs.with,
 		"upstream": ups,
-	})
+	}
 }
