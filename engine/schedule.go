@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -173,7 +174,39 @@ func (r *run) schedule(parent context.Context) error {
 		}
 	}
 
+	// ended takes the end of a step's attempt.
+	ended := func(d nodeDone) {
+		n := d.n
+		endsUnsynced = endsUnsynced || d.unsynced
+		if d.logErr != nil {
+			if logErr == nil {
+				logErr = d.logErr
+				stopping = true
+				cancel(d.logErr)
+			}
+			return
+		}
+		switch d.status {
+		case eventlog.Running: // a retry is due
+			if stopping {
+				return
+			}
+			waitingRetries++
+			r.after(ctx, d.delay, n, retryDue)
+		default:
+			n.final = d.status
+			if d.err != nil {
+				n.lastErr = d.err.Error()
+			}
+			settle(n)
+		}
+	}
+
+loop:
 	for {
+		if ctx.Err() != nil {
+			stopping = true // interrupted: nothing new starts
+		}
 		if r.snap.due() {
 			r.snap.write()
 		}
@@ -182,11 +215,26 @@ func (r *run) schedule(parent context.Context) error {
 			if n.blocked || n.final != "" {
 				continue
 			}
-			running++
 			n.started = true
 			// Every step started appends a durable record (its STEP_START
 			// or CLEANUP), whose fsync covers the STEP_ENDs before it.
 			endsUnsynced = false
+			if running == 0 && ready.Len() == 0 && waitingRetries == 0 {
+				// Nothing else runs, and nothing can become ready before n
+				// ends (a chain, or the last step): n runs on this
+				// goroutine. Handing its end back from another one would
+				// wake this one, once a step.
+				if r.warmUp(n) {
+					// Let the goroutine starting the next shell run now
+					// (this one is picked up by the other processor), not
+					// once this one blocks: a shell started late is waited
+					// for.
+					runtime.Gosched()
+				}
+				ended(r.work(ctx, n))
+				continue loop
+			}
+			running++
 			go func() { done <- r.work(ctx, n) }()
 			r.warmUp(n)
 		}
@@ -202,30 +250,7 @@ func (r *run) schedule(parent context.Context) error {
 		select {
 		case d := <-done:
 			running--
-			n := d.n
-			endsUnsynced = endsUnsynced || d.unsynced
-			if d.logErr != nil {
-				if logErr == nil {
-					logErr = d.logErr
-					stopping = true
-					cancel(d.logErr)
-				}
-				continue
-			}
-			switch d.status {
-			case eventlog.Running: // a retry is due
-				if stopping {
-					continue
-				}
-				waitingRetries++
-				r.after(ctx, d.delay, n, retryDue)
-			default:
-				n.final = d.status
-				if d.err != nil {
-					n.lastErr = d.err.Error()
-				}
-				settle(n)
-			}
+			ended(d)
 		case n := <-retryDue:
 			waitingRetries--
 			if !stopping {

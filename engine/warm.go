@@ -23,13 +23,13 @@ type warmShell struct {
 // would make ready: a shell step whose only unsettled dependency is n. One
 // at most per started step, the one that would take its slot, so a run
 // holds no more waiting shells than it runs steps. The scheduler calls it
-// as it starts n, and through warmJoin.
-func (r *run) warmUp(n *node) {
+// as it starts n, and through warmJoin. It reports whether it started one.
+func (r *run) warmUp(n *node) bool {
 	if n.warmedChild {
-		return
+		return false
 	}
 	if _, ok := r.e.opts.Executors["shell"].(Shell); !ok {
-		return // a test's or another build's executor starts its own processes
+		return false // a test's or another build's executor starts its own processes
 	}
 	for _, c := range n.children {
 		// c.started first: a started step's fields belong to its worker.
@@ -47,8 +47,9 @@ func (r *run) warmUp(n *node) {
 			w.h, w.err = startHeld(w.a)
 			w.a.held = w.h
 		}()
-		return
+		return true
 	}
+	return false
 }
 
 // warmJoin is called by the scheduler when all of c's dependencies but one
