@@ -55,7 +55,43 @@ func fuzzSeeds(t testing.TB) map[string]map[string][]byte {
 		"garbage-then-valid": append(append(bytes.Clone(good), "\x00\x00garbage\n"...), next...),
 		"damaged-line-end":   bytes.Join([][]byte{good[:len(good)-1], {0x0b}, next}, nil),
 	}
-	return map[string]map[string][]byte{"FuzzDecode": decode, "FuzzRead": read}
+	encode := map[string][]byte{
+		"plain":            []byte("step-1\x00exit status 1\x00\x00RUNNING\x00{\"rows\":42}"),
+		"escapes":          []byte("s\"q\x00line\nbreak\t\u2028\xff<&>\x00back\\slash\x00\x01\x00\"caf\u00e9 \\\" x\""),
+		"spaced-output":    []byte("a\x00\x00\x00\x00{\"a\": [1, 2]}"),
+		"invalid-output":   []byte("a\x00\x00\x00\x00{\"a\":"),
+		"no-output":        []byte("only a step id"),
+		"string-in-output": []byte("a\x00\x00\x00\x00[\"x\\\\\",\" \",{}]"),
+	}
+	return map[string]map[string][]byte{"FuzzDecode": decode, "FuzzRead": read, "FuzzEncode": encode}
+}
+
+// FuzzEncode: Encode writes what encoding/json writes (the format's
+// definition), or fails as it does, for any texts and output. The input is
+// split at NUL bytes into a step id, an error message, a message, a status
+// and a raw output. Seeds: testdata/fuzz/FuzzEncode.
+func FuzzEncode(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		parts := bytes.SplitN(data, []byte{0}, 5)
+		for len(parts) < 5 {
+			parts = append(parts, nil)
+		}
+		r := &Record{Seq: int64(len(data)), Timestamp: ts(len(data)), TaskID: testTask, StepID: string(parts[0]),
+			EventType: StepEnd, Status: string(parts[3]), RetryCount: len(parts[1]) - 3, ErrorMessage: string(parts[1]),
+			Message: string(parts[2]), DurationMS: int64(len(parts[2])) << 40, Output: parts[4],
+			Interrupted: len(data)%2 == 1, TimedOut: len(data)%3 == 1, Dirty: len(data)%5 == 1}
+		if len(data)%7 == 1 {
+			r.ExitCode, r.PGID, r.NextDelayMS = intp(-len(data)), len(data), 1
+		}
+		got, err := Encode(r)
+		want, werr := jsonLine(r)
+		if (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) {
+			t.Fatalf("Encode(%q) error = %v, encoding/json gives %v", data, err, werr)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("Encode(%q) =\n%q\nencoding/json gives\n%q", data, got, want)
+		}
+	})
 }
 
 func corpusFile(data []byte) []byte {

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -483,5 +484,75 @@ func TestNotPlain(t *testing.T) {
 		if got != want {
 			t.Fatalf("notPlain(% x): first byte not plain at %d, want %d", b, got, want)
 		}
+	}
+}
+
+// jsonLine is a record's line as encoding/json renders it (the format's
+// definition), with its checksum; r's texts are already capped.
+func jsonLine(r *Record) ([]byte, error) {
+	body, err := encodeJSON(r)
+	if err != nil {
+		return nil, err
+	}
+	line := fmt.Appendf(bytes.Clone(body[:len(body)-1]), `,"crc":"%08x"}`, crc32.Checksum(body, castagnoli))
+	return append(line, '\n'), nil
+}
+
+// TestEncodeMatchesJSON encodes records of every kind with Encode and
+// with encoding/json and wants the same bytes, or the same error. fast says
+// whether appendRecord itself must take the record: every record a step's
+// attempt writes, so that the comparison is not of json with itself.
+func TestEncodeMatchesJSON(t *testing.T) {
+	type rec struct {
+		r    *Record
+		fast bool
+	}
+	var recs []rec
+	for _, r := range logRecords(testTask, sampleRecords()) {
+		recs = append(recs, rec{r, r.Start == nil && r.Summary == nil && r.Marker == nil && r.Intervention == nil})
+	}
+	flat := fullRecord()
+	flat.Start, flat.Summary, flat.Marker, flat.Intervention = nil, nil, nil, nil
+	recs = append(recs, rec{fullRecord(), false}, rec{flat, true}, rec{benchRecord(3), true})
+	escapes := []string{"", "plain text", `"quoted"`, `back\slash`, "<&>", "tab\there", "nl\n\r\b\f\x00\x1f\x7f",
+		"é🦀", "\u2028\u2029", "bad \xff\xfe byte", "\xe2\x80", strings.Repeat("x", 5000)}
+	for i, s := range escapes {
+		recs = append(recs, rec{&Record{Seq: int64(i), Timestamp: s, TaskID: s, StepID: s, EventType: s, Status: s,
+			InputDigest: s, OutputDigest: s, ErrorMessage: s, Message: s, RetryCount: -i, DurationMS: -1 << 62}, true})
+	}
+	for _, out := range []struct {
+		raw  string
+		fast bool
+	}{
+		{`{"a":[1,-2.5e3,"x\"y",null,true,{}]}`, true},
+		{`"a string with spaces and <&> and é and ` + "\u2028" + `"`, true},
+		{`"a \\ backslash \" quote"`, true},
+		{`null`, true},
+		{`{"a": 1}`, false}, // white space that encoding/json drops
+		{"[1,\n2]", false},
+		{` 7 `, false},
+		{`{"a":`, false}, // not JSON: the same error as encoding/json's
+		{`{"a":1}x`, false},
+		{"\"bad \xff\"", true}, // json.Valid takes invalid UTF-8 in a string, as encoding/json does
+	} {
+		recs = append(recs, rec{&Record{EventType: StepEnd, Status: Success, Output: json.RawMessage(out.raw)}, out.fast})
+	}
+	one := 1
+	recs = append(recs, rec{&Record{EventType: StepEnd, ExitCode: &one, PGID: -2, NextDelayMS: 1, Interrupted: true}, true},
+		rec{&Record{EventType: StepEnd, ExitCode: new(int)}, true})
+	for i, c := range recs {
+		t.Run(strconv.Itoa(i), func(t *testing.T) {
+			got, err := Encode(c.r) // caps c.r's texts
+			want, werr := jsonLine(c.r)
+			if (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) {
+				t.Fatalf("Encode error = %v, encoding/json gives %v", err, werr)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("Encode =\n%.400q\nencoding/json gives\n%.400q", got, want)
+			}
+			if _, ok := appendRecord(nil, c.r); ok != c.fast {
+				t.Errorf("appendRecord took the record: %v, want %v", ok, c.fast)
+			}
+		})
 	}
 }
