@@ -1,5 +1,10 @@
 package engine
 
+import (
+	"os"
+	"strconv"
+)
+
 // Starting a shell costs more than most short steps do: fork, exec, the
 // dynamic loader and the shell's own start, about 1 ms on a small VM. A
 // shell step's process depends on nothing its dependencies produce (its
@@ -80,7 +85,28 @@ func (r *run) takeWarm(n *node) *Attempt {
 	if w.err != nil {
 		return nil // the attempt starts its shell itself, and reports any error
 	}
+	if !inFolder(w.h.cmd.Process.Pid, w.a.Dir) {
+		// A dependency replaced the workspace folder itself while the
+		// shell waited in the old one: it has run nothing, and a shell
+		// started now runs where a step started at once would.
+		w.h.close()
+		return nil
+	}
 	return w.a
+}
+
+// inFolder reports whether process pid's working folder is the one dir
+// names now ("" is this process's own). Without /proc it says false.
+func inFolder(pid int, dir string) bool {
+	cwd, err := os.Stat("/proc/" + strconv.Itoa(pid) + "/cwd")
+	if err != nil {
+		return false
+	}
+	if dir == "" {
+		dir = "."
+	}
+	now, err := os.Stat(dir)
+	return err == nil && os.SameFile(cwd, now)
 }
 
 // dropWarm ends the held shells no attempt took, once the scheduler is done.
