@@ -66,17 +66,25 @@ func definitionDigest(rs *renderedStep) string {
 	number(`,"timeout_ms":`, s.Timeout.Milliseconds())
 	field(`,"uses":`, s.Uses)
 	b = append(b, `,"with":`...)
-	if rs.with == nil {
-		b = append(b, "null"...)
-	} else {
-		w, err := json.Marshal(rs.with)
-		if err != nil {
-			return digestOf(definitionMap(rs)) // a value JSON cannot hold: the same fallback as ever
-		}
-		b = append(b, w...)
+	b, ok := appendParams(b, rs.with)
+	if !ok {
+		return digestOf(definitionMap(rs)) // a value JSON cannot hold: the same fallback as ever
 	}
 	b = append(b, '}')
 	return sha256Hex(b)
+}
+
+// appendParams appends a step's `with` as json.Marshal writes it, or
+// reports false for a value JSON cannot hold (a YAML .nan or .inf).
+func appendParams(b []byte, with map[string]any) ([]byte, bool) {
+	if with == nil {
+		return append(b, "null"...), true
+	}
+	w, err := json.Marshal(with)
+	if err != nil {
+		return b, false
+	}
+	return append(b, w...), true
 }
 
 // appendStringMap appends m as json.Marshal writes it: keys sorted, null
@@ -160,14 +168,9 @@ func inputDigest(rs *renderedStep, upstream map[string]string) string {
 	b = append(b, `,"env":`...)
 	b = appendStringMap(b, rs.env)
 	b = append(b, `,"params":`...)
-	if rs.with == nil {
-		b = append(b, "null"...)
-	} else {
-		w, err := json.Marshal(rs.with)
-		if err != nil {
-			return digestOf(inputMap(rs, upstream)) // a value JSON cannot hold: the same fallback as ever
-		}
-		b = append(b, w...)
+	b, ok := appendParams(b, rs.with)
+	if !ok {
+		return digestOf(inputMap(rs, upstream)) // a value JSON cannot hold: the same fallback as ever
 	}
 	b = append(b, `,"upstream":[`...)
 	for i, id := range ids {

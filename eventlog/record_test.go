@@ -487,6 +487,20 @@ func TestNotPlain(t *testing.T) {
 	}
 }
 
+// encodesAsJSON checks that Encode writes r as encoding/json does, or fails
+// as it does.
+func encodesAsJSON(t *testing.T, r *Record) {
+	t.Helper()
+	got, err := Encode(r) // caps r's texts
+	want, werr := jsonLine(r)
+	if (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) {
+		t.Fatalf("Encode error = %v, encoding/json gives %v", err, werr)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("Encode =\n%.400q\nencoding/json gives\n%.400q", got, want)
+	}
+}
+
 // jsonLine is a record's line as encoding/json renders it (the format's
 // definition), with its checksum; r's texts are already capped.
 func jsonLine(r *Record) ([]byte, error) {
@@ -542,14 +556,7 @@ func TestEncodeMatchesJSON(t *testing.T) {
 		rec{&Record{EventType: StepEnd, ExitCode: new(int)}, true})
 	for i, c := range recs {
 		t.Run(strconv.Itoa(i), func(t *testing.T) {
-			got, err := Encode(c.r) // caps c.r's texts
-			want, werr := jsonLine(c.r)
-			if (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) {
-				t.Fatalf("Encode error = %v, encoding/json gives %v", err, werr)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("Encode =\n%.400q\nencoding/json gives\n%.400q", got, want)
-			}
+			encodesAsJSON(t, c.r)
 			if _, ok := appendRecord(nil, c.r); ok != c.fast {
 				t.Errorf("appendRecord took the record: %v, want %v", ok, c.fast)
 			}
