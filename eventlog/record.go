@@ -212,13 +212,22 @@ const lowerHex = "0123456789abcdef"
 // encodeJSON renders r as encoding/json does (HTML left unescaped): the
 // format's definition, which appendRecord writes the common records like.
 func encodeJSON(r *Record) ([]byte, error) {
+	body, err := marshalText(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s record: %w", r.EventType, err)
+	}
+	return body, nil // `{...}`
+}
+
+// marshalText is json.Marshal with HTML left unescaped, as a log line has it.
+func marshalText(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(r); err != nil {
-		return nil, fmt.Errorf("encode %s record: %w", r.EventType, err)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil // `{...}`
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // appendRecord appends r as encodeJSON writes it, less the closing brace,
@@ -287,11 +296,8 @@ func appendField(b []byte, key, s string) []byte {
 	b = append(b, key...)
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
-			var buf bytes.Buffer
-			enc := json.NewEncoder(&buf)
-			enc.SetEscapeHTML(false)
-			_ = enc.Encode(s) // a string always encodes
-			return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
+			q, _ := marshalText(s) // a string always encodes
+			return append(b, q...)
 		}
 	}
 	b = append(b, '"')

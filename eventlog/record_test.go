@@ -387,14 +387,7 @@ func TestDecodeFastMatchesJSON(t *testing.T) {
 	for _, l := range lines {
 		t.Run(l.name, func(t *testing.T) {
 			in := l.line[:len(l.line)-1]
-			got, err := Decode(in)
-			want, werr := decodeJSON(in)
-			if (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) {
-				t.Fatalf("Decode(%q) error = %v, json gives %v", in, err, werr)
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("Decode(%q) =\n%+v\njson gives\n%+v", in, got, want)
-			}
+			sameAsJSON(t, in)
 			if _, ok := decodeFast(in[:len(in)-crcSuffixLen], nil); ok != l.fast {
 				t.Errorf("decodeFast(%q) took the line: %v, want %v", in, ok, l.fast)
 			}
