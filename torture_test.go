@@ -49,7 +49,7 @@ var apolloBin = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
-func binary(t *testing.T) string {
+func binary(t testing.TB) string {
 	t.Helper()
 	bin, err := apolloBin()
 	if err != nil {
