@@ -19,7 +19,8 @@ import (
 // against). The step is `true`, as a user writes it, and `/bin/true`, a
 // program every tool must start: go-task runs its commands in a shell
 // interpreter inside its own process, where `true` is a builtin and starts
-// no process at all, while apollo and make start one for every step.
+// no process at all, while apollo and make start one for every step. The
+// tools:
 //   - apollo with durability always and batch (a fresh state folder each
 //     time, so every step runs and every STEP_START is fsynced);
 //   - GNU make, phony targets each depending on the one before (no state);
@@ -49,13 +50,14 @@ func benchPeers(b *testing.B, steps int, command string) {
 		}
 		return path
 	}
-	var pipeline = map[string]string{}
-	for _, durability := range []string{"always", "batch"} {
-		pipeline[durability] = write("chain-"+durability+".yaml", chainPipeline(steps, durability, command))
-	}
 	makefile := write("Makefile", chainMakefile(steps, command))
 	taskfile := write("Taskfile.yml", chainTaskfile(steps, command))
 	last := "s" + strconv.Itoa(steps-1)
+	durabilities := []string{"always", "batch"}
+	// stateDir is the fresh state folder of iteration i's apollo run.
+	stateDir := func(durability string, i int) string {
+		return filepath.Join(dir, "state-"+durability+"-"+strconv.Itoa(i))
+	}
 
 	type peer struct {
 		name string
@@ -66,12 +68,12 @@ func benchPeers(b *testing.B, steps int, command string) {
 			return exec.Command("/bin/sh", "-c",
 				`i=0; while [ $i -lt `+strconv.Itoa(steps)+` ]; do sh -c "$0"; i=$((i+1)); done`, command)
 		}},
-		{"apollo-always", func(i int) *exec.Cmd {
-			return exec.Command(bin, "run", pipeline["always"], "--state-dir", filepath.Join(dir, "state-always-"+strconv.Itoa(i)))
-		}},
-		{"apollo-batch", func(i int) *exec.Cmd {
-			return exec.Command(bin, "run", pipeline["batch"], "--state-dir", filepath.Join(dir, "state-batch-"+strconv.Itoa(i)))
-		}},
+	}
+	for _, durability := range durabilities {
+		pipeline := write("chain-"+durability+".yaml", chainPipeline(steps, durability, command))
+		peers = append(peers, peer{"apollo-" + durability, func(i int) *exec.Cmd {
+			return exec.Command(bin, "run", pipeline, "--state-dir", stateDir(durability, i))
+		}})
 	}
 	if path, err := exec.LookPath("make"); err == nil {
 		peers = append(peers, peer{"make", func(int) *exec.Cmd { return exec.Command(path, "-s", "-f", makefile, last) }})
@@ -101,8 +103,8 @@ func benchPeers(b *testing.B, steps int, command string) {
 			}
 		}
 		b.StopTimer()
-		for _, durability := range []string{"always", "batch"} {
-			os.RemoveAll(filepath.Join(dir, "state-"+durability+"-"+strconv.Itoa(i)))
+		for _, durability := range durabilities {
+			os.RemoveAll(stateDir(durability, i))
 		}
 		b.StartTimer()
 	}
