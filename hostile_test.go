@@ -98,7 +98,7 @@ func sameTree(before, after map[string]string) []string {
 func badPipelineCases(t *testing.T) []string {
 	t.Helper()
 	var files []string
-	for _, pattern := range []string{"engine/testdata/load/bad/*.txtar", "testdata/hostile/pipelines/*.txtar"} {
+	for _, pattern := range []string{"engine/pipeline/testdata/load/bad/*.txtar", "testdata/hostile/pipelines/*.txtar"} {
 		m, err := filepath.Glob(pattern)
 		if err != nil {
 			t.Fatal(err)

@@ -18,6 +18,12 @@ import (
 	"github.com/spf13/pflag"
 
 	"apollo/engine"
+	"apollo/engine/completion"
+	"apollo/engine/executor"
+	"apollo/engine/history"
+	"apollo/engine/pipeline"
+	"apollo/engine/statedir"
+	"apollo/engine/usage"
 	"apollo/eventlog"
 	"apollo/scripts"
 )
@@ -63,16 +69,16 @@ func commands() []*command {
 		{name: "run", summary: "run or resume the task of a pipeline",
 			usage:   "apollo run PIPELINE.yaml [flags]",
 			example: "  apollo run scripts/examples/daily_data_pipeline.yaml --var region=eu\n  apollo run pipeline.yaml --dry-run --json\n  apollo run pipeline.yaml --resume-from transform",
-			json:    planJSONDoc, args: engine.ArgPipeline, flags: func(fs *pflag.FlagSet) { new(runOptions).addFlags(fs) },
+			json:    planJSONDoc, args: completion.ArgPipeline, flags: func(fs *pflag.FlagSet) { new(runOptions).addFlags(fs) },
 			run: cmdRun},
 		{name: "validate", summary: "check a pipeline file without running it",
 			usage: "apollo validate PIPELINE.yaml [--var k=v]...", example: "  apollo validate scripts/examples/daily_data_pipeline.yaml",
-			args: engine.ArgPipeline, flags: func(fs *pflag.FlagSet) { new(validateOptions).addFlags(fs) },
+			args: completion.ArgPipeline, flags: func(fs *pflag.FlagSet) { new(validateOptions).addFlags(fs) },
 			run: cmdValidate},
 		{name: "inspect", summary: "show where a task stands, from its log alone",
 			usage:   "apollo inspect TASK_ID|LOG.jsonl[.gz] [--json] [--state-dir DIR]",
 			example: "  apollo inspect daily_data_pipeline-2026-12-03\n  apollo inspect .apollo/logs/task_x_1764748800.jsonl --json | jq '.steps[] | select(.status != \"SUCCESS\")'",
-			json:    inspectJSONDoc, args: engine.ArgTask, flags: func(fs *pflag.FlagSet) { new(inspectOptions).addFlags(fs) },
+			json:    inspectJSONDoc, args: completion.ArgTask, flags: func(fs *pflag.FlagSet) { new(inspectOptions).addFlags(fs) },
 			run: cmdInspect},
 		{name: "list", summary: "list the task runs in the state folder, newest first",
 			usage:   "apollo list [--json] [--ids] [--all] [--state-dir DIR]",
@@ -82,12 +88,12 @@ func commands() []*command {
 		{name: "logs", summary: "print a run's events, or a step attempt's output; -f follows a live run",
 			usage:   "apollo logs TASK_ID [STEP] [--attempt N] [-f] [--state-dir DIR]",
 			example: "  apollo logs daily_data_pipeline-2026-12-03            # the run's events, one line each\n  apollo logs daily_data_pipeline-2026-12-03 transform  # the latest attempt's stdout and stderr\n  apollo logs daily_data_pipeline-2026-12-03 fetch_raw --attempt 0\n  apollo logs daily_data_pipeline-2026-12-03 -f         # follow until the run ends (or Ctrl-C)",
-			args:    engine.ArgTask, flags: func(fs *pflag.FlagSet) { new(logsOptions).addFlags(fs) },
+			args:    completion.ArgTask, flags: func(fs *pflag.FlagSet) { new(logsOptions).addFlags(fs) },
 			run: cmdLogs},
 		{name: "graph", summary: "draw a pipeline's DAG (Graphviz DOT or Mermaid), coloured by a task's state",
 			usage:   "apollo graph PIPELINE.yaml [--task-id ID] [--format dot|mermaid] [--var k=v]... [--state-dir DIR]",
 			example: "  apollo graph scripts/examples/daily_data_pipeline.yaml | dot -Tsvg > dag.svg\n  apollo graph pipeline.yaml --task-id daily_data_pipeline-2026-12-03 --format mermaid",
-			args:    engine.ArgPipeline, flags: func(fs *pflag.FlagSet) { new(graphOptions).addFlags(fs) },
+			args:    completion.ArgPipeline, flags: func(fs *pflag.FlagSet) { new(graphOptions).addFlags(fs) },
 			run: cmdGraph},
 		{name: "gc", summary: "archive (gzip) the logs of finished runs older than a limit, and remove their outputs",
 			usage:   "apollo gc --older-than AGE [--archive DIR] [--dry-run] [--json] [--state-dir DIR]",
@@ -97,7 +103,7 @@ func commands() []*command {
 		{name: "script", summary: "run a recovery script (Lua, with apollo.state) against a task's log",
 			usage:   "apollo script RECOVERY.lua --task-id ID [--state-dir DIR] [-- args...]",
 			example: "  apollo script fix.lua --task-id daily_data_pipeline-2026-12-03 -- transform\n  # fix.lua: require(\"apollo.state\").reset(arg[1], \"input corrected by hand\")",
-			args:    engine.ArgLua, flags: func(fs *pflag.FlagSet) { new(scriptOptions).addFlags(fs) },
+			args:    completion.ArgLua, flags: func(fs *pflag.FlagSet) { new(scriptOptions).addFlags(fs) },
 			run: cmdScript},
 		{name: "schema", summary: "print the JSON Schema of the pipeline format, for editors",
 			usage:   "apollo schema > pipeline.schema.json",
@@ -106,7 +112,7 @@ func commands() []*command {
 		{name: "completion", summary: "print a shell completion script (bash, zsh or fish)",
 			usage:   "apollo completion bash|zsh|fish",
 			example: "  source <(apollo completion bash)\n  apollo completion zsh > \"${fpath[1]}/_apollo\"\n  apollo completion fish > ~/.config/fish/completions/apollo.fish",
-			args:    engine.ArgShell, run: cmdCompletion},
+			args:    completion.ArgShell, run: cmdCompletion},
 		{name: "lua-types", summary: "print the LuaLS annotations for ctx and apollo.*",
 			usage: "apollo lua-types > apollo-types.lua", example: "  apollo lua-types > .luals/apollo.lua", run: cmdLuaTypes},
 		{name: "version", summary: "print apollo's version", usage: "apollo version", example: "  apollo version", run: cmdVersion},
@@ -137,8 +143,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	if args[0] == engine.IsolatedCommand {
-		err := engine.RunIsolatedChild(ctx, os.Stdin, stdout, engine.Options{Bundled: scripts.Modules()})
+	if args[0] == executor.IsolatedCommand {
+		err := executor.RunIsolatedChild(ctx, os.Stdin, stdout, scripts.Modules())
 		if err != nil {
 			fmt.Fprintf(stderr, "apollo: %v\n", err)
 			return exitFailed
@@ -159,7 +165,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		names[i] = c.name
 	}
 	msg := fmt.Sprintf("apollo: unknown command %q", args[0])
-	if s := engine.Suggest(args[0], names); s != "" {
+	if s := pipeline.Suggest(args[0], names); s != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	fmt.Fprintf(stderr, "%s\nRun 'apollo --help' for the list of commands.\n", msg)
@@ -190,9 +196,9 @@ func report(err error, stderr io.Writer) int {
 		return exitOK
 	}
 	var (
-		pe      *engine.PipelineError
-		ue      *engine.UsageError
-		nf      *engine.NotFoundError
+		pe      *pipeline.Error
+		ue      *usage.Error
+		nf      *statedir.NotFoundError
 		ce      *engine.ChangedError
 		cliErr  *usageError
 		locked  *eventlog.LockedError
@@ -238,7 +244,7 @@ func parse(c *command, fs *pflag.FlagSet, args []string, stdout io.Writer) error
 		if name, ok := strings.CutPrefix(err.Error(), "unknown flag: --"); ok {
 			var flags []string
 			fs.VisitAll(func(f *pflag.Flag) { flags = append(flags, f.Name) })
-			if s := engine.Suggest(name, flags); s != "" {
+			if s := pipeline.Suggest(name, flags); s != "" {
 				msg += fmt.Sprintf(" (did you mean --%s?)", s)
 			}
 		}
@@ -426,15 +432,14 @@ func cmdInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if fs.NArg() != 1 {
 		return &usageError{msg: "inspect: expected a task id or a log file\nUsage: " + c.usage}
 	}
-	e := newEngine(o.stateDir, engine.ProgressQuiet, stdout, stderr)
-	rep, err := e.Inspect(fs.Arg(0))
+	rep, err := history.Runs{Dir: statedir.Dir{Root: o.stateDir}}.Inspect(fs.Arg(0))
 	if err != nil {
 		return err
 	}
 	if o.json {
-		return engine.WriteReportJSON(stdout, rep)
+		return history.WriteReportJSON(stdout, rep)
 	}
-	engine.WriteReport(stdout, rep, time.Now())
+	history.WriteReport(stdout, rep, time.Now())
 	return nil
 }
 
@@ -471,20 +476,19 @@ func cmdList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 // runList prints the task runs of o.stateDir.
 func runList(ctx context.Context, o listOptions, stdout io.Writer) error {
-	e := newEngine(o.stateDir, engine.ProgressQuiet, io.Discard, io.Discard)
-	runs, err := e.List(engine.ListOptions{All: o.all})
+	runs, err := history.Runs{Dir: statedir.Dir{Root: o.stateDir}}.List(history.ListOptions{All: o.all})
 	if err != nil {
 		return err
 	}
 	switch {
 	case o.json:
-		return engine.WriteListJSON(stdout, runs)
+		return history.WriteListJSON(stdout, runs)
 	case o.ids:
-		for _, id := range engine.TaskIDs(runs) {
+		for _, id := range history.TaskIDs(runs) {
 			fmt.Fprintln(stdout, id)
 		}
 	default:
-		engine.WriteList(stdout, runs, time.Local)
+		history.WriteList(stdout, runs, time.Local)
 	}
 	return nil
 }
@@ -527,8 +531,8 @@ func cmdLogs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // runLogs prints a run's events or a step's output, following a live run
 // with o.follow until it ends or ctx is done (Ctrl-C: exit 0).
 func runLogs(ctx context.Context, o logsOptions, stdout, stderr io.Writer) error {
-	e := newEngine(o.stateDir, engine.ProgressQuiet, stdout, stderr)
-	return e.Logs(ctx, o.taskID, engine.LogsOptions{Step: o.step, Attempt: o.attempt, Follow: o.follow})
+	h := history.Runs{Dir: statedir.Dir{Root: o.stateDir}, Stdout: stdout, Stderr: stderr}
+	return h.Logs(ctx, o.taskID, history.LogsOptions{Step: o.step, Attempt: o.attempt, Follow: o.follow})
 }
 
 type graphOptions struct {
@@ -541,7 +545,7 @@ type graphOptions struct {
 
 func (o *graphOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.taskID, "task-id", "", "colour each step by its state in this task's latest log")
-	fs.StringVar(&o.format, "format", engine.GraphDOT, "output format: dot (Graphviz) or mermaid")
+	fs.StringVar(&o.format, "format", history.GraphDOT, "output format: dot (Graphviz) or mermaid")
 	fs.StringArrayVar(&o.vars, "var", nil, "set a template variable (repeatable): --var k=v")
 	stateDirFlag(fs, &o.stateDir)
 }
@@ -563,14 +567,14 @@ func cmdGraph(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // runGraph prints the DAG of o.pipeline in o.format.
 func runGraph(ctx context.Context, o graphOptions, stdout, stderr io.Writer) error {
-	write := engine.WriteDOT
+	write := history.WriteDOT
 	switch o.format {
-	case engine.GraphDOT:
-	case engine.GraphMermaid:
-		write = engine.WriteMermaid
+	case history.GraphDOT:
+	case history.GraphMermaid:
+		write = history.WriteMermaid
 	default:
 		msg := fmt.Sprintf("graph: --format %q: expected dot or mermaid", o.format)
-		if s := engine.Suggest(o.format, []string{engine.GraphDOT, engine.GraphMermaid}); s != "" {
+		if s := pipeline.Suggest(o.format, []string{history.GraphDOT, history.GraphMermaid}); s != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", s)
 		}
 		return &usageError{msg: msg}
@@ -579,8 +583,7 @@ func runGraph(ctx context.Context, o graphOptions, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	e := newEngine(o.stateDir, engine.ProgressQuiet, stdout, stderr)
-	g, err := e.Graph(o.pipeline, engine.GraphOptions{TaskID: o.taskID, Vars: vars})
+	g, err := history.Runs{Dir: statedir.Dir{Root: o.stateDir}}.Graph(o.pipeline, history.GraphOptions{TaskID: o.taskID, Vars: vars})
 	if err != nil {
 		return err
 	}
@@ -622,19 +625,18 @@ func runGC(ctx context.Context, o gcOptions, stdout, stderr io.Writer) error {
 	if o.olderThan == "" {
 		return &usageError{msg: "gc: --older-than is required: say how old a finished run must be to be archived, like --older-than 30d"}
 	}
-	age, err := engine.ParseAge(o.olderThan)
+	age, err := history.ParseAge(o.olderThan)
 	if err != nil {
 		return &usageError{msg: "gc: --older-than: " + err.Error()}
 	}
-	e := newEngine(o.stateDir, engine.ProgressQuiet, stdout, stderr)
-	res, err := e.GC(engine.GCOptions{OlderThan: age, Archive: o.archive, DryRun: o.dryRun})
+	res, err := history.Runs{Dir: statedir.Dir{Root: o.stateDir}}.GC(history.GCOptions{OlderThan: age, Archive: o.archive, DryRun: o.dryRun})
 	if err != nil {
 		return err
 	}
 	if o.json {
-		return engine.WriteGCJSON(stdout, res)
+		return history.WriteGCJSON(stdout, res)
 	}
-	engine.WriteGC(stdout, res)
+	history.WriteGC(stdout, res)
 	return nil
 }
 
@@ -675,7 +677,7 @@ func cmdSchema(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() != 0 {
 		return &usageError{msg: "schema: takes no arguments\nUsage: " + c.usage}
 	}
-	_, err := stdout.Write(engine.PipelineSchema())
+	_, err := stdout.Write(pipeline.Schema())
 	return err
 }
 
@@ -688,14 +690,14 @@ func cmdCompletion(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if fs.NArg() != 1 {
 		return &usageError{msg: "completion: expected a shell: bash, zsh or fish\nUsage: " + c.usage}
 	}
-	return engine.WriteCompletion(stdout, fs.Arg(0), completionCommands(commands()))
+	return completion.Write(stdout, fs.Arg(0), completionCommands(commands()))
 }
 
 // completionCommands describes cmds, with their flags, for shell completion.
-func completionCommands(cmds []*command) []engine.CompletionCommand {
-	var out []engine.CompletionCommand
+func completionCommands(cmds []*command) []completion.Command {
+	var out []completion.Command
 	for _, c := range cmds {
-		cc := engine.CompletionCommand{Name: c.name, Summary: c.summary, Args: c.args}
+		cc := completion.Command{Name: c.name, Summary: c.summary, Args: c.args}
 		fs := newFlags(c, io.Discard)
 		if c.flags != nil {
 			c.flags(fs)
@@ -707,17 +709,17 @@ func completionCommands(cmds []*command) []engine.CompletionCommand {
 }
 
 // completionFlag says what a flag's value is, for shell completion.
-func completionFlag(f *pflag.Flag) engine.CompletionFlag {
-	cf := engine.CompletionFlag{Name: f.Name, Short: f.Shorthand, Usage: f.Usage, Value: engine.ValueAny}
+func completionFlag(f *pflag.Flag) completion.Flag {
+	cf := completion.Flag{Name: f.Name, Short: f.Shorthand, Usage: f.Usage, Value: completion.ValueAny}
 	switch {
 	case f.Value.Type() == "bool":
-		cf.Value = engine.ValueNone
+		cf.Value = completion.ValueNone
 	case f.Name == "state-dir" || f.Name == "archive":
-		cf.Value = engine.ValueDir
+		cf.Value = completion.ValueDir
 	case f.Name == "task-id":
-		cf.Value = engine.ValueTask
+		cf.Value = completion.ValueTask
 	case f.Name == "format":
-		cf.Values = []string{engine.GraphDOT, engine.GraphMermaid}
+		cf.Values = []string{history.GraphDOT, history.GraphMermaid}
 	case f.Name == "progress":
 		cf.Values = []string{engine.ProgressAuto, engine.ProgressBoard, engine.ProgressPlain, engine.ProgressQuiet}
 	case f.Name == "older-than":

@@ -16,6 +16,8 @@ import (
 	lua "github.com/yuin/gopher-lua"
 	"gopkg.in/yaml.v3"
 
+	"apollo/engine/executor"
+	"apollo/engine/pipeline"
 	"apollo/eventlog"
 )
 
@@ -139,9 +141,9 @@ func BenchmarkChain(b *testing.B) {
 		name, durability string
 		fsys             eventlog.FS
 	}{
-		{DurabilityAlways, DurabilityAlways, nil},
-		{DurabilityBatch, DurabilityBatch, nil},
-		{"no-fsync", DurabilityAlways, noSyncFS{}}, // not durable: the engine's cost beyond its fsyncs
+		{pipeline.DurabilityAlways, pipeline.DurabilityAlways, nil},
+		{pipeline.DurabilityBatch, pipeline.DurabilityBatch, nil},
+		{"no-fsync", pipeline.DurabilityAlways, noSyncFS{}}, // not durable: the engine's cost beyond its fsyncs
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			dir, path := writePipeline(b, pipelineYAML(steps, "chain", c.durability, 1, bodyTrue))
@@ -185,13 +187,13 @@ func BenchmarkLuaStep(b *testing.B) {
 		name, durability string
 		fsys             eventlog.FS
 	}{
-		{DurabilityAlways, DurabilityAlways, nil},
-		{DurabilityBatch, DurabilityBatch, nil},
-		{"no-fsync", DurabilityAlways, noSyncFS{}},
+		{pipeline.DurabilityAlways, pipeline.DurabilityAlways, nil},
+		{pipeline.DurabilityBatch, pipeline.DurabilityBatch, nil},
+		{"no-fsync", pipeline.DurabilityAlways, noSyncFS{}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			dir, path := writePipeline(b, pipelineYAML(steps, "chain", c.durability, 1, bodyNoop))
-			p, err := Load(path, LoadOptions{})
+			p, err := pipeline.Load(path, pipeline.LoadOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -223,10 +225,10 @@ func BenchmarkLuaStep(b *testing.B) {
 				}
 				fsync += time.Since(began)
 
-				x := &Lua{Workdir: dir}
+				x := &executor.Lua{Workdir: dir}
 				began = time.Now()
 				for _, s := range p.Steps {
-					a := &Attempt{TaskID: "bench", StepID: s.ID, Step: s, Pipeline: p, Dir: dir,
+					a := &executor.Attempt{TaskID: "bench", StepID: s.ID, Step: s, Pipeline: p, Dir: dir,
 						OutputPath: filepath.Join(dir, "out-"+s.ID+".log"), Started: func(int) error { return nil },
 						Vars: map[string]string{"step_id": s.ID}, ArtifactsDir: dir, StateDir: dir}
 					if res := x.Run(b.Context(), a); res.Err != nil {
@@ -254,7 +256,7 @@ func BenchmarkGroupCommit(b *testing.B) {
 	const steps = 1000
 	for _, kind := range []struct{ name, body string }{{"shell", bodyTrue}, {"lua", bodyNoop}} {
 		b.Run(kind.name, func(b *testing.B) {
-			dir, path := writePipeline(b, pipelineYAML(steps, "flat", DurabilityAlways, 8, kind.body))
+			dir, path := writePipeline(b, pipelineYAML(steps, "flat", pipeline.DurabilityAlways, 8, kind.body))
 			var syncs atomic.Int64
 			var took time.Duration
 			for i := 0; b.Loop(); i++ {
@@ -283,7 +285,7 @@ func BenchmarkPlanDAG(b *testing.B) {
 	for _, shape := range []string{"wide", "chain"} {
 		for _, n := range dagSizes {
 			b.Run(fmt.Sprintf("%s/%d", shape, n), func(b *testing.B) {
-				dir, path := writePipeline(b, pipelineYAML(n, shape, DurabilityBatch, 8, bodyNoop))
+				dir, path := writePipeline(b, pipelineYAML(n, shape, pipeline.DurabilityBatch, 8, bodyNoop))
 				src, err := os.ReadFile(path)
 				if err != nil {
 					b.Fatal(err)
@@ -329,7 +331,7 @@ func BenchmarkRunDAG(b *testing.B) {
 	for _, shape := range []string{"wide", "chain"} {
 		for _, n := range runSizes {
 			b.Run(fmt.Sprintf("%s/%d", shape, n), func(b *testing.B) {
-				dir, path := writePipeline(b, pipelineYAML(n, shape, DurabilityBatch, 8, bodyNoop))
+				dir, path := writePipeline(b, pipelineYAML(n, shape, pipeline.DurabilityBatch, 8, bodyNoop))
 				var syncs atomic.Int64
 				peak := watchMemory()
 				var took time.Duration

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"apollo/engine/pipeline"
 	"math"
 	"testing"
 	"time"
@@ -45,18 +46,18 @@ func TestInputDigestStable(t *testing.T) {
 // makes: quotes, backslashes, controls, HTML, U+2028/9, invalid UTF-8,
 // non-ASCII, DEL.
 var digestSteps = []*renderedStep{
-	{step: &Step{ID: "empty"}},
-	{step: &Step{ID: "shell", Command: "echo {{x}}", Timeout: 90 * time.Second, RetryPolicy: RetryExponential, MaxRetries: 3},
+	{step: &pipeline.Step{ID: "empty"}},
+	{step: &pipeline.Step{ID: "shell", Command: "echo {{x}}", Timeout: 90 * time.Second, RetryPolicy: pipeline.RetryExponential, MaxRetries: 3},
 		command: "echo 'a b'", cleanupCommand: "rm -f x", env: map[string]string{"B": "2", "A": "<&>\u2028"}},
-	{step: &Step{ID: "lua", Lua: "return {a = 1}", CleanupLua: "print('x')", MemoryMB: 64, Isolation: "process"},
+	{step: &pipeline.Step{ID: "lua", Lua: "return {a = 1}", CleanupLua: "print('x')", MemoryMB: 64, Isolation: "process"},
 		with: map[string]any{"z": 1, "a": []any{"x", 2.5, nil, map[string]any{"k": true}}}},
-	{step: &Step{ID: "script", Script: "s.lua", CleanupScript: "c.lua"}, env: map[string]string{}},
-	{step: &Step{ID: "uses", Uses: "notify_webhook"}, with: map[string]any{"url": "http://x/?a=1&b=2"}},
-	{step: &Step{ID: "escapes", Lua: "s = \"a\\b\"\n\tx\b\f\r\x01\x1f", Script: "<a>&b.lua", Uses: "caf\u00e9",
+	{step: &pipeline.Step{ID: "script", Script: "s.lua", CleanupScript: "c.lua"}, env: map[string]string{}},
+	{step: &pipeline.Step{ID: "uses", Uses: "notify_webhook"}, with: map[string]any{"url": "http://x/?a=1&b=2"}},
+	{step: &pipeline.Step{ID: "escapes", Lua: "s = \"a\\b\"\n\tx\b\f\r\x01\x1f", Script: "<a>&b.lua", Uses: "caf\u00e9",
 		CleanupLua: "\u2028\u2029\xff\xfe\x7f", RetryPolicy: "\U0001F600"},
 		command: "echo '{{x}}' \"$y\" > out & wait", cleanupCommand: "\x00",
 		env: map[string]string{"\u00e9": "\xc3", "K": "", "<": ">"}},
 }
 
 // nanStep has a parameter JSON cannot hold.
-var nanStep = &renderedStep{step: &Step{ID: "nan", Uses: "m"}, with: map[string]any{"x": math.NaN()}}
+var nanStep = &renderedStep{step: &pipeline.Step{ID: "nan", Uses: "m"}, with: map[string]any{"x": math.NaN()}}

@@ -1,6 +1,33 @@
-// Package engine loads pipelines, renders their templates, and runs them as
-// a resumable DAG over the event log: it plans what a run must do from the
-// log alone (keep, clean and rerun, rerun, skip), schedules steps in
-// parallel with retries and timeouts, hands bodies to executors, and reports
-// progress and results.
+// Package engine runs a pipeline's task as a resumable DAG over its event
+// log: it plans what a run must do from the log alone (keep, clean and
+// rerun, rerun, skip), schedules steps in parallel with retries and
+// timeouts, hands their bodies to executors, records every attempt durably,
+// writes snapshots, shows progress, and runs recovery scripts (apollo
+// script). It is built in main with its options; nothing in it is global.
+//
+// The packages under engine/ each have one job, and their imports point one
+// way: down this list, never up (TestImportArrows checks these lines
+// against the code).
+//
+//	engine     → clock, executor, markers, pipeline, statedir, template, textfmt, usage; eventlog, luart, stdlib
+//	history    → pipeline, statedir, textfmt, usage; eventlog
+//	completion → pipeline, usage
+//	executor   → markers, pipeline, textfmt; eventlog, luart, stdlib
+//	markers    → eventlog, stdlib
+//	pipeline   → statedir, template, usage; luart, stdlib
+//	statedir   → eventlog
+//	template   → (nothing of apollo)
+//	clock      → (nothing of apollo)
+//	textfmt    → (nothing of apollo)
+//	usage      → (nothing of apollo)
+//
+// What each holds: engine the scheduler and everything of one run (plan,
+// digests, snapshots, progress, summary); history the read-only views
+// (inspect, list, logs, graph) and gc; completion shell completion scripts;
+// executor the shell and Lua executors behind one seam; markers a task's
+// idempotency markers; pipeline the pipeline language; statedir the state
+// folder's files; template the {{name}} renderer; clock the injected time;
+// textfmt what people read; usage the command-line error. Outside engine/,
+// eventlog (the log format), luart (the Lua sandbox), stdlib (apollo.*
+// modules) and scripts (bundled Lua modules) import nothing of engine.
 package engine

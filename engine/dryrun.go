@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"apollo/engine/textfmt"
 	"apollo/eventlog"
 )
 
@@ -25,13 +26,13 @@ func (e *Engine) Plan(path string, ro RunOptions) (*Plan, error) {
 func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 	pl := &Plan{TaskID: t.id, Pipeline: t.p.Path}
 	state := eventlog.NewState(t.id)
-	logPath, err := t.lay.latestLog(t.id)
+	logPath, err := t.dir.LatestLog(t.id)
 	if err != nil {
 		return nil, err
 	}
 	if logPath == "" || ro.Fresh {
 		pl.NewLog = true
-		pl.Log = t.lay.logPath(t.id, e.opts.Now().Unix())
+		pl.Log = t.dir.Log(t.id, e.opts.Clock.Now().Unix())
 	} else {
 		pl.Log = logPath
 		tail, err := eventlog.Read(logPath, eventlog.ReadOptions{TaskID: t.id}, func(r *eventlog.Record) error {
@@ -61,12 +62,12 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 	pl.Changed = r.changedSteps()
 	var rerun map[string]bool
 	if resumeFrom != "" {
-		rerun = descendants(t.p, resumeFrom)
+		rerun = t.p.Descendants(resumeFrom)
 	}
 	pl.Steps = make([]PlanStep, 0, len(t.steps))
-	now := e.opts.Now()
+	now := e.opts.Clock.Now()
 	notStarted := &eventlog.StepState{Status: eventlog.Pending} // read only
-	for _, i := range topoOrder(t.p) {
+	for _, i := range t.p.TopoOrder() {
 		rs := t.steps[i]
 		s := rs.step
 		st := state.Steps[s.ID]
@@ -153,12 +154,12 @@ func writePlan(w io.Writer, pl *Plan) {
 			continue
 		}
 		if ps.Action == ActionCleanRerun && ps.Cleanup != "" {
-			fmt.Fprintf(w, "       cleanup: %s\n", oneLine(ps.Cleanup, 300))
+			fmt.Fprintf(w, "       cleanup: %s\n", textfmt.OneLine(ps.Cleanup, 300))
 		}
 		if ps.Command != "" {
-			fmt.Fprintf(w, "       $ %s\n", oneLine(ps.Command, 300))
+			fmt.Fprintf(w, "       $ %s\n", textfmt.OneLine(ps.Command, 300))
 		} else if ps.Body != "" {
-			fmt.Fprintf(w, "       %s\n", oneLine(ps.Body, 300))
+			fmt.Fprintf(w, "       %s\n", textfmt.OneLine(ps.Body, 300))
 		}
 	}
 }

@@ -8,6 +8,9 @@ import (
 	"runtime"
 	"time"
 
+	"apollo/engine/clock"
+	"apollo/engine/executor"
+	"apollo/engine/pipeline"
 	"apollo/eventlog"
 )
 
@@ -20,8 +23,9 @@ type Options struct {
 	Workdir string
 	// Stdout receives progress and results; Stderr warnings.
 	Stdout, Stderr io.Writer
-	// Now is the clock.
-	Now func() time.Time
+	// Clock is the engine's time: timestamps, retry delays, the progress
+	// board. nil means the system clock.
+	Clock clock.Clock
 	// Progress is one of the Progress* modes; Color allows ANSI colours.
 	Progress string
 	Color    bool
@@ -29,7 +33,7 @@ type Options struct {
 	// process group is ended.
 	KillGrace time.Duration
 	// MaxOutputBytes is the most an attempt's output file keeps
-	// (DefaultMaxOutput when 0; no limit when negative).
+	// (executor.DefaultMaxOutput when 0; no limit when negative).
 	MaxOutputBytes int64
 	// Version is apollo's version, written into TASK_START.
 	Version string
@@ -39,7 +43,7 @@ type Options struct {
 	FS eventlog.FS
 	// Executors run bodies by kind ("shell", "lua"); missing kinds get the
 	// built-in ones.
-	Executors map[string]Executor
+	Executors map[string]executor.Executor
 	// Crash is called at named crash points (see crash.go); nil means the
 	// one APOLLO_CRASH_AT asks for, if any.
 	Crash func(point string)
@@ -64,8 +68,8 @@ func New(opts Options) *Engine {
 	if opts.Stderr == nil {
 		opts.Stderr = io.Discard
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
 	}
 	if opts.Progress == "" {
 		opts.Progress = ProgressAuto
@@ -74,12 +78,12 @@ func New(opts Options) *Engine {
 		opts.KillGrace = 5 * time.Second
 	}
 	if opts.MaxOutputBytes == 0 {
-		opts.MaxOutputBytes = DefaultMaxOutput
+		opts.MaxOutputBytes = executor.DefaultMaxOutput
 	}
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	ex := map[string]Executor{"shell": Shell{}, "lua": &Lua{Bundled: opts.Bundled, Workdir: opts.Workdir}}
+	ex := map[string]executor.Executor{"shell": executor.Shell{}, "lua": &executor.Lua{Bundled: opts.Bundled, Workdir: opts.Workdir}}
 	for k, v := range opts.Executors {
 		ex[k] = v
 	}
@@ -88,6 +92,12 @@ func New(opts Options) *Engine {
 		opts.Crash = crashHook(os.Getenv(crashAtEnv), os.Getenv(crashTraceEnv))
 	}
 	return &Engine{opts: opts}
+}
+
+// loadOptions are the LoadOptions of a run, plan or validation: references
+// checked the way this engine's executors resolve them.
+func (e *Engine) loadOptions(vars map[string]string) pipeline.LoadOptions {
+	return pipeline.LoadOptions{Vars: vars, CheckRefs: true, Workdir: e.opts.Workdir, Bundled: e.opts.Bundled}
 }
 
 // RunOptions are the flags of one apollo run.
@@ -101,12 +111,6 @@ type RunOptions struct {
 	DryRun        bool
 	JSON          bool
 }
-
-// UsageError is a problem with the command line or with what it asks for;
-// nothing was written.
-type UsageError struct{ Msg string }
-
-func (e *UsageError) Error() string { return e.Msg }
 
 // ChangedError refuses to resume a task whose succeeded steps changed.
 type ChangedError struct {
@@ -137,7 +141,7 @@ func (e *InterruptedError) Error() string {
 	return fmt.Sprintf("task %s interrupted; run the same command again to resume", e.TaskID)
 }
 
-func (e *Engine) parallelism(p *Pipeline, flag int) int {
+func (e *Engine) parallelism(p *pipeline.Pipeline, flag int) int {
 	switch {
 	case flag > 0:
 		return flag
@@ -147,6 +151,3 @@ func (e *Engine) parallelism(p *Pipeline, flag int) int {
 		return runtime.NumCPU()
 	}
 }
-
-// Suggest returns the candidate a mistyped word most likely meant, or "".
-func Suggest(word string, candidates []string) string { return suggest(word, candidates) }

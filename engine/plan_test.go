@@ -1,38 +1,42 @@
 package engine
 
 import (
+	"bytes"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"apollo/engine/internal/golden"
+	"apollo/engine/pipeline"
 	"apollo/eventlog"
 )
 
 func TestRetryDelay(t *testing.T) {
-	p := &Pipeline{RetryDelay: 10 * time.Second, MaxRetryDelay: 300 * time.Second}
-	uncapped := &Pipeline{RetryDelay: time.Second}
+	p := &pipeline.Pipeline{RetryDelay: 10 * time.Second, MaxRetryDelay: 300 * time.Second}
+	uncapped := &pipeline.Pipeline{RetryDelay: time.Second}
 	tests := []struct {
-		p      *Pipeline
+		p      *pipeline.Pipeline
 		policy string
 		k      int
 		want   time.Duration
 	}{
-		{p, RetryFixed, 1, 10 * time.Second},
-		{p, RetryFixed, 7, 10 * time.Second},
-		{p, RetryExponential, 1, 10 * time.Second},
-		{p, RetryExponential, 2, 20 * time.Second},
-		{p, RetryExponential, 3, 40 * time.Second},
-		{p, RetryExponential, 5, 160 * time.Second},
-		{p, RetryExponential, 6, 300 * time.Second}, // 320s capped
-		{p, RetryExponential, 10000, 300 * time.Second},
-		{uncapped, RetryExponential, 40, maxDelay}, // 2^39 s would overflow nothing, but is absurd
-		{uncapped, RetryExponential, 10000, maxDelay},
-		{&Pipeline{}, RetryExponential, 50, 0},
+		{p, pipeline.RetryFixed, 1, 10 * time.Second},
+		{p, pipeline.RetryFixed, 7, 10 * time.Second},
+		{p, pipeline.RetryExponential, 1, 10 * time.Second},
+		{p, pipeline.RetryExponential, 2, 20 * time.Second},
+		{p, pipeline.RetryExponential, 3, 40 * time.Second},
+		{p, pipeline.RetryExponential, 5, 160 * time.Second},
+		{p, pipeline.RetryExponential, 6, 300 * time.Second}, // 320s capped
+		{p, pipeline.RetryExponential, 10000, 300 * time.Second},
+		{uncapped, pipeline.RetryExponential, 40, maxDelay}, // 2^39 s would overflow nothing, but is absurd
+		{uncapped, pipeline.RetryExponential, 10000, maxDelay},
+		{&pipeline.Pipeline{}, pipeline.RetryExponential, 50, 0},
 	}
 	for _, tt := range tests {
-		got := retryDelay(tt.p, &Step{RetryPolicy: tt.policy}, tt.k)
+		got := retryDelay(tt.p, &pipeline.Step{RetryPolicy: tt.policy}, tt.k)
 		if got != tt.want {
 			t.Errorf("retryDelay(%v, %s, %d) = %v, want %v", tt.p.RetryDelay, tt.policy, tt.k, got, tt.want)
 		}
@@ -44,10 +48,10 @@ func TestRetryDelay(t *testing.T) {
 func TestRetryDelayNeverNegative(t *testing.T) {
 	for _, base := range []time.Duration{0, time.Millisecond, time.Second, 1e9 * time.Second} {
 		for _, limit := range []time.Duration{0, time.Minute} {
-			p := &Pipeline{RetryDelay: base, MaxRetryDelay: limit}
+			p := &pipeline.Pipeline{RetryDelay: base, MaxRetryDelay: limit}
 			prev := time.Duration(0)
 			for k := 1; k <= 10000; k++ {
-				d := retryDelay(p, &Step{RetryPolicy: RetryExponential}, k)
+				d := retryDelay(p, &pipeline.Step{RetryPolicy: pipeline.RetryExponential}, k)
 				if d < 0 || d < prev || (limit > 0 && d > limit) || d > maxDelay {
 					t.Fatalf("base %v cap %v: retryDelay(k=%d) = %v after %v", base, limit, k, d, prev)
 				}
@@ -59,11 +63,11 @@ func TestRetryDelayNeverNegative(t *testing.T) {
 
 func TestDecide(t *testing.T) {
 	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
-	plain := &Step{ID: "s"}
-	withCleanup := &Step{ID: "s", CleanupCommand: "rm -f x"}
+	plain := &pipeline.Step{ID: "s"}
+	withCleanup := &pipeline.Step{ID: "s", CleanupCommand: "rm -f x"}
 	tests := []struct {
 		name       string
-		step       *Step
+		step       *pipeline.Step
 		st         eventlog.StepState
 		resumeFrom string
 		rerun      map[string]bool
@@ -105,67 +109,10 @@ func TestDecideWaitsWhatRemains(t *testing.T) {
 		{ended.Add(59 * time.Second), 1_000},
 		{ended.Add(2 * time.Minute), 0},
 	} {
-		got := decide(&Step{ID: "s"}, &st, "", nil, 3, tt.now)
+		got := decide(&pipeline.Step{ID: "s"}, &st, "", nil, 3, tt.now)
 		if got.Action != ActionRerun || got.WaitMS != tt.want {
 			t.Errorf("at %v: decide = %s wait %dms, want rerun wait %dms", tt.now.Sub(ended), got.Action, got.WaitMS, tt.want)
 		}
-	}
-}
-
-// TestTopoOrder: dependencies first, ties in file order, whether the file
-// lists steps in order or not, built by hand or loaded (which resolves the
-// dependencies once).
-func TestTopoOrder(t *testing.T) {
-	tests := []struct {
-		name  string
-		steps []*Step
-		want  string
-	}{
-		{"out of order", []*Step{
-			{ID: "d", DependsOn: []string{"b", "c"}},
-			{ID: "c", DependsOn: []string{"a"}},
-			{ID: "b", DependsOn: []string{"a"}},
-			{ID: "a"},
-			{ID: "e"},
-		}, "a c b d e"},
-		{"in order", []*Step{
-			{ID: "a"},
-			{ID: "b", DependsOn: []string{"a"}},
-			{ID: "c"},
-			{ID: "d", DependsOn: []string{"c", "b"}},
-		}, "a b c d"},
-		{"one step late", []*Step{
-			{ID: "a", DependsOn: []string{"z"}},
-			{ID: "b"},
-			{ID: "z"},
-		}, "b z a"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var src strings.Builder
-			src.WriteString("task_name: t\nsteps:\n")
-			for _, s := range tt.steps {
-				fmt.Fprintf(&src, "  - {id: %s, command: x, depends_on: [%s]}\n", s.ID, strings.Join(s.DependsOn, ", "))
-			}
-			loaded, _, err := loadString(t, src.String(), LoadOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, p := range []*Pipeline{{Steps: tt.steps}, loaded} {
-				var got []string
-				for _, i := range topoOrder(p) {
-					got = append(got, p.Steps[i].ID)
-				}
-				if g := join(got); g != tt.want {
-					t.Errorf("topoOrder = %q, want %q", g, tt.want)
-				}
-			}
-		})
-	}
-	p := &Pipeline{Steps: tests[0].steps}
-	desc := descendants(p, "c")
-	if len(desc) != 2 || !desc["c"] || !desc["d"] {
-		t.Errorf("descendants(c) = %v, want c and d", desc)
 	}
 }
 
@@ -202,19 +149,8 @@ func TestWritePlan(t *testing.T) {
 	}
 }
 
-func join(s []string) string {
-	out := ""
-	for i, x := range s {
-		if i > 0 {
-			out += " "
-		}
-		out += x
-	}
-	return out
-}
-
 func TestInputDigestIgnoresAttemptAndOrder(t *testing.T) {
-	rs := &renderedStep{step: &Step{ID: "s", Command: "echo hi"}, command: "echo hi",
+	rs := &renderedStep{step: &pipeline.Step{ID: "s", Command: "echo hi"}, command: "echo hi",
 		env: map[string]string{"A": "1", "B": "2"}}
 	a := inputDigest(rs, map[string]string{"x": "sha256:1", "y": "sha256:2"})
 	b := inputDigest(rs, map[string]string{"y": "sha256:2", "x": "sha256:1"})
@@ -225,4 +161,32 @@ func TestInputDigestIgnoresAttemptAndOrder(t *testing.T) {
 	if a == c {
 		t.Errorf("input digest ignores an upstream output digest")
 	}
+}
+
+// TestDryRunJSON is the golden test of apollo run --dry-run --json: a task
+// with a kept step, a failed one to clean and rerun, and one not started.
+func TestDryRunJSON(t *testing.T) {
+	dir := t.TempDir()
+	yaml := `task_name: plan
+vars: {who: world}
+steps:
+  - id: a
+    command: echo hello {{who}}
+  - id: b
+    command: exit 1
+    cleanup_command: rm -f b.tmp
+    depends_on: [a]
+  - id: c
+    lua: return 1
+    depends_on: [b]
+`
+	if err, _, _ := runPipeline(t, dir, yaml, RunOptions{TaskID: "p"}, Options{Clock: testClock(testEpoch)}); err == nil {
+		t.Fatal("Run = nil, want a failure")
+	}
+	var out bytes.Buffer
+	e := New(Options{StateDir: filepath.Join(dir, ".apollo"), Workdir: dir, Stdout: &out, Clock: testClock(testEpoch.Add(time.Hour))})
+	if err := e.Run(t.Context(), filepath.Join(dir, "pipeline.yaml"), RunOptions{TaskID: "p", DryRun: true, JSON: true}); err != nil {
+		t.Fatal(err)
+	}
+	golden.JSON(t, "dry_run", out.Bytes(), dir)
 }

@@ -1,17 +1,19 @@
 package engine
 
 import (
+	"apollo/engine/pipeline"
+	"apollo/engine/statedir"
+	"apollo/engine/template"
 	"errors"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"time"
 )
 
 // renderedStep is a step with its templates filled in for one task.
 type renderedStep struct {
-	step           *Step
+	step           *pipeline.Step
 	command        string
 	cleanupCommand string
 	env            map[string]string
@@ -34,18 +36,10 @@ func (rs *renderedStep) body() string {
 	}
 }
 
-// hasCleanup reports whether the step has a cleanup hook. A module used
-// with `uses` may bring its own, which only loading it tells; it counts.
-func (s *Step) hasCleanup() bool {
-	return s.CleanupCommand != "" || s.CleanupLua != "" || s.CleanupScript != "" || s.Uses != ""
-}
-
-var datePattern = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
-
 // taskVars builds the template variables of a task: the pipeline's vars,
 // then --var overrides, then the built-ins (which --var cannot change,
 // except task_date).
-func taskVars(p *Pipeline, overrides map[string]string, taskID, stateDir string, now time.Time) (map[string]string, error) {
+func taskVars(p *pipeline.Pipeline, overrides map[string]string, taskID, stateDir string, now time.Time) (map[string]string, error) {
 	vars := map[string]string{}
 	for k, v := range p.Vars {
 		vars[k] = v
@@ -56,14 +50,14 @@ func taskVars(p *Pipeline, overrides map[string]string, taskID, stateDir string,
 	date, ok := vars["task_date"]
 	if !ok {
 		date = now.Format("2006-01-02")
-	} else if !isDate(date) {
+	} else if !pipeline.IsDate(date) {
 		return nil, fmt.Errorf("task_date %q is not a date: use YYYY-MM-DD", date)
 	}
 	vars["task_date"] = date
 	if taskID == "" {
 		taskID = p.TaskName + "-" + date
 	}
-	if err := ValidTaskID(taskID); err != nil {
+	if err := statedir.ValidTaskID(taskID); err != nil {
 		return nil, err
 	}
 	vars["task_id"] = taskID
@@ -75,11 +69,11 @@ func taskVars(p *Pipeline, overrides map[string]string, taskID, stateDir string,
 
 // renderSteps fills in every step's templates. Problems are reported per
 // step, all at once.
-func renderSteps(p *Pipeline, vars map[string]string) ([]*renderedStep, error) {
+func renderSteps(p *pipeline.Pipeline, vars map[string]string) ([]*renderedStep, error) {
 	out := make([]*renderedStep, len(p.Steps))
 	var errs []error
-	bad := func(s *Step, what string, err error) {
-		errs = append(errs, &PipelineError{File: p.Path, Line: s.Line, Step: s.ID, Msg: fmt.Sprintf("%s: %v", what, err)})
+	bad := func(s *pipeline.Step, what string, err error) {
+		errs = append(errs, &pipeline.Error{File: p.Path, Line: s.Line, Step: s.ID, Msg: fmt.Sprintf("%s: %v", what, err)})
 	}
 	// One map for every step, its step_id set per step: rendering keeps
 	// no reference to it.
@@ -98,12 +92,12 @@ func renderSteps(p *Pipeline, vars map[string]string) ([]*renderedStep, error) {
 		}
 		var err error
 		if s.Command != "" {
-			if rs.command, err = RenderShell(s.Command, sv); err != nil {
+			if rs.command, err = template.RenderShell(s.Command, sv); err != nil {
 				bad(s, "command", err)
 			}
 		}
 		if s.CleanupCommand != "" {
-			if rs.cleanupCommand, err = RenderShell(s.CleanupCommand, sv); err != nil {
+			if rs.cleanupCommand, err = template.RenderShell(s.CleanupCommand, sv); err != nil {
 				bad(s, "cleanup_command", err)
 			}
 		}
@@ -113,7 +107,7 @@ func renderSteps(p *Pipeline, vars map[string]string) ([]*renderedStep, error) {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			if rs.env[k], err = RenderPlain(s.Env[k], sv); err != nil {
+			if rs.env[k], err = template.RenderPlain(s.Env[k], sv); err != nil {
 				bad(s, "env "+k, err)
 			}
 		}
@@ -138,7 +132,7 @@ func renderSteps(p *Pipeline, vars map[string]string) ([]*renderedStep, error) {
 func renderValue(v any, vars map[string]string) (any, error) {
 	switch x := v.(type) {
 	case string:
-		return RenderPlain(x, vars)
+		return template.RenderPlain(x, vars)
 	case map[string]any:
 		m := make(map[string]any, len(x))
 		for k, e := range x {

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"apollo/engine/clock"
+	"apollo/engine/textfmt"
 	"fmt"
 	"io"
 	"os"
@@ -40,18 +42,18 @@ func isTerminal(w io.Writer) bool {
 	return errno == 0
 }
 
-func newReporter(mode string, w io.Writer, color bool, now func() time.Time) reporter {
+func newReporter(mode string, w io.Writer, color bool, clk clock.Clock) reporter {
 	switch mode {
 	case ProgressQuiet:
 		return quietReporter{}
 	case ProgressBoard:
-		return newBoard(w, color, now)
+		return newBoard(w, color, clk)
 	case ProgressAuto:
 		if isTerminal(w) {
-			return newBoard(w, color, now)
+			return newBoard(w, color, clk)
 		}
 	}
-	return &lineReporter{w: w, now: now}
+	return &lineReporter{w: w, now: clk.Now}
 }
 
 type quietReporter struct{}
@@ -86,12 +88,12 @@ func (r *lineReporter) started(id string, retry int) {
 }
 
 func (r *lineReporter) ended(id, status string, retry int, dur time.Duration, errMsg string, retryIn time.Duration) {
-	line := fmt.Sprintf("%-20s %-7s attempt %d, %s", id, status, retry, roundDur(dur))
+	line := fmt.Sprintf("%-20s %-7s attempt %d, %s", id, status, retry, textfmt.Duration(dur))
 	if status == "RETRY" {
-		line += fmt.Sprintf(", next attempt in %s", roundDur(retryIn))
+		line += fmt.Sprintf(", next attempt in %s", textfmt.Duration(retryIn))
 	}
 	if errMsg != "" {
-		line += ": " + oneLine(errMsg, 200)
+		line += ": " + textfmt.OneLine(errMsg, 200)
 	}
 	r.printf("%s", line)
 }
@@ -109,7 +111,7 @@ type board struct {
 	mu      sync.Mutex
 	w       io.Writer
 	color   bool
-	now     func() time.Time
+	clock   clock.Clock
 	taskID  string
 	total   int
 	done    int
@@ -120,8 +122,8 @@ type board struct {
 	stopped chan struct{}
 }
 
-func newBoard(w io.Writer, color bool, now func() time.Time) *board {
-	return &board{w: w, color: color, now: now, running: map[string]time.Time{},
+func newBoard(w io.Writer, color bool, clk clock.Clock) *board {
+	return &board{w: w, color: color, clock: clk, running: map[string]time.Time{},
 		stop: make(chan struct{}), stopped: make(chan struct{})}
 }
 
@@ -133,13 +135,13 @@ func (b *board) begin(taskID, logPath string, total, kept int) {
 	b.mu.Unlock()
 	go func() {
 		defer close(b.stopped)
-		t := time.NewTicker(200 * time.Millisecond)
+		t := b.clock.NewTicker(200 * time.Millisecond)
 		defer t.Stop()
 		for {
 			select {
 			case <-b.stop:
 				return
-			case <-t.C:
+			case <-t.C():
 				b.mu.Lock()
 				b.redrawLocked()
 				b.mu.Unlock()
@@ -183,7 +185,7 @@ func (b *board) redrawLocked() {
 			sb.WriteString(fmt.Sprintf("  … and %d more\n", len(ids)-maxShown))
 			break
 		}
-		sb.WriteString(fmt.Sprintf("  %s %-24s %s\n", b.paint("33", "▶"), id, roundDur(b.now().Sub(b.running[id]))))
+		sb.WriteString(fmt.Sprintf("  %s %-24s %s\n", b.paint("33", "▶"), id, textfmt.Duration(b.clock.Now().Sub(b.running[id]))))
 	}
 	out := sb.String()
 	fmt.Fprint(b.w, out)
@@ -205,7 +207,7 @@ func (b *board) event(id, what string) {
 func (b *board) started(id string, retry int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.running[id] = b.now()
+	b.running[id] = b.clock.Now()
 	b.redrawLocked()
 }
 
@@ -227,12 +229,12 @@ func (b *board) ended(id, status string, retry int, dur time.Duration, errMsg st
 		b.failed++
 		b.done++
 	}
-	s := fmt.Sprintf("  %s %-24s %s (attempt %d)", mark, id, roundDur(dur), retry)
+	s := fmt.Sprintf("  %s %-24s %s (attempt %d)", mark, id, textfmt.Duration(dur), retry)
 	if status == "RETRY" {
-		s += fmt.Sprintf(", retry in %s", roundDur(retryIn))
+		s += fmt.Sprintf(", retry in %s", textfmt.Duration(retryIn))
 	}
 	if errMsg != "" {
-		s += ": " + oneLine(errMsg, 120)
+		s += ": " + textfmt.OneLine(errMsg, 120)
 	}
 	b.line(s)
 }
@@ -244,23 +246,4 @@ func (b *board) finish(summary string) {
 	defer b.mu.Unlock()
 	b.clearLocked()
 	fmt.Fprint(b.w, summary)
-}
-
-func roundDur(d time.Duration) time.Duration {
-	switch {
-	case d >= time.Minute:
-		return d.Round(time.Second)
-	case d >= time.Second:
-		return d.Round(100 * time.Millisecond)
-	default:
-		return d.Round(time.Millisecond)
-	}
-}
-
-func oneLine(s string, max int) string {
-	s = strings.ReplaceAll(s, "\n", " | ")
-	if len(s) > max {
-		s = s[:max] + "…"
-	}
-	return s
 }

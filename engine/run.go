@@ -14,23 +14,27 @@ import (
 	"sync"
 	"time"
 
+	"apollo/engine/markers"
+	"apollo/engine/pipeline"
+	"apollo/engine/statedir"
+	"apollo/engine/usage"
 	"apollo/eventlog"
 )
 
 // task is a pipeline bound to one task id: rendered, with its files named.
 type task struct {
-	p        *Pipeline
+	p        *pipeline.Pipeline
 	id       string
 	vars     map[string]string
 	steps    []*renderedStep
-	lay      layout
+	dir      statedir.Dir
 	parallel int
 }
 
 // prepare loads and renders a pipeline for a run, plan or graph. Nothing is
 // written.
 func (e *Engine) prepare(path string, ro RunOptions) (*task, error) {
-	p, err := Load(path, e.loadOptions(ro.Vars))
+	p, err := pipeline.Load(path, e.loadOptions(ro.Vars))
 	if err != nil {
 		return nil, err
 	}
@@ -40,26 +44,26 @@ func (e *Engine) prepare(path string, ro RunOptions) (*task, error) {
 			ids[i] = s.ID
 		}
 		msg := fmt.Sprintf("--resume-from %q: no such step in %s", ro.ResumeFrom, p.Path)
-		if s := suggest(ro.ResumeFrom, ids); s != "" {
+		if s := pipeline.Suggest(ro.ResumeFrom, ids); s != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", s)
 		}
-		return nil, &UsageError{Msg: msg}
+		return nil, &usage.Error{Msg: msg}
 	}
-	vars, err := taskVars(p, ro.Vars, ro.TaskID, e.opts.StateDir, e.opts.Now())
+	vars, err := taskVars(p, ro.Vars, ro.TaskID, e.opts.StateDir, e.opts.Clock.Now())
 	if err != nil {
-		return nil, &UsageError{Msg: err.Error()}
+		return nil, &usage.Error{Msg: err.Error()}
 	}
 	steps, err := renderSteps(p, vars)
 	if err != nil {
 		return nil, err
 	}
 	return &task{p: p, id: vars["task_id"], vars: vars, steps: steps,
-		lay: layout{root: e.opts.StateDir}, parallel: e.parallelism(p, ro.Parallel)}, nil
+		dir: statedir.Dir{Root: e.opts.StateDir}, parallel: e.parallelism(p, ro.Parallel)}, nil
 }
 
 // Run runs (or resumes) the task of the pipeline at path. It returns nil
-// when the task is complete, and otherwise one of *PipelineError (joined),
-// *UsageError, *ChangedError, *eventlog.LockedError, *TaskFailedError,
+// when the task is complete, and otherwise one of *pipeline.Error (joined),
+// *usage.Error, *ChangedError, *eventlog.LockedError, *TaskFailedError,
 // *InterruptedError, or an error of the log or the file system.
 func (e *Engine) Run(ctx context.Context, path string, ro RunOptions) error {
 	t, err := e.prepare(path, ro)
@@ -69,16 +73,16 @@ func (e *Engine) Run(ctx context.Context, path string, ro RunOptions) error {
 	if ro.DryRun {
 		return e.dryRun(t, ro)
 	}
-	if err := eventlog.MkdirAll(e.fs(), t.lay.logsDir()); err != nil {
+	if err := eventlog.MkdirAll(e.fs(), t.dir.Logs()); err != nil {
 		return fmt.Errorf("create state directory: %w", err)
 	}
-	lock, err := eventlog.LockTask(t.lay.lockPath(t.id))
+	lock, err := eventlog.LockTask(t.dir.Lock(t.id))
 	if err != nil {
 		return err
 	}
 	defer lock.Unlock()
 
-	r := &run{e: e, t: t, ro: ro, started: e.opts.Now()}
+	r := &run{e: e, t: t, ro: ro, started: e.opts.Clock.Now()}
 	return r.execute(ctx)
 }
 
@@ -98,7 +102,7 @@ type run struct {
 	nodes []*node
 	byID  map[string]*node
 
-	markers *markerBook // the task's markers, shared by its steps
+	markers *markers.Book // the task's markers, shared by its steps
 
 	snap        *snapshotter
 	snapIgnored string // why a snapshot did not match the log, "" if it did or there was none
@@ -140,6 +144,14 @@ type node struct {
 
 func (n *node) id() string { return n.rs.step.ID }
 
+// settle records how this invocation ended n: d's status and error.
+func (n *node) settle(d nodeDone) {
+	n.final = d.status
+	if d.err != nil {
+		n.lastErr = d.err.Error()
+	}
+}
+
 // satisfies reports whether n's state lets its dependents run.
 func (n *node) satisfies() bool {
 	switch n.final {
@@ -153,7 +165,7 @@ func (n *node) satisfies() bool {
 
 func (r *run) execute(ctx context.Context) error {
 	t := r.t
-	logPath, err := t.lay.latestLog(t.id)
+	logPath, err := t.dir.LatestLog(t.id)
 	if err != nil {
 		return err
 	}
@@ -213,31 +225,31 @@ func (r *run) openLog(latest string) error {
 	if create {
 		start := r.started.Unix()
 		if latest != "" {
-			if logs, _ := t.lay.taskLogs(t.id); len(logs) > 0 && logs[len(logs)-1].startUnix >= start {
-				start = logs[len(logs)-1].startUnix + 1 // names must stay unique and ordered
+			if logs, _ := t.dir.TaskLogs(t.id); len(logs) > 0 && logs[len(logs)-1].Start >= start {
+				start = logs[len(logs)-1].Start + 1 // names must stay unique and ordered
 			}
 		}
-		latest = t.lay.logPath(t.id, start)
+		latest = t.dir.Log(t.id, start)
 	}
-	r.snap = newSnapshotter(t.lay.snapshotPath(t.id), latest, t.id, r.e.opts.FS, r.e.opts.Stderr, r.e.opts.Crash)
+	r.snap = newSnapshotter(t.dir.Snapshot(t.id), latest, t.id, r.e.opts.FS, r.e.opts.Stderr, r.e.opts.Crash)
 	r.state = r.snap.state // one replay: the snapshotter applies every record
 	var after eventlog.Prefix
 	if !create {
 		// A snapshot that matches the log spares reading all but its tail.
-		snap, err := eventlog.LoadSnapshot(t.lay.snapshotPath(t.id), latest, t.id)
+		snap, err := eventlog.LoadSnapshot(t.dir.Snapshot(t.id), latest, t.id)
 		if err == nil {
 			r.state = r.snap.load(snap)
 			after = eventlog.Prefix{Offset: snap.Offset, Seq: snap.Seq, Version: snap.LogVersion}
 		}
 		if err != nil && !errors.Is(err, eventlog.ErrNoSnapshot) {
-			r.snap = newSnapshotter(t.lay.snapshotPath(t.id), latest, t.id, r.e.opts.FS, r.e.opts.Stderr, r.e.opts.Crash)
+			r.snap = newSnapshotter(t.dir.Snapshot(t.id), latest, t.id, r.e.opts.FS, r.e.opts.Stderr, r.e.opts.Crash)
 			r.state, after, r.snapIgnored = r.snap.state, eventlog.Prefix{}, err.Error()
 		}
 	}
-	r.markers = newMarkerBook(maps.Clone(r.state.Markers))
+	r.markers = markers.New(maps.Clone(r.state.Markers))
 	var first *eventlog.Record
 	if create {
-		t.lay.removeUnfinishedLogs(t.id)
+		t.dir.RemoveUnfinishedLogs(t.id)
 		first = r.taskStart()
 	}
 	w, err := eventlog.Open(latest, eventlog.WriterOptions{
@@ -248,19 +260,19 @@ func (r *run) openLog(latest string) error {
 		Create:     create,
 		First:      first,
 		FS:         r.e.opts.FS,
-		Now:        r.e.opts.Now,
+		Now:        r.e.opts.Clock.Now,
 		// Another process appended (apollo script, an isolated Lua
 		// step): its markers count at once; interventions wait for the
 		// next run, which replays them.
 		OnForeign: func(rec *eventlog.Record) {
-			r.markers.observe(rec)
+			r.markers.Observe(rec)
 			r.snap.foreign(rec)
 		},
 		OnAppend: r.snap.appended,
 		After:    after,
 		Crash:    r.e.opts.Crash,
 	}, func(rec *eventlog.Record) error {
-		r.markers.observe(rec)
+		r.markers.Observe(rec)
 		r.snap.replayed(rec)
 		return nil
 	})
@@ -274,8 +286,7 @@ func (r *run) openLog(latest string) error {
 		r.absLog = abs // attemptToken's filepath.Abs then has nothing to look up
 	}
 	r.baseEnv = os.Environ()
-	r.markers.w = w
-	r.markers.crash = r.e.opts.Crash
+	r.markers.Attach(w, r.e.opts.Crash)
 	return nil
 }
 
@@ -291,7 +302,7 @@ func (r *run) changedSteps() []string {
 	}
 	var rerun map[string]bool
 	if r.ro.ResumeFrom != "" {
-		rerun = descendants(r.t.p, r.ro.ResumeFrom)
+		rerun = r.t.p.Descendants(r.ro.ResumeFrom)
 	}
 	var changed []string
 	for _, rs := range r.t.steps {
@@ -332,7 +343,7 @@ func (r *run) taskStart() *eventlog.Record {
 			deps = []string{}
 		}
 		info.Steps = append(info.Steps, eventlog.StepInfo{ID: rs.step.ID, DependsOn: deps,
-			Optional: rs.step.Optional, DefinitionDigest: rs.defDigest, HasCleanup: rs.step.hasCleanup()})
+			Optional: rs.step.Optional, DefinitionDigest: rs.defDigest, HasCleanup: rs.step.HasCleanup()})
 	}
 	return &eventlog.Record{EventType: eventlog.TaskStart, Status: eventlog.Running, Start: info}
 }
@@ -358,9 +369,9 @@ func (r *run) applyResumeFrom() (string, error) {
 	if from == "" {
 		return "", nil
 	}
-	set := descendants(r.t.p, from)
+	set := r.t.p.Descendants(from)
 	steps := []string{from}
-	for _, i := range topoOrder(r.t.p) {
+	for _, i := range r.t.p.TopoOrder() {
 		if id := r.t.p.Steps[i].ID; set[id] && id != from {
 			steps = append(steps, id)
 		}

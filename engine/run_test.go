@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"apollo/engine/clock"
+	"apollo/engine/statedir"
 	"apollo/eventlog"
 )
 
@@ -263,11 +265,27 @@ func TestInterruptRecordsAttempt(t *testing.T) {
 	if !errors.As(err, &ie) {
 		t.Fatalf("Run = %v, want InterruptedError", err)
 	}
-	rep, err := e.Inspect("i")
+	log, err := statedir.Dir{Root: filepath.Join(dir, ".apollo")}.LatestLog("i")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Status != "interrupted" || rep.Steps[0].Status != eventlog.Failed {
-		t.Errorf("inspect: task %s, step %s; want interrupted, FAILED", rep.Status, rep.Steps[0].Status)
+	st, _, err := statedir.Replay(log, "i", nil)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if sum := st.Summary; sum == nil || sum.Summary == nil || !sum.Summary.Interrupted || st.Step("long").Status != eventlog.Failed {
+		t.Errorf("log: summary %+v, step %s; want an interrupted summary, FAILED", sum, st.Step("long").Status)
+	}
+}
+
+// testEpoch is the fake clock's start: runs made with it have fixed log
+// names and timestamps.
+var testEpoch = time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+
+// testClock returns a clock that starts at base and moves 1ms at each call,
+// so that records are ordered and timestamps fixed for a given sequence of
+// calls.
+func testClock(base time.Time) clock.Clock {
+	var ticks atomic.Int64
+	return clock.NowFunc(func() time.Time { return base.Add(time.Duration(ticks.Add(1)) * time.Millisecond) })
 }

@@ -3,17 +3,12 @@ package engine
 import (
 	"container/heap"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
+	"apollo/engine/executor"
+	"apollo/engine/pipeline"
 	"apollo/eventlog"
 )
 
@@ -23,9 +18,9 @@ func (r *run) buildNodes(resumeFrom string) {
 	p := r.t.p
 	var rerun map[string]bool
 	if resumeFrom != "" {
-		rerun = descendants(p, resumeFrom)
+		rerun = p.Descendants(resumeFrom)
 	}
-	now := r.e.opts.Now()
+	now := r.e.opts.Clock.Now()
 	r.byID = make(map[string]*node, len(p.Steps))
 	r.nodes = make([]*node, len(p.Steps))
 	for i, rs := range r.t.steps {
@@ -39,7 +34,7 @@ func (r *run) buildNodes(resumeFrom string) {
 		}
 		n.retry = n.plan.NextRetry
 		if st.Attempts > 0 {
-			n.prevToken = attemptToken(r.absLog, rs.step.ID, st.RetryCount)
+			n.prevToken = executor.AttemptToken(r.absLog, rs.step.ID, st.RetryCount)
 		}
 		if n.plan.Action == ActionKeep {
 			n.final = st.Status
@@ -85,54 +80,85 @@ func (q *readyQueue) Pop() any {
 	return x
 }
 
-// schedule runs the DAG: independent steps in parallel up to the limit, a
-// step once every dependency is satisfied, until nothing more can run.
+// scheduler runs one invocation's DAG: independent steps in parallel up to
+// the limit, a step once every dependency is satisfied, until nothing more
+// can run. Its loop is the only goroutine that touches the nodes, except a
+// node's own worker while it runs.
+type scheduler struct {
+	r      *run
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	ready    readyQueue
+	done     chan nodeDone // workers' ends
+	retryDue chan *node    // steps whose retry delay has passed
+
+	running        int  // workers out
+	waitingRetries int  // retry delays armed
+	stopping       bool // interrupted, or the log failed: nothing new starts
+	// endsUnsynced: a STEP_END (durability always) waits for the
+	// scheduler's fsync.
+	endsUnsynced bool
+	logErr       error // the log could not be written: the run stops
+}
+
+// schedule runs the DAG and writes the summary.
 func (r *run) schedule(parent context.Context) error {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-
+	s := &scheduler{r: r, ctx: ctx, cancel: cancel, done: make(chan nodeDone), retryDue: make(chan *node)}
 	kept := 0
 	for _, n := range r.nodes {
 		if n.final != "" {
 			kept++
 		}
 	}
-	r.rep = newReporter(r.e.opts.Progress, r.e.opts.Stdout, r.e.opts.Color, r.e.opts.Now)
+	r.rep = newReporter(r.e.opts.Progress, r.e.opts.Stdout, r.e.opts.Color, r.e.opts.Clock)
 	r.rep.begin(r.t.id, r.logPath, len(r.nodes), kept)
 
-	var logErr error
-	// Steps that this invocation settles without running them.
-	for _, i := range topoOrder(r.t.p) {
+	s.settleUnrun()
+	s.stopping = s.logErr != nil
+	s.markReady()
+	s.loop()
+
+	r.dropWarm()
+	if s.logErr != nil {
+		r.rep.finish("")
+		return s.logErr
+	}
+	return r.summarize(parent.Err() != nil)
+}
+
+// settleUnrun ends the steps that this invocation settles without running
+// them: those resume_from leaves out, and those in a crash loop.
+func (s *scheduler) settleUnrun() {
+	r := s.r
+	for _, i := range r.t.p.TopoOrder() {
 		n := r.nodes[i]
+		var err error
 		switch n.plan.Action {
 		case ActionSkip:
-			if err := r.endWithoutRunning(n, eventlog.Skipped, "skipped: "+n.plan.Reason); err != nil {
-				logErr = err
-			}
+			err = r.endWithoutRunning(n, eventlog.Skipped, "skipped: "+n.plan.Reason)
 		case ActionCrashLoop:
 			if n.dirty {
-				endLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace)
+				executor.EndLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace)
 			}
 			msg := fmt.Sprintf("crash loop: attempt cut off by a crash in each of the last %d runs, so it is not run again; "+
 				"fix the cause, then run `apollo run %s --resume-from %s` to run it again",
 				r.t.p.MaxDirtyRestarts, r.t.p.Path, n.id())
-			if err := r.endWithoutRunning(n, eventlog.Failed, msg); err != nil {
-				logErr = err
-			}
+			err = r.endWithoutRunning(n, eventlog.Failed, msg)
 		}
-		if logErr != nil {
-			break
+		if err != nil {
+			s.logErr = err
+			return
 		}
 	}
+}
 
-	ready := &readyQueue{}
-	done := make(chan nodeDone)
-	retryDue := make(chan *node)
-	running, waitingRetries := 0, 0
-	stopping := logErr != nil
-	endsUnsynced := false // a STEP_END (always) waits for the scheduler's fsync
-
-	// Initial readiness.
+// markReady counts each step's unsatisfied dependencies, blocks what
+// failed steps block, and queues (or delays) the steps ready now.
+func (s *scheduler) markReady() {
+	r := s.r
 	for _, n := range r.nodes {
 		if n.final != "" {
 			continue
@@ -151,166 +177,161 @@ func (r *run) schedule(parent context.Context) error {
 	for _, n := range r.nodes {
 		if n.final == "" && !n.blocked && n.waiting == 0 {
 			if wait := time.Duration(n.plan.WaitMS) * time.Millisecond; wait > 0 {
-				waitingRetries++
-				r.after(ctx, wait, n, retryDue)
+				s.after(wait, n)
 			} else {
-				heap.Push(ready, n)
+				heap.Push(&s.ready, n)
 			}
 		}
 	}
-
-	settle := func(n *node) {
-		for _, c := range n.children {
-			if n.satisfies() {
-				if c.waiting--; c.waiting == 0 && !c.blocked && c.final == "" {
-					heap.Push(ready, c)
-				} else if c.waiting == 1 {
-					r.warmJoin(c)
-				}
-			}
-		}
-		if n.final == eventlog.Failed && !n.rs.step.Optional {
-			r.block(n)
-		}
-	}
-
-	// ended takes the end of a step's attempt.
-	ended := func(d nodeDone) {
-		n := d.n
-		endsUnsynced = endsUnsynced || d.unsynced
-		if d.logErr != nil {
-			if logErr == nil {
-				logErr = d.logErr
-				stopping = true
-				cancel(d.logErr)
-			}
-			return
-		}
-		switch d.status {
-		case eventlog.Running: // a retry is due
-			if stopping {
-				return
-			}
-			waitingRetries++
-			r.after(ctx, d.delay, n, retryDue)
-		default:
-			n.final = d.status
-			if d.err != nil {
-				n.lastErr = d.err.Error()
-			}
-			settle(n)
-		}
-	}
-
-loop:
-	for {
-		if ctx.Err() != nil {
-			stopping = true // interrupted: nothing new starts
-		}
-		if r.snap.due() {
-			r.snap.write()
-		}
-		for !stopping && running < r.t.parallel && ready.Len() > 0 {
-			n := heap.Pop(ready).(*node)
-			if n.blocked || n.final != "" {
-				continue
-			}
-			n.started = true
-			// Every step started appends a durable record (its STEP_START
-			// or CLEANUP), whose fsync covers the STEP_ENDs before it.
-			endsUnsynced = false
-			if running == 0 && ready.Len() == 0 && waitingRetries == 0 {
-				// Nothing else runs, and nothing can become ready before n
-				// ends (a chain, or the last step): n runs on this
-				// goroutine. Handing its end back from another one would
-				// wake this one, once a step.
-				if r.warmUp(n) {
-					// Let the goroutine starting the next shell run now
-					// (this one is picked up by the other processor), not
-					// once this one blocks: a shell started late is waited
-					// for.
-					runtime.Gosched()
-				}
-				ended(r.work(ctx, n))
-				continue loop
-			}
-			running++
-			go func() { done <- r.work(ctx, n) }()
-			r.warmUp(n)
-		}
-		if running == 0 && (stopping || (ready.Len() == 0 && waitingRetries == 0)) {
-			break // the summary, or closing the log, makes every record durable
-		}
-		if endsUnsynced {
-			// Nothing was started to carry the STEP_END to disk: start its
-			// fsync now, without waiting for it.
-			r.w.SyncSoon()
-			endsUnsynced = false
-		}
-		select {
-		case d := <-done:
-			running--
-			ended(d)
-		case n := <-retryDue:
-			waitingRetries--
-			if !stopping {
-				heap.Push(ready, n)
-			}
-		case <-ctx.Done():
-			if !stopping {
-				stopping = true
-			}
-			// Pending retries will not fire; stop counting them.
-			waitingRetries = 0
-			// Keep draining done until every worker is back.
-			if running == 0 {
-				continue
-			}
-			d := <-done
-			running--
-			if d.logErr != nil && logErr == nil {
-				logErr = d.logErr
-			}
-			if d.status != eventlog.Running {
-				d.n.final = d.status
-				if d.err != nil {
-					d.n.lastErr = d.err.Error()
-				}
-			}
-		}
-	}
-
-	r.dropWarm()
-	interrupted := parent.Err() != nil
-	if logErr != nil {
-		r.rep.finish("")
-		return logErr
-	}
-	return r.summarize(interrupted)
 }
 
-// after makes n ready again once d has passed, unless ctx ends first.
-func (r *run) after(ctx context.Context, d time.Duration, n *node, due chan<- *node) {
-	go func() {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			select {
-			case due <- n:
-			case <-ctx.Done():
+// loop starts ready steps and takes their ends until nothing runs and
+// nothing more can start.
+func (s *scheduler) loop() {
+	for {
+		if s.ctx.Err() != nil {
+			s.stopping = true // interrupted: nothing new starts
+		}
+		if s.r.snap.due() {
+			s.r.snap.write()
+		}
+		if s.startReady() {
+			continue // a step ran on this goroutine: look again
+		}
+		if s.running == 0 && (s.stopping || (s.ready.Len() == 0 && s.waitingRetries == 0)) {
+			return // the summary, or closing the log, makes every record durable
+		}
+		if s.endsUnsynced {
+			// Nothing was started to carry the STEP_END to disk: start its
+			// fsync now, without waiting for it.
+			s.r.w.SyncSoon()
+			s.endsUnsynced = false
+		}
+		s.wait()
+	}
+}
+
+// startReady starts ready steps up to the parallelism. It reports true
+// when it ran one on this goroutine instead: nothing else ran and nothing
+// could become ready before it ended (a chain, or the last step), and
+// handing its end back from another goroutine would wake this one, once a
+// step.
+func (s *scheduler) startReady() (ranHere bool) {
+	r := s.r
+	for !s.stopping && s.running < r.t.parallel && s.ready.Len() > 0 {
+		n := heap.Pop(&s.ready).(*node)
+		if n.blocked || n.final != "" {
+			continue
+		}
+		n.started = true
+		// Every step started appends a durable record (its STEP_START or
+		// CLEANUP), whose fsync covers the STEP_ENDs before it.
+		s.endsUnsynced = false
+		if s.running == 0 && s.ready.Len() == 0 && s.waitingRetries == 0 {
+			if r.warmUp(n) {
+				// Let the goroutine starting the next shell run now (this
+				// one is picked up by the other processor), not once this
+				// one blocks: a shell started late is waited for.
+				runtime.Gosched()
 			}
+			s.ended(r.work(s.ctx, n))
+			return true
+		}
+		s.running++
+		go func() { s.done <- r.work(s.ctx, n) }()
+		r.warmUp(n)
+	}
+	return false
+}
+
+// wait takes the next event: a step's end, a retry due, or the run's end.
+func (s *scheduler) wait() {
+	select {
+	case d := <-s.done:
+		s.running--
+		s.ended(d)
+	case n := <-s.retryDue:
+		s.waitingRetries--
+		if !s.stopping {
+			heap.Push(&s.ready, n)
+		}
+	case <-s.ctx.Done():
+		s.stopping = true
+		// Pending retries will not fire; stop counting them.
+		s.waitingRetries = 0
+		// Keep draining done until every worker is back.
+		if s.running == 0 {
+			return
+		}
+		d := <-s.done
+		s.running--
+		if d.logErr != nil && s.logErr == nil {
+			s.logErr = d.logErr
+		}
+		if d.status != eventlog.Running {
+			d.n.settle(d)
+		}
+	}
+}
+
+// ended takes the end of a step's attempt.
+func (s *scheduler) ended(d nodeDone) {
+	s.endsUnsynced = s.endsUnsynced || d.unsynced
+	if d.logErr != nil {
+		if s.logErr == nil {
+			s.logErr = d.logErr
+			s.stopping = true
+			s.cancel(d.logErr)
+		}
+		return
+	}
+	if d.status == eventlog.Running { // a retry is due
+		if !s.stopping {
+			s.after(d.delay, d.n)
+		}
+		return
+	}
+	d.n.settle(d)
+	s.release(d.n)
+}
+
+// release makes ready the children that n's end satisfies (warming the
+// shell of a join that now waits for one step), and blocks n's
+// descendants when n failed and is required.
+func (s *scheduler) release(n *node) {
+	for _, c := range n.children {
+		if n.satisfies() {
+			if c.waiting--; c.waiting == 0 && !c.blocked && c.final == "" {
+				heap.Push(&s.ready, c)
+			} else if c.waiting == 1 {
+				s.r.warmJoin(c)
+			}
+		}
+	}
+	if n.final == eventlog.Failed && !n.rs.step.Optional {
+		s.r.block(n)
+	}
+}
+
+// after makes n ready again once d has passed, unless the run ends first.
+func (s *scheduler) after(d time.Duration, n *node) {
+	s.waitingRetries++
+	ctx, due := s.ctx, s.retryDue
+	t := s.r.e.opts.Clock.AfterFunc(d, func() {
+		select {
+		case due <- n:
 		case <-ctx.Done():
 		}
-	}()
+	})
+	context.AfterFunc(ctx, func() { t.Stop() })
 }
 
 // appendFor appends a step's record with the step's durability: always
 // waits for the fsync; batch lets it share a later one. Either way the
 // STEP_START of a dependent, which is always durable, comes after it in the
 // file, so a STEP_END is on disk before any step that depends on it starts.
-func (r *run) appendFor(s *Step, rec *eventlog.Record) error {
-	if s.Durability == DurabilityBatch {
+func (r *run) appendFor(s *pipeline.Step, rec *eventlog.Record) error {
+	if s.Durability == pipeline.DurabilityBatch {
 		return r.w.Append(rec)
 	}
 	return r.w.AppendDurable(rec)
@@ -360,316 +381,11 @@ func (r *run) endWithoutRunning(n *node, status, msg string) error {
 	return nil
 }
 
-// work runs one step: ends what a crash left of its previous attempt,
-// cleans up after a failed one, then makes one attempt.
-func (r *run) work(ctx context.Context, n *node) nodeDone {
-	s := n.rs.step
-	if n.dirty || (n.unclean && s.hasCleanup()) {
-		if d, ok := r.cleanup(ctx, n); !ok {
-			return d
-		}
-	}
-	return r.attempt(ctx, n)
-}
-
-// cleanup runs before a rerun. It returns ok=false with the step's end when
-// the step must not run.
-func (r *run) cleanup(ctx context.Context, n *node) (nodeDone, bool) {
-	s := n.rs.step
-	var notes []string
-	if n.dirty && n.prevToken != "" {
-		if k := endLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace); k > 0 {
-			notes = append(notes, fmt.Sprintf("ended %d process(es) left running by the cut-off attempt", k))
-		}
-	}
-	rec := &eventlog.Record{EventType: eventlog.Cleanup, StepID: s.ID, Status: eventlog.Pending,
-		RetryCount: max(n.retry-1, 0), Dirty: n.dirty}
-	began := r.e.opts.Now()
-	if s.hasCleanup() {
-		// The failed attempt's STEP_END is on disk before its cleanup runs
-		// (a no-op unless its fsync is still under way).
-		if err := r.w.Sync(); err != nil {
-			return nodeDone{n: n, logErr: err}, false
-		}
-		r.rep.event(s.ID, "cleanup before rerun")
-		r.e.crash("cleanup:before")
-		res := r.runCleanup(ctx, n)
-		r.e.crash("cleanup:after")
-		rec.DurationMS = r.e.opts.Now().Sub(began).Milliseconds()
-		if res.ExitCode != 0 || res.Err != nil {
-			code := res.ExitCode
-			rec.ExitCode = &code
-		}
-		if res.Err != nil {
-			rec.Status = eventlog.Failed
-			rec.ErrorMessage = "cleanup failed, so the step is not rerun (its state is unknown): " + res.Err.Error()
-		} else {
-			notes = append(notes, "cleanup hook succeeded")
-		}
-	} else if n.dirty {
-		notes = append(notes, "no cleanup hook")
-	}
-	if n.dirty {
-		notes = append([]string{fmt.Sprintf("attempt %d was cut off by a crash", rec.RetryCount)}, notes...)
-	}
-	rec.Message = strings.Join(notes, "; ")
-	if err := r.appendFor(s, rec); err != nil {
-		return nodeDone{n: n, logErr: err}, false
-	}
-	n.dirty, n.unclean = false, rec.Status == eventlog.Failed
-	if rec.Status == eventlog.Failed {
-		r.rep.ended(s.ID, eventlog.Failed, rec.RetryCount, 0, rec.ErrorMessage, 0)
-		return nodeDone{n: n, status: eventlog.Failed, err: errors.New(rec.ErrorMessage)}, false
-	}
-	return nodeDone{}, true
-}
-
-// runCleanup runs the step's cleanup hook through its executor.
-func (r *run) runCleanup(ctx context.Context, n *node) Result {
-	s := n.rs.step
-	retry := max(n.retry-1, 0)
-	a := r.newAttempt(n, retry)
-	a.Upstream = upstreamOutputs(n)
-	a.OutputPath = strings.TrimSuffix(a.OutputPath, ".log") + ".cleanup.log"
-	a.PublishPath = ""
-	a.Started = func(int) error { return nil }
-	a.Cleanup = true
-	var ex Executor
-	if s.CleanupCommand != "" {
-		a.Command = n.rs.cleanupCommand
-		ex = r.e.opts.Executors["shell"]
-	} else {
-		var err error
-		if ex, err = r.luaExecutor(s); err != nil {
-			return Result{Err: err, ExitCode: -1}
-		}
-	}
-	actx, cancel := attemptContext(ctx, s.Timeout)
-	defer cancel()
-	return ex.Run(actx, a)
-}
-
-// upstreamOutputs is what n's dependencies published, by step id.
-func upstreamOutputs(n *node) map[string]json.RawMessage {
-	upstream := make(map[string]json.RawMessage, len(n.deps))
-	for _, d := range n.deps {
-		upstream[d.id()] = d.output
-	}
-	return upstream
-}
-
-func attemptContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
-	if timeout > 0 {
-		return context.WithTimeoutCause(ctx, timeout, errTimeout)
-	}
-	return context.WithCancel(ctx)
-}
-
-// newAttempt describes attempt retry of n for an executor, all but its
-// Upstream (upstreamOutputs): it reads nothing a running step may change,
-// so that warmUp can call it while n's dependencies run.
-func (r *run) newAttempt(n *node, retry int) *Attempt {
-	s := n.rs.step
-	t := r.t
-	keys := make([]string, 0, len(n.rs.env))
-	for k := range n.rs.env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	env := make([]string, 0, len(r.baseEnv)+len(keys)+7)
-	env = append(env, r.baseEnv...)
-	for _, k := range keys {
-		env = append(env, k+"="+n.rs.env[k])
-	}
-	out := t.lay.outputPath(t.id, s.ID, retry)
-	publish := strings.TrimSuffix(out, ".log") + ".out"
-	env = append(env,
-		"APOLLO_TASK_ID="+t.id,
-		"APOLLO_STEP_ID="+s.ID,
-		"APOLLO_RETRY_COUNT="+strconv.Itoa(retry),
-		"APOLLO_ARTIFACTS_DIR="+t.lay.artifactsDir(t.id),
-		"APOLLO_STATE_DIR="+t.lay.root,
-		"APOLLO_OUTPUT="+publish,
-		attemptEnv+"="+attemptToken(r.absLog, s.ID, retry),
-	)
-	vars := make(map[string]string, len(t.vars)+1)
-	for k, v := range t.vars {
-		vars[k] = v
-	}
-	vars["step_id"] = s.ID
-	return &Attempt{TaskID: t.id, StepID: s.ID, RetryCount: retry, Step: s, Command: n.rs.command,
-		Env: env, Dir: r.e.opts.Workdir, OutputPath: out, OutputLimit: max(r.e.opts.MaxOutputBytes, 0),
-		PublishPath: publish, KillGrace: r.e.opts.KillGrace,
-		Pipeline: t.p, Vars: vars, Params: n.rs.with,
-		ArtifactsDir: t.lay.artifactsDir(t.id), StateDir: t.lay.root, Markers: r.markers}
-}
-
-// executorFor picks the executor of a step's body.
-func (r *run) executorFor(s *Step) (Executor, error) {
-	if s.Command == "" {
-		return r.luaExecutor(s)
-	}
-	return r.e.opts.Executors["shell"], nil
-}
-
-// luaExecutor runs Lua in this process, or in a child apollo process for
-// isolation: process.
-func (r *run) luaExecutor(s *Step) (Executor, error) {
-	if s.Isolation == "process" {
-		bin, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("isolation: process: find the apollo binary: %w", err)
-		}
-		return &Isolated{Binary: bin, LogPath: r.logPath}, nil
-	}
-	ex, ok := r.e.opts.Executors["lua"]
-	if !ok {
-		return nil, errors.New("no executor for Lua steps in this build")
-	}
-	return ex, nil
-}
-
-// attempt makes one attempt of n and records it.
-func (r *run) attempt(ctx context.Context, n *node) nodeDone {
-	s := n.rs.step
-	t := r.t
-	retry := n.retry
-	n.retry++
-	n.attempts++
-	upstream := make(map[string]string, len(n.deps))
-	for _, d := range n.deps {
-		upstream[d.id()] = d.outDigest
-	}
-	input := inputDigest(n.rs, upstream)
-	// The STEP_START goes first, and Started waits for its fsync before the
-	// body may run, whatever the durability setting. For a shell body
-	// started here the fsync starts at once, so the disk works while the
-	// attempt is prepared and its process forked (held: forking blocks this
-	// thread). A Lua body, or a shell started ahead (warmUp), calls Started
-	// right away, which then does the fsync on this goroutine instead of
-	// waking one to do it. A crash in between leaves a dirty step whose body
-	// never ran; its rerun is preceded by cleanup, as for any dirty step.
-	a := r.takeWarm(n)
-	start := &eventlog.Record{EventType: eventlog.StepStart, StepID: s.ID, Status: eventlog.Running,
-		RetryCount: retry, InputDigest: input}
-	appendStart := r.w.AppendSyncing
-	if s.Command == "" || a != nil {
-		appendStart = r.w.AppendUnsynced
-	}
-	if err := appendStart(start); err != nil {
-		if a != nil {
-			a.held.close()
-		}
-		return nodeDone{n: n, logErr: err}
-	}
-	if a == nil {
-		a = r.newAttempt(n, retry)
-	}
-	a.Upstream = upstreamOutputs(n)
-	a.InputDigest = input
-	if err := r.makeDirs(filepath.Dir(a.OutputPath), t.lay.artifactsDir(t.id)); err != nil {
-		if a.held != nil {
-			a.held.close()
-		}
-		return nodeDone{n: n, logErr: err}
-	}
-	began := r.e.opts.Now()
-	a.Started = func(int) error {
-		// While the STEP_START's fsync may still be running: a file left
-		// by an earlier run is not this attempt's output. Only a shell
-		// body's is read.
-		if s.Command != "" {
-			os.Remove(a.PublishPath)
-		}
-		if err := r.w.Sync(); err != nil {
-			return err
-		}
-		began = r.e.opts.Now()
-		r.rep.started(s.ID, retry)
-		return nil
-	}
-	a.Running = func(pgid int) {
-		// The process group, for a later run to end what a crash leaves
-		// running (SPEC §5: the STEP_START or a record right after names
-		// it), written while the body runs. Until it is on disk the
-		// processes are still found by their APOLLO_ATTEMPT tag and their
-		// shell, which leads the group. A failed write is the writer's
-		// sticky error, which the STEP_END's append reports.
-		rec := &eventlog.Record{EventType: eventlog.StepProcess, StepID: s.ID, Status: eventlog.Running,
-			RetryCount: retry, PGID: pgid}
-		_ = r.w.AppendUnsynced(rec)
-	}
-	ex, err := r.executorFor(s)
-	var res Result
-	if err != nil {
-		res = Result{Err: err, ExitCode: -1, NotStarted: true}
-		if serr := a.Started(0); serr != nil {
-			return nodeDone{n: n, logErr: serr}
-		}
-	} else {
-		actx, cancel := attemptContext(ctx, s.Timeout)
-		res = ex.Run(actx, a)
-		cancel()
-		r.e.crash("body:after")
-		if res.NotStarted {
-			var we *eventlog.WriteError
-			if errors.As(res.Err, &we) || r.w.Err() != nil {
-				return nodeDone{n: n, logErr: res.Err}
-			}
-		}
-	}
-	dur := r.e.opts.Now().Sub(began)
-	rec := &eventlog.Record{EventType: eventlog.StepEnd, StepID: s.ID, RetryCount: retry,
-		InputDigest: input, OutputDigest: res.OutputDigest, DurationMS: dur.Milliseconds(),
-		TimedOut: res.TimedOut, Interrupted: res.Interrupted, Message: res.Note}
-	if res.ExitCode != 0 {
-		code := res.ExitCode
-		rec.ExitCode = &code
-	}
-	d := nodeDone{n: n, attempt: retry}
-	switch {
-	case res.Err == nil:
-		rec.Status = eventlog.Success
-		rec.Output = res.Output
-		n.outDigest = res.OutputDigest
-		n.output = res.Output
-		d.status = eventlog.Success
-	case r.mayRetry(ctx, n, res):
-		d.delay = retryDelay(r.t.p, s, n.attempts)
-		rec.Status = eventlog.Running
-		rec.ErrorMessage = res.Err.Error()
-		rec.NextDelayMS = d.delay.Milliseconds()
-		d.status = eventlog.Running
-		n.unclean = true
-	default:
-		rec.Status = eventlog.Failed
-		rec.ErrorMessage = res.Err.Error()
-		d.status = eventlog.Failed
-		d.err = res.Err
-		n.unclean = true
-	}
-	// The STEP_END is written without an fsync of its own: the scheduler
-	// starts a dependent next, whose durable STEP_START (before its body
-	// runs) carries this record to disk in the same fsync, or, when it
-	// starts nothing, an fsync at once. So a STEP_END is durable before
-	// anything acts on it, with one fsync per step instead of two.
-	if err := r.w.AppendUnsynced(rec); err != nil {
-		return nodeDone{n: n, logErr: err}
-	}
-	d.unsynced = s.Durability != DurabilityBatch
-	shown := rec.Status
-	if shown == eventlog.Running {
-		shown = "RETRY"
-	}
-	r.rep.ended(s.ID, shown, retry, dur, rec.ErrorMessage, d.delay)
-	return d
-}
-
 // mayRetry reports whether a failed attempt gets another one in this
 // invocation.
-func (r *run) mayRetry(ctx context.Context, n *node, res Result) bool {
+func (r *run) mayRetry(ctx context.Context, n *node, res executor.Result) bool {
 	s := n.rs.step
-	if ctx.Err() != nil || res.Interrupted || s.RetryPolicy == RetryNone || s.RetryPolicy == "" {
+	if ctx.Err() != nil || res.Interrupted || s.RetryPolicy == pipeline.RetryNone || s.RetryPolicy == "" {
 		return false
 	}
 	return n.attempts <= s.MaxRetries
@@ -678,9 +394,9 @@ func (r *run) mayRetry(ctx context.Context, n *node, res Result) bool {
 // retryDelay is the wait before retry number k (k ≥ 1) of a step (SPEC §2):
 // fixed is the base delay; exponential doubles it each time, capped by
 // max_retry_delay_seconds, and never overflows.
-func retryDelay(p *Pipeline, s *Step, k int) time.Duration {
+func retryDelay(p *pipeline.Pipeline, s *pipeline.Step, k int) time.Duration {
 	base := p.RetryDelay
-	if s.RetryPolicy != RetryExponential || k <= 1 {
+	if s.RetryPolicy != pipeline.RetryExponential || k <= 1 {
 		return capDelay(base, p.MaxRetryDelay)
 	}
 	d := base

@@ -12,6 +12,10 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
+	"apollo/engine/markers"
+	"apollo/engine/pipeline"
+	"apollo/engine/statedir"
+	"apollo/engine/usage"
 	"apollo/eventlog"
 	"apollo/luart"
 	"apollo/stdlib"
@@ -28,24 +32,23 @@ type ScriptOptions struct {
 // skip, clear_marker) as WARNING-backed records under the log's flock,
 // honoured by the next apollo run. It never rewrites a past line.
 func (e *Engine) Script(ctx context.Context, path string, so ScriptOptions) error {
-	if err := ValidTaskID(so.TaskID); err != nil {
-		return &UsageError{Msg: fmt.Sprintf("--task-id: %v", err)}
+	if err := statedir.ValidTaskID(so.TaskID); err != nil {
+		return &usage.Error{Msg: fmt.Sprintf("--task-id: %v", err)}
 	}
 	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
-		return &UsageError{Msg: fmt.Sprintf("%s: not a readable Lua file", path)}
+		return &usage.Error{Msg: fmt.Sprintf("%s: not a readable Lua file", path)}
 	}
-	lay := layout{root: e.opts.StateDir}
-	logPath, err := lay.latestLog(so.TaskID)
+	logPath, err := statedir.Dir{Root: e.opts.StateDir}.LatestLog(so.TaskID)
 	if err != nil {
 		return err
 	}
 	if logPath == "" {
-		return &NotFoundError{TaskID: so.TaskID, StateDir: e.opts.StateDir}
+		return &statedir.NotFoundError{TaskID: so.TaskID, StateDir: e.opts.StateDir}
 	}
-	env := &scriptEnv{e: e, path: path, state: eventlog.NewState(so.TaskID), stateDir: absOr(e.opts.StateDir)}
-	env.book = newMarkerBook(nil)
+	env := &scriptEnv{e: e, path: path, state: eventlog.NewState(so.TaskID), stateDir: absPath(e.opts.StateDir)}
+	env.book = markers.New(nil)
 	w, err := eventlog.Open(logPath, eventlog.WriterOptions{TaskID: so.TaskID, Durability: eventlog.Always,
-		FS: e.opts.FS, Now: e.opts.Now, OnForeign: env.apply}, func(r *eventlog.Record) error {
+		FS: e.opts.FS, Now: e.opts.Clock.Now, OnForeign: env.apply}, func(r *eventlog.Record) error {
 		env.apply(r)
 		return nil
 	})
@@ -53,7 +56,8 @@ func (e *Engine) Script(ctx context.Context, path string, so ScriptOptions) erro
 		return err
 	}
 	defer w.Close()
-	env.w, env.book.w = w, w
+	env.w = w
+	env.book.Attach(w, nil)
 
 	rt := luart.New(luart.Options{Bundled: e.opts.Bundled, Root: e.opts.Workdir})
 	st, err := rt.NewState(ctx, luart.StateOptions{Print: e.opts.Stdout, Modules: stdlib.Modules(env)})
@@ -72,7 +76,7 @@ func (e *Engine) Script(ctx context.Context, path string, so ScriptOptions) erro
 	ctxTable.RawSetString("log", lua.LString(logPath))
 	ctxTable.RawSetString("args", argv)
 	L.SetGlobal("ctx", ctxTable)
-	if _, err := st.DoFile(absOr(path)); err != nil {
+	if _, err := st.DoFile(absPath(path)); err != nil {
 		return &ScriptError{Path: path, Err: err}
 	}
 	return nil
@@ -94,7 +98,7 @@ type scriptEnv struct {
 	path     string
 	stateDir string
 	w        *eventlog.Writer
-	book     *markerBook
+	book     *markers.Book
 
 	mu    sync.Mutex
 	state *eventlog.State
@@ -104,14 +108,14 @@ func (s *scriptEnv) apply(r *eventlog.Record) {
 	s.mu.Lock()
 	s.state.Apply(r)
 	s.mu.Unlock()
-	s.book.observe(r)
+	s.book.Observe(r)
 }
 
 func (s *scriptEnv) TaskID() string      { return s.state.TaskID }
 func (s *scriptEnv) StepID() string      { return "" }
 func (s *scriptEnv) RetryCount() int     { return 0 }
 func (s *scriptEnv) InputDigest() string { return "" }
-func (s *scriptEnv) Workspace() string   { return absOr(s.e.opts.Workdir) }
+func (s *scriptEnv) Workspace() string   { return absPath(s.e.opts.Workdir) }
 func (s *scriptEnv) StateDir() string    { return s.stateDir }
 func (s *scriptEnv) Log() io.Writer      { return s.e.opts.Stdout }
 
@@ -158,7 +162,7 @@ func (s *scriptEnv) Intervene(action, target, why string) error {
 		s.mu.Unlock()
 		if !known {
 			hint := ""
-			if m := suggest(target, ids); m != "" {
+			if m := pipeline.Suggest(target, ids); m != "" {
 				hint = fmt.Sprintf(" (did you mean %q?)", m)
 			}
 			return fmt.Errorf("no step %q in task %s%s", target, s.state.TaskID, hint)
@@ -190,4 +194,12 @@ func (s *scriptEnv) who() string {
 	}
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%s@%s via apollo script %s (pid %d)", name, host, filepath.Base(s.path), os.Getpid())
+}
+
+// absPath is p made absolute, or p when it cannot be.
+func absPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"apollo/eventlog"
@@ -14,10 +13,6 @@ import (
 // task with more steps than that waits for as many records as it has steps,
 // so that the cost of writing snapshots stays linear in the log.
 const snapshotEvery = 10_000
-
-func (l layout) snapshotPath(taskID string) string {
-	return filepath.Join(l.root, "state", taskID+".snapshot.json")
-}
 
 // snapshotter keeps the run's replay of the log, fed with every record in
 // log order (those read at open, those this run appends, those another

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"apollo/engine/textfmt"
 	"apollo/eventlog"
 )
 
@@ -34,7 +35,7 @@ func (r *run) summarize(interrupted bool) error {
 	if complete {
 		status = eventlog.Success
 	}
-	dur := r.e.opts.Now().Sub(r.started)
+	dur := r.e.opts.Clock.Now().Sub(r.started)
 	rec := &eventlog.Record{EventType: eventlog.TaskSummary, Status: status, DurationMS: dur.Milliseconds(), Summary: info}
 	if interrupted {
 		rec.ErrorMessage = "interrupted by a signal"
@@ -43,7 +44,7 @@ func (r *run) summarize(interrupted bool) error {
 	}
 	r.e.crash("summary:before")
 	werr := r.w.AppendDurable(rec)
-	r.rep.finish(r.summaryText(status, info, roundDur(dur)))
+	r.rep.finish(r.summaryText(status, info, textfmt.Duration(dur)))
 	if werr != nil {
 		return werr
 	}
@@ -65,10 +66,10 @@ func (r *run) summaryText(status string, info *eventlog.SummaryInfo, dur fmt.Str
 	fmt.Fprintf(&b, "task %s %s in %s: %d succeeded, %d failed, %d skipped, %d not run\n", r.t.id, word, dur,
 		info.Counts[eventlog.Success], info.Counts[eventlog.Failed], info.Counts[eventlog.Skipped], info.Counts[eventlog.Pending])
 	for _, id := range info.Failed {
-		fmt.Fprintf(&b, "  failed:            %s: %s\n", id, oneLine(r.byID[id].lastErr, 300))
+		fmt.Fprintf(&b, "  failed:            %s: %s\n", id, textfmt.OneLine(r.byID[id].lastErr, 300))
 	}
 	for _, id := range info.FailedOptional {
-		fmt.Fprintf(&b, "  failed (optional): %s: %s\n", id, oneLine(r.byID[id].lastErr, 300))
+		fmt.Fprintf(&b, "  failed (optional): %s: %s\n", id, textfmt.OneLine(r.byID[id].lastErr, 300))
 	}
 	if len(info.Blocked) > 0 {
 		fmt.Fprintf(&b, "  blocked:           %s\n", strings.Join(info.Blocked, ", "))

@@ -1,8 +1,7 @@
 package engine
 
 import (
-	"os"
-	"strconv"
+	"apollo/engine/executor"
 )
 
 // Starting a shell costs more than most short steps do: fork, exec, the
@@ -18,9 +17,8 @@ import (
 // warmShell is the held shell of a step's next attempt, being started or
 // started ahead of the attempt.
 type warmShell struct {
-	ready chan struct{} // closed once a, h and err are set
-	a     *Attempt
-	h     *heldShell
+	ready chan struct{} // closed once ahead and err are set
+	ahead executor.Ahead
 	err   error
 }
 
@@ -33,7 +31,8 @@ func (r *run) warmUp(n *node) bool {
 	if n.warmedChild {
 		return false
 	}
-	if _, ok := r.e.opts.Executors["shell"].(Shell); !ok {
+	starter, ok := r.e.opts.Executors["shell"].(executor.AheadStarter)
+	if !ok {
 		return false // a test's or another build's executor starts its own processes
 	}
 	for _, c := range n.children {
@@ -48,9 +47,7 @@ func (r *run) warmUp(n *node) bool {
 		n.warmedChild = true
 		go func() {
 			defer close(w.ready)
-			w.a = r.newAttempt(c, retry)
-			w.h, w.err = startHeld(w.a)
-			w.a.held = w.h
+			w.ahead, w.err = starter.StartAhead(r.newAttempt(c, retry))
 		}()
 		return true
 	}
@@ -75,7 +72,7 @@ func (r *run) warmJoin(c *node) {
 // for n's next attempt, or nil when there is none. warmUp makes one only
 // for a step that has not started, and the first attempt takes it, so it
 // is always for that attempt.
-func (r *run) takeWarm(n *node) *Attempt {
+func (r *run) takeWarm(n *node) executor.Ahead {
 	w := n.warm
 	if w == nil {
 		return nil
@@ -85,28 +82,14 @@ func (r *run) takeWarm(n *node) *Attempt {
 	if w.err != nil {
 		return nil // the attempt starts its shell itself, and reports any error
 	}
-	if !inFolder(w.h.cmd.Process.Pid, w.a.Dir) {
+	if !w.ahead.Usable() {
 		// A dependency replaced the workspace folder itself while the
 		// shell waited in the old one: it has run nothing, and a shell
 		// started now runs where a step started at once would.
-		w.h.close()
+		w.ahead.Close()
 		return nil
 	}
-	return w.a
-}
-
-// inFolder reports whether process pid's working folder is the one dir
-// names now ("" is this process's own). Without /proc it says false.
-func inFolder(pid int, dir string) bool {
-	cwd, err := os.Stat("/proc/" + strconv.Itoa(pid) + "/cwd")
-	if err != nil {
-		return false
-	}
-	if dir == "" {
-		dir = "."
-	}
-	now, err := os.Stat(dir)
-	return err == nil && os.SameFile(cwd, now)
+	return w.ahead
 }
 
 // dropWarm ends the held shells no attempt took, once the scheduler is done.
@@ -122,8 +105,8 @@ func (r *run) dropWarmOf(n *node) {
 	if w := n.warm; w != nil {
 		n.warm = nil
 		<-w.ready
-		if w.h != nil {
-			w.h.close()
+		if w.ahead != nil {
+			w.ahead.Close()
 		}
 	}
 }

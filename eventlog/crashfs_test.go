@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"apollo/engine"
+	"apollo/engine/executor"
 	"apollo/eventlog"
 )
 
@@ -235,9 +236,9 @@ func (c *crashFS) Crash(rng *rand.Rand, mode string) string {
 // command says "fail" and the attempt is below 2.
 type fakeShell struct{}
 
-func (fakeShell) Run(ctx context.Context, a *engine.Attempt) engine.Result {
+func (fakeShell) Run(ctx context.Context, a *executor.Attempt) executor.Result {
 	if err := a.Started(0); err != nil {
-		return engine.Result{Err: err, ExitCode: -1, NotStarted: true}
+		return executor.Result{Err: err, ExitCode: -1, NotStarted: true}
 	}
 	dir := filepath.Join(a.Dir, "eff", a.StepID)
 	if a.Cleanup {
@@ -250,9 +251,9 @@ func (fakeShell) Run(ctx context.Context, a *engine.Attempt) engine.Result {
 		f.Close()
 	}
 	if strings.Contains(a.Command, "fail") && a.RetryCount < 2 && !a.Cleanup {
-		return engine.Result{Err: errors.New("exit status 1"), ExitCode: 1, OutputDigest: "sha256:0"}
+		return executor.Result{Err: errors.New("exit status 1"), ExitCode: 1, OutputDigest: "sha256:0"}
 	}
-	return engine.Result{OutputDigest: "sha256:0"}
+	return executor.Result{OutputDigest: "sha256:0"}
 }
 
 const powerPipeline = `task_name: power
@@ -323,7 +324,7 @@ func TestPowerLoss(t *testing.T) {
 	run := func(dir string, fsys eventlog.FS) error {
 		e := engine.New(engine.Options{StateDir: filepath.Join(dir, ".apollo"), Workdir: dir,
 			Progress: engine.ProgressQuiet, KillGrace: 50 * time.Millisecond, FS: fsys,
-			Executors: map[string]engine.Executor{"shell": fakeShell{}}, Crash: func(string) {}})
+			Executors: map[string]executor.Executor{"shell": fakeShell{}}, Crash: func(string) {}})
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		err := e.Run(ctx, filepath.Join(dir, "pipeline.yaml"), engine.RunOptions{TaskID: "p"})

@@ -1,0 +1,361 @@
+package engine
+
+import (
+	"apollo/engine/executor"
+	"apollo/engine/pipeline"
+	"apollo/eventlog"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// work runs one step: ends what a crash left of its previous attempt,
+// cleans up after a failed one, then makes one attempt.
+func (r *run) work(ctx context.Context, n *node) nodeDone {
+	s := n.rs.step
+	if n.dirty || (n.unclean && s.HasCleanup()) {
+		if d, ok := r.cleanup(ctx, n); !ok {
+			return d
+		}
+	}
+	return r.attempt(ctx, n)
+}
+
+// cleanup runs before a rerun. It returns ok=false with the step's end when
+// the step must not run.
+func (r *run) cleanup(ctx context.Context, n *node) (nodeDone, bool) {
+	s := n.rs.step
+	var notes []string
+	if n.dirty && n.prevToken != "" {
+		if k := executor.EndLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace); k > 0 {
+			notes = append(notes, fmt.Sprintf("ended %d process(es) left running by the cut-off attempt", k))
+		}
+	}
+	rec := &eventlog.Record{EventType: eventlog.Cleanup, StepID: s.ID, Status: eventlog.Pending,
+		RetryCount: max(n.retry-1, 0), Dirty: n.dirty}
+	began := r.e.opts.Clock.Now()
+	if s.HasCleanup() {
+		// The failed attempt's STEP_END is on disk before its cleanup runs
+		// (a no-op unless its fsync is still under way).
+		if err := r.w.Sync(); err != nil {
+			return nodeDone{n: n, logErr: err}, false
+		}
+		r.rep.event(s.ID, "cleanup before rerun")
+		r.e.crash("cleanup:before")
+		res := r.runCleanup(ctx, n)
+		r.e.crash("cleanup:after")
+		rec.DurationMS = r.e.opts.Clock.Now().Sub(began).Milliseconds()
+		if res.ExitCode != 0 || res.Err != nil {
+			code := res.ExitCode
+			rec.ExitCode = &code
+		}
+		if res.Err != nil {
+			rec.Status = eventlog.Failed
+			rec.ErrorMessage = "cleanup failed, so the step is not rerun (its state is unknown): " + res.Err.Error()
+		} else {
+			notes = append(notes, "cleanup hook succeeded")
+		}
+	} else if n.dirty {
+		notes = append(notes, "no cleanup hook")
+	}
+	if n.dirty {
+		notes = append([]string{fmt.Sprintf("attempt %d was cut off by a crash", rec.RetryCount)}, notes...)
+	}
+	rec.Message = strings.Join(notes, "; ")
+	if err := r.appendFor(s, rec); err != nil {
+		return nodeDone{n: n, logErr: err}, false
+	}
+	n.dirty, n.unclean = false, rec.Status == eventlog.Failed
+	if rec.Status == eventlog.Failed {
+		r.rep.ended(s.ID, eventlog.Failed, rec.RetryCount, 0, rec.ErrorMessage, 0)
+		return nodeDone{n: n, status: eventlog.Failed, err: errors.New(rec.ErrorMessage)}, false
+	}
+	return nodeDone{}, true
+}
+
+// runCleanup runs the step's cleanup hook through its executor.
+func (r *run) runCleanup(ctx context.Context, n *node) executor.Result {
+	s := n.rs.step
+	retry := max(n.retry-1, 0)
+	a := r.newAttempt(n, retry)
+	a.Upstream = upstreamOutputs(n)
+	a.OutputPath = strings.TrimSuffix(a.OutputPath, ".log") + ".cleanup.log"
+	a.PublishPath = ""
+	a.Started = func(int) error { return nil }
+	a.Cleanup = true
+	var ex executor.Executor
+	if s.CleanupCommand != "" {
+		a.Command = n.rs.cleanupCommand
+		ex = r.e.opts.Executors["shell"]
+	} else {
+		var err error
+		if ex, err = r.luaExecutor(s); err != nil {
+			return executor.Result{Err: err, ExitCode: -1}
+		}
+	}
+	actx, cancel := executor.WithTimeout(ctx, s.Timeout)
+	defer cancel()
+	return ex.Run(actx, a)
+}
+
+// upstreamOutputs is what n's dependencies published, by step id.
+func upstreamOutputs(n *node) map[string]json.RawMessage {
+	upstream := make(map[string]json.RawMessage, len(n.deps))
+	for _, d := range n.deps {
+		upstream[d.id()] = d.output
+	}
+	return upstream
+}
+
+// newAttempt describes attempt retry of n for an executor, all but its
+// Upstream (upstreamOutputs): it reads nothing a running step may change,
+// so that warmUp can call it while n's dependencies run.
+func (r *run) newAttempt(n *node, retry int) *executor.Attempt {
+	s := n.rs.step
+	t := r.t
+	keys := make([]string, 0, len(n.rs.env))
+	for k := range n.rs.env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	env := make([]string, 0, len(r.baseEnv)+len(keys)+7)
+	env = append(env, r.baseEnv...)
+	for _, k := range keys {
+		env = append(env, k+"="+n.rs.env[k])
+	}
+	out := t.dir.Output(t.id, s.ID, retry)
+	publish := strings.TrimSuffix(out, ".log") + ".out"
+	env = append(env,
+		"APOLLO_TASK_ID="+t.id,
+		"APOLLO_STEP_ID="+s.ID,
+		"APOLLO_RETRY_COUNT="+strconv.Itoa(retry),
+		"APOLLO_ARTIFACTS_DIR="+t.dir.Artifacts(t.id),
+		"APOLLO_STATE_DIR="+t.dir.Root,
+		"APOLLO_OUTPUT="+publish,
+		executor.AttemptEnv+"="+executor.AttemptToken(r.absLog, s.ID, retry),
+	)
+	vars := make(map[string]string, len(t.vars)+1)
+	for k, v := range t.vars {
+		vars[k] = v
+	}
+	vars["step_id"] = s.ID
+	return &executor.Attempt{TaskID: t.id, StepID: s.ID, RetryCount: retry, Step: s, Command: n.rs.command,
+		Env: env, Dir: r.e.opts.Workdir, OutputPath: out, OutputLimit: max(r.e.opts.MaxOutputBytes, 0),
+		PublishPath: publish, KillGrace: r.e.opts.KillGrace,
+		Pipeline: t.p, Vars: vars, Params: n.rs.with,
+		ArtifactsDir: t.dir.Artifacts(t.id), StateDir: t.dir.Root, Markers: r.markers}
+}
+
+// executorFor picks the executor of a step's body.
+func (r *run) executorFor(s *pipeline.Step) (executor.Executor, error) {
+	if s.Command == "" {
+		return r.luaExecutor(s)
+	}
+	return r.e.opts.Executors["shell"], nil
+}
+
+// luaExecutor runs Lua in this process, or in a child apollo process for
+// isolation: process.
+func (r *run) luaExecutor(s *pipeline.Step) (executor.Executor, error) {
+	if s.Isolation == "process" {
+		bin, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("isolation: process: find the apollo binary: %w", err)
+		}
+		return &executor.Isolated{Binary: bin, LogPath: r.logPath}, nil
+	}
+	ex, ok := r.e.opts.Executors["lua"]
+	if !ok {
+		return nil, errors.New("no executor for Lua steps in this build")
+	}
+	return ex, nil
+}
+
+// attempt makes one attempt of n and records it: its STEP_START, made
+// durable before the body may run; the body; its STEP_END.
+func (r *run) attempt(ctx context.Context, n *node) nodeDone {
+	retry := n.retry
+	n.retry++
+	n.attempts++
+	at, err := r.appendStart(n, retry)
+	if err != nil {
+		return nodeDone{n: n, logErr: err}
+	}
+	res, err := r.runBody(ctx, at)
+	if err != nil {
+		return nodeDone{n: n, logErr: err}
+	}
+	return r.recordEnd(ctx, at, res)
+}
+
+// attemptRun is one attempt of a step while it runs.
+type attemptRun struct {
+	n     *node
+	retry int
+	input string // its input digest
+	a     *executor.Attempt
+	ahead executor.Ahead // its shell, started ahead (warmUp), or nil
+	began time.Time      // when its body was released
+}
+
+// appendStart appends the attempt's STEP_START and prepares the attempt.
+//
+// Started waits for the record's fsync before the body may run, whatever
+// the durability setting. For a shell body started here the fsync starts at
+// once, so the disk works while the attempt is prepared and its process
+// forked (held: forking blocks this thread). A Lua body, or a shell started
+// ahead (warmUp), calls Started right away, which then does the fsync on
+// this goroutine instead of waking one to do it. A crash in between leaves
+// a dirty step whose body never ran; its rerun is preceded by cleanup, as
+// for any dirty step.
+func (r *run) appendStart(n *node, retry int) (*attemptRun, error) {
+	s := n.rs.step
+	upstream := make(map[string]string, len(n.deps))
+	for _, d := range n.deps {
+		upstream[d.id()] = d.outDigest
+	}
+	at := &attemptRun{n: n, retry: retry, input: inputDigest(n.rs, upstream), ahead: r.takeWarm(n)}
+	start := &eventlog.Record{EventType: eventlog.StepStart, StepID: s.ID, Status: eventlog.Running,
+		RetryCount: retry, InputDigest: at.input}
+	appendStart := r.w.AppendSyncing
+	if s.Command == "" || at.ahead != nil {
+		appendStart = r.w.AppendUnsynced
+	}
+	if err := appendStart(start); err != nil {
+		at.close()
+		return nil, err
+	}
+	if at.ahead != nil {
+		at.a = at.ahead.Attempt()
+	} else {
+		at.a = r.newAttempt(n, retry)
+	}
+	at.a.Upstream = upstreamOutputs(n)
+	at.a.InputDigest = at.input
+	if err := r.makeDirs(filepath.Dir(at.a.OutputPath), r.t.dir.Artifacts(r.t.id)); err != nil {
+		at.close()
+		return nil, err
+	}
+	at.began = r.e.opts.Clock.Now()
+	at.a.Started = func(int) error {
+		// While the STEP_START's fsync may still be running: a file left
+		// by an earlier run is not this attempt's output. Only a shell
+		// body's is read.
+		if s.Command != "" {
+			os.Remove(at.a.PublishPath)
+		}
+		if err := r.w.Sync(); err != nil {
+			return err
+		}
+		at.began = r.e.opts.Clock.Now()
+		r.rep.started(s.ID, retry)
+		return nil
+	}
+	at.a.Running = func(pgid int) {
+		// The process group, for a later run to end what a crash leaves
+		// running (docs/spec.md §5: the STEP_START or a record right after
+		// names it), written while the body runs. Until it is on disk the
+		// processes are still found by their APOLLO_ATTEMPT tag and their
+		// shell, which leads the group. A failed write is the writer's
+		// sticky error, which the STEP_END's append reports.
+		rec := &eventlog.Record{EventType: eventlog.StepProcess, StepID: s.ID, Status: eventlog.Running,
+			RetryCount: retry, PGID: pgid}
+		_ = r.w.AppendUnsynced(rec)
+	}
+	return at, nil
+}
+
+// close ends the shell started ahead for the attempt, if it was not run.
+func (at *attemptRun) close() {
+	if at.ahead != nil {
+		at.ahead.Close()
+	}
+}
+
+// runBody runs the attempt's body through its executor. The error is the
+// log's: the run must stop.
+func (r *run) runBody(ctx context.Context, at *attemptRun) (executor.Result, error) {
+	s := at.n.rs.step
+	ex, err := r.executorFor(s)
+	if err != nil {
+		at.close()
+		if serr := at.a.Started(0); serr != nil {
+			return executor.Result{}, serr
+		}
+		return executor.Result{Err: err, ExitCode: -1, NotStarted: true}, nil
+	}
+	actx, cancel := executor.WithTimeout(ctx, s.Timeout)
+	var res executor.Result
+	if at.ahead != nil {
+		res = at.ahead.Run(actx)
+	} else {
+		res = ex.Run(actx, at.a)
+	}
+	cancel()
+	r.e.crash("body:after")
+	if res.NotStarted {
+		var we *eventlog.WriteError
+		if errors.As(res.Err, &we) || r.w.Err() != nil {
+			return res, res.Err
+		}
+	}
+	return res, nil
+}
+
+// recordEnd appends the attempt's STEP_END and tells the scheduler what
+// comes next: the step's end, or a retry after a delay.
+func (r *run) recordEnd(ctx context.Context, at *attemptRun, res executor.Result) nodeDone {
+	n, s := at.n, at.n.rs.step
+	dur := r.e.opts.Clock.Now().Sub(at.began)
+	rec := &eventlog.Record{EventType: eventlog.StepEnd, StepID: s.ID, RetryCount: at.retry,
+		InputDigest: at.input, OutputDigest: res.OutputDigest, DurationMS: dur.Milliseconds(),
+		TimedOut: res.TimedOut, Interrupted: res.Interrupted, Message: res.Note}
+	if res.ExitCode != 0 {
+		code := res.ExitCode
+		rec.ExitCode = &code
+	}
+	d := nodeDone{n: n, attempt: at.retry}
+	switch {
+	case res.Err == nil:
+		rec.Status = eventlog.Success
+		rec.Output = res.Output
+		n.outDigest = res.OutputDigest
+		n.output = res.Output
+		d.status = eventlog.Success
+	case r.mayRetry(ctx, n, res):
+		d.delay = retryDelay(r.t.p, s, n.attempts)
+		rec.Status = eventlog.Running
+		rec.ErrorMessage = res.Err.Error()
+		rec.NextDelayMS = d.delay.Milliseconds()
+		d.status = eventlog.Running
+		n.unclean = true
+	default:
+		rec.Status = eventlog.Failed
+		rec.ErrorMessage = res.Err.Error()
+		d.status = eventlog.Failed
+		d.err = res.Err
+		n.unclean = true
+	}
+	// The STEP_END is written without an fsync of its own: the scheduler
+	// starts a dependent next, whose durable STEP_START (before its body
+	// runs) carries this record to disk in the same fsync, or, when it
+	// starts nothing, an fsync at once. So a STEP_END is durable before
+	// anything acts on it, with one fsync per step instead of two.
+	if err := r.w.AppendUnsynced(rec); err != nil {
+		return nodeDone{n: n, logErr: err}
+	}
+	d.unsynced = s.Durability != pipeline.DurabilityBatch
+	shown := rec.Status
+	if shown == eventlog.Running {
+		shown = "RETRY"
+	}
+	r.rep.ended(s.ID, shown, at.retry, dur, rec.ErrorMessage, d.delay)
+	return d
+}

@@ -1,0 +1,303 @@
+package executor
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"apollo/engine/pipeline"
+	"apollo/luart"
+	"apollo/stdlib"
+)
+
+// Lua runs Lua bodies (lua, script, uses) and Lua cleanup hooks, each in a
+// fresh sandboxed state. Compiled chunks are shared through one runtime per
+// pipeline; states never are.
+type Lua struct {
+	// Bundled holds the bundled step modules (scripts/), searched after the
+	// pipeline's modules folders.
+	Bundled fs.FS
+	// Workdir is the workspace; chunk names are relative to it.
+	Workdir string
+
+	mu       sync.Mutex
+	runtimes map[string]*luart.Runtime
+}
+
+func (x *Lua) runtime(p *pipeline.Pipeline) *luart.Runtime {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	key := p.Dir + "\x00" + strings.Join(p.Modules, "\x00")
+	if rt, ok := x.runtimes[key]; ok {
+		return rt
+	}
+	if x.runtimes == nil {
+		x.runtimes = map[string]*luart.Runtime{}
+	}
+	dirs := make([]string, len(p.Modules))
+	for i, m := range p.Modules {
+		dirs[i] = filepath.Join(p.Dir, m)
+	}
+	// Load checks script files through the same root (CheckRefs).
+	rt := luart.New(luart.Options{ModuleDirs: dirs, Bundled: x.Bundled, Root: pipeline.LuaRoot(x.Workdir, p.Dir)})
+	x.runtimes[key] = rt
+	return rt
+}
+
+// Run runs one Lua attempt or cleanup.
+func (x *Lua) Run(ctx context.Context, a *Attempt) Result {
+	out := &lazyOutput{path: a.OutputPath, limit: a.OutputLimit}
+	defer out.Close()
+	// The durable STEP_START (an fsync: mostly waiting for the disk) and the making of the
+	// fresh state (CPU) overlap: another goroutine makes the state while this one waits for
+	// the record's fsync in Started (doing it itself if the writer's background fsync has not
+	// begun yet), and the body runs only once Started has returned nil. Making a state has no
+	// effect outside this process: no file is created, no module loaded, no script code run.
+	// The state is made on the side because it is the shorter task: when the fsync returns
+	// the state is ready, and nothing waits for a goroutine to be woken.
+	ready := make(chan prepared, 1)
+	go func() { ready <- x.prepare(ctx, a, out) }()
+	serr := a.Started(0)
+	p := <-ready
+	if p.st != nil {
+		defer p.st.Close()
+	}
+	if serr != nil {
+		return Result{Err: serr, ExitCode: -1, NotStarted: true}
+	}
+	err := p.err
+	var value any
+	if err == nil {
+		value, err = x.body(p, a)
+	}
+	res := Result{}
+	res.TimedOut, res.Interrupted = endCause(ctx)
+	switch {
+	case errors.Is(err, luart.ErrTimeout) || res.TimedOut:
+		res.TimedOut, res.Interrupted = true, false
+		res.Err = fmt.Errorf("timed out after %s: the Lua state was stopped", a.Step.Timeout)
+	case errors.Is(err, luart.ErrMemory):
+		res.Err = fmt.Errorf("%w; raise memory_mb or use isolation: process", err)
+	case res.Interrupted:
+		res.Err = errors.New("interrupted: apollo was asked to stop; the Lua state was stopped")
+	case err != nil:
+		res.Err = err
+	}
+	res.Note = out.cutNote()
+	if res.Err != nil {
+		fmt.Fprintf(out, "error: %v\n", res.Err)
+		res.ExitCode = 1
+		return res
+	}
+	if a.Cleanup {
+		return res
+	}
+	enc, err := luart.EncodeJSON(value)
+	if err != nil {
+		res.Err = fmt.Errorf("the step's return value cannot be its output: %w", err)
+		res.ExitCode = 1
+		return res
+	}
+	sum := sha256.Sum256(enc)
+	res.OutputDigest = "sha256:" + hex.EncodeToString(sum[:])
+	if value != nil {
+		res.Output = enc
+	}
+	return res
+}
+
+// prepared is an attempt's state, ready to run its body.
+type prepared struct {
+	st        *luart.State // nil when err is set before the state was made
+	ctxTable  *lua.LTable
+	inline    *lua.FunctionProto // the compiled inline body, if it has one
+	inlineErr error              // why it does not compile
+	err       error              // why the state could not be prepared
+}
+
+// prepare makes the attempt's fresh state with its ctx global, and compiles an inline body,
+// without running any script code. A state it returns must be closed, also with an error.
+func (x *Lua) prepare(ctx context.Context, a *Attempt, out io.Writer) prepared {
+	var p prepared
+	rt := x.runtime(a.Pipeline)
+	env := &stepEnv{a: a, out: out}
+	p.st, p.err = rt.NewState(ctx, luart.StateOptions{
+		Print: out, MemoryLimitMB: a.Step.MemoryMB, Modules: stdlib.Modules(env)})
+	if p.err != nil {
+		return p
+	}
+	L := p.st.L()
+	if p.ctxTable, p.err = luaContext(L, a); p.err != nil {
+		return p
+	}
+	L.SetGlobal("ctx", p.ctxTable)
+	if name, src := inlineBody(a); src != "" {
+		p.inline, p.inlineErr = rt.Compile(name, src)
+	}
+	return p
+}
+
+// inlineBody returns the chunk name and source of the inline Lua the attempt runs (a
+// cleanup_lua: hook, or else a lua: body), or "" when it runs a file or a module.
+func inlineBody(a *Attempt) (name, src string) {
+	s := a.Step
+	switch {
+	case a.Cleanup && s.CleanupLua != "":
+		return a.Pipeline.Path + "[" + s.ID + "].cleanup", s.CleanupLua
+	case a.Cleanup && s.CleanupScript != "":
+		return "", ""
+	case s.Lua != "":
+		return a.Pipeline.Path + "[" + s.ID + "]", s.Lua
+	}
+	return "", ""
+}
+
+// body runs the body (or cleanup) in p's state and returns its value as Go data.
+func (x *Lua) body(p prepared, a *Attempt) (any, error) {
+	s := a.Step
+	st := p.st
+	var results []lua.LValue
+	var err error
+	switch {
+	case p.inlineErr != nil:
+		return nil, p.inlineErr
+	case p.inline != nil:
+		results, err = st.Call(st.L().NewFunctionFromProto(p.inline))
+	case a.Cleanup && s.CleanupScript != "":
+		results, err = st.DoFile(filepath.Join(a.Pipeline.Dir, s.CleanupScript))
+	case s.Script != "":
+		results, err = st.DoFile(filepath.Join(a.Pipeline.Dir, s.Script))
+	case s.Uses != "":
+		results, err = x.callModule(st, s.Uses, a.Cleanup, p.ctxTable)
+	default:
+		return nil, fmt.Errorf("step %q has no Lua body", s.ID)
+	}
+	if err != nil || len(results) == 0 {
+		return nil, err
+	}
+	return luart.ToGo(results[0])
+}
+
+// callModule runs a `uses` module's run(ctx), or its cleanup(ctx) when it
+// has one.
+func (x *Lua) callModule(st *luart.State, name string, cleanup bool, ctxTable lua.LValue) ([]lua.LValue, error) {
+	mod, err := st.Require(name)
+	if err != nil {
+		return nil, err
+	}
+	t, ok := mod.(*lua.LTable)
+	if !ok {
+		return nil, fmt.Errorf("module %q returns a %s, not a table with run(ctx)", name, mod.Type())
+	}
+	fnName := "run"
+	if cleanup {
+		fnName = "cleanup"
+	}
+	fn := t.RawGetString(fnName)
+	if fn == lua.LNil {
+		if cleanup {
+			return nil, nil // the module brings no cleanup: nothing to do
+		}
+		return nil, fmt.Errorf("module %q has no run(ctx) function", name)
+	}
+	if fn.Type() != lua.LTFunction {
+		return nil, fmt.Errorf("module %q: %s is a %s, not a function", name, fnName, fn.Type())
+	}
+	return st.Call(fn, ctxTable)
+}
+
+// luaContext builds the ctx table a Lua body sees (SPEC §6).
+func luaContext(L *lua.LState, a *Attempt) (*lua.LTable, error) {
+	t := L.CreateTable(0, 8)
+	t.RawSetString("task_id", lua.LString(a.TaskID))
+	t.RawSetString("step_id", lua.LString(a.StepID))
+	t.RawSetString("retry_count", lua.LNumber(a.RetryCount))
+	t.RawSetString("input_digest", lua.LString(a.InputDigest))
+	t.RawSetString("artifacts_dir", lua.LString(a.ArtifactsDir))
+	vars := L.CreateTable(0, len(a.Vars))
+	for k, v := range a.Vars {
+		vars.RawSetString(k, lua.LString(v))
+	}
+	t.RawSetString("vars", vars)
+	params := L.CreateTable(0, len(a.Params))
+	for k, v := range a.Params {
+		params.RawSetString(k, luart.FromGo(L, v))
+	}
+	t.RawSetString("params", params)
+	outputs := L.CreateTable(0, len(a.Upstream))
+	ids := make([]string, 0, len(a.Upstream))
+	for id := range a.Upstream {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		raw := a.Upstream[id]
+		if len(raw) == 0 {
+			continue
+		}
+		v, err := luart.DecodeJSON(L, raw)
+		if err != nil {
+			return nil, fmt.Errorf("output of step %q: %w", id, err)
+		}
+		outputs.RawSetString(id, v)
+	}
+	t.RawSetString("outputs", outputs)
+	return t, nil
+}
+
+func absOr(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
+}
+
+// stepEnv is the standard library's view of one attempt.
+type stepEnv struct {
+	a   *Attempt
+	out io.Writer
+}
+
+func (e *stepEnv) TaskID() string      { return e.a.TaskID }
+func (e *stepEnv) StepID() string      { return e.a.StepID }
+func (e *stepEnv) RetryCount() int     { return e.a.RetryCount }
+func (e *stepEnv) InputDigest() string { return e.a.InputDigest }
+func (e *stepEnv) Workspace() string   { return absOr(e.a.Dir) }
+func (e *stepEnv) StateDir() string    { return absOr(e.a.StateDir) }
+func (e *stepEnv) Log() io.Writer      { return e.out }
+
+// ExecEnv tags the commands apollo.exec starts with the attempt, like the
+// processes of a shell step, so a resume after a crash can end them.
+func (e *stepEnv) ExecEnv() []string {
+	var tags []string
+	for _, kv := range e.a.Env {
+		if strings.HasPrefix(kv, "APOLLO_") {
+			tags = append(tags, kv)
+		}
+	}
+	return tags
+}
+
+func (e *stepEnv) Marker(name string) (stdlib.Marker, bool) {
+	if e.a.Markers == nil {
+		return stdlib.Marker{}, false
+	}
+	return e.a.Markers.Marker(name)
+}
+
+func (e *stepEnv) RecordMarker(m stdlib.Marker) error {
+	if e.a.Markers == nil {
+		return errors.New("markers are not available here")
+	}
+	return e.a.Markers.RecordMarker(e.a.StepID, e.a.RetryCount, m)
+}

@@ -1,0 +1,402 @@
+package executor
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"apollo/stdlib"
+)
+
+// holdPrefix keeps a shell body from running until the engine says so: the
+// shell waits for one line on fd 3, which the engine writes only after the
+// attempt's STEP_START (naming this process group) is on disk. If the engine
+// dies first, the read sees end of file and the shell exits without running
+// the body. It stays on the body's first line so error line numbers match.
+const holdPrefix = "read _ <&3 || exit 125; exec 3<&-; "
+
+// Shell runs bodies with /bin/sh -c, each attempt in its own process group.
+type Shell struct{}
+
+// heldShell is a shell body's process: started in its own process group and
+// held before the body's first line until released.
+type heldShell struct {
+	cmd   *exec.Cmd
+	hold  *os.File // the hold pipe's write end; nil once released
+	pipes *bodyPipes
+	pidfd int // -1 when the kernel gives none
+	out   *lazyOutput
+	hash  hash.Hash // of stdout
+}
+
+// startHeld starts the shell of attempt a, held.
+func startHeld(a *Attempt) (*heldShell, error) {
+	h := &heldShell{out: &lazyOutput{path: a.OutputPath, limit: a.OutputLimit}, hash: sha256.New(), pidfd: -1}
+	holdR, holdW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	// stdout and stderr go through pipes, so that a step that prints
+	// nothing creates no output file, and stdout is hashed on the way.
+	h.pipes, err = openBodyPipes(io.MultiWriter(h.hash, h.out), h.out)
+	if err != nil {
+		holdR.Close()
+		holdW.Close()
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	h.cmd = exec.Command("/bin/sh", "-c", holdPrefix+a.Command)
+	h.cmd.Dir = a.Dir
+	h.cmd.Env = a.Env
+	h.cmd.Stdout = h.pipes.w[0]
+	h.cmd.Stderr = h.pipes.w[1]
+	h.cmd.ExtraFiles = []*os.File{holdR}
+	h.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, PidFD: &h.pidfd}
+	err = h.cmd.Start()
+	holdR.Close()
+	h.pipes.closeWriters()
+	if err != nil {
+		holdW.Close()
+		h.pipes.close()
+		return nil, fmt.Errorf("start /bin/sh: %w", err)
+	}
+	h.hold = holdW
+	return h, nil
+}
+
+// release lets the body run.
+func (h *heldShell) release() error {
+	_, err := h.hold.Write([]byte("\n"))
+	h.hold.Close()
+	h.hold = nil
+	return err
+}
+
+// untilExit copies the body's output until the shell exits.
+func (h *heldShell) untilExit() { h.pipes.untilExit(h.cmd.Process.Pid, h.pidfd) }
+
+// drain copies what is left of the output. A process that left the group
+// may still hold stdout or stderr; it is not waited for long.
+func (h *heldShell) drain() { h.pipes.drain(time.Now().Add(2 * time.Second)) }
+
+// close frees what the shell holds. A shell never released has run
+// nothing of its body: it is ended (it would read end of file instead of
+// its go-ahead and exit 125 by itself) and waited for first.
+func (h *heldShell) close() {
+	if h.hold != nil {
+		h.hold.Close()
+		h.hold = nil
+		killGroup(h.cmd.Process.Pid, syscall.SIGKILL)
+		h.untilExit()
+		h.cmd.Wait()
+		h.drain()
+	}
+	h.pipes.close()
+	if h.pidfd >= 0 {
+		syscall.Close(h.pidfd)
+		h.pidfd = -1
+	}
+	h.out.Close()
+}
+
+// Run runs a.Command.
+func (Shell) Run(ctx context.Context, a *Attempt) Result {
+	h, err := startHeld(a)
+	if err != nil {
+		return Result{Err: err, ExitCode: -1, NotStarted: true}
+	}
+	return runHeld(ctx, a, h)
+}
+
+// StartAhead starts a's shell now, held before its body until Run.
+func (Shell) StartAhead(a *Attempt) (Ahead, error) {
+	h, err := startHeld(a)
+	if err != nil {
+		return nil, err
+	}
+	return &aheadShell{a: a, h: h}, nil
+}
+
+// aheadShell is a shell started ahead of its attempt.
+type aheadShell struct {
+	a   *Attempt
+	h   *heldShell
+	ran bool
+}
+
+func (s *aheadShell) Attempt() *Attempt { return s.a }
+
+// Usable reports whether the shell still waits in the workspace folder: a
+// dependency may have replaced the folder itself while the shell waited in
+// the old one.
+func (s *aheadShell) Usable() bool { return inFolder(s.h.cmd.Process.Pid, s.a.Dir) }
+
+func (s *aheadShell) Run(ctx context.Context) Result {
+	s.ran = true
+	return runHeld(ctx, s.a, s.h)
+}
+
+func (s *aheadShell) Close() {
+	if !s.ran {
+		s.h.close()
+	}
+}
+
+// runHeld runs attempt a in its held shell h, and frees h.
+func runHeld(ctx context.Context, a *Attempt, h *heldShell) Result {
+	defer h.close()
+	pgid := h.cmd.Process.Pid
+	if err := a.Started(pgid); err != nil {
+		return Result{Err: err, ExitCode: -1, NotStarted: true} // close ends the held shell
+	}
+	if err := h.release(); err != nil {
+		killGroup(pgid, syscall.SIGKILL)
+	} else if a.Running != nil {
+		a.Running(pgid)
+	}
+
+	waitErr := waitGroup(ctx, h.cmd, a.KillGrace, h.untilExit)
+	h.drain()
+
+	res := Result{OutputDigest: "sha256:" + hex.EncodeToString(h.hash.Sum(nil)), Note: h.out.cutNote()}
+	res.TimedOut, res.Interrupted = endCause(ctx)
+	res.ExitCode = exitCode(waitErr)
+	switch {
+	case res.TimedOut:
+		res.Err = fmt.Errorf("timed out after %s; process group %d was ended", a.Step.Timeout, pgid)
+	case res.Interrupted:
+		res.Err = fmt.Errorf("interrupted: apollo was asked to stop; process group %d was ended", pgid)
+	case waitErr != nil:
+		res.Err = fmt.Errorf("exit status %s%s", describeExit(waitErr), lastLines(a.OutputPath, 5))
+	}
+	if res.Err == nil && a.PublishPath != "" {
+		pub, err := readPublished(a.PublishPath)
+		if err != nil {
+			res.Err = err
+		}
+		res.Output = pub
+	}
+	return res
+}
+
+// waitGroup waits for cmd, the leader of its own process group. A timeout
+// or an interrupt (ctx ending) ends the group from the side, so the common
+// path costs no extra goroutine hand-off. Members of the group left behind
+// (`sleep 100 &`) are ended after the leader: an old attempt must never run
+// beside the next one. untilExit, when not nil, returns once the leader
+// has exited (copying its output meanwhile), before it is reaped.
+func waitGroup(ctx context.Context, cmd *exec.Cmd, grace time.Duration, untilExit func()) error {
+	pgid := cmd.Process.Pid
+	exited := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() { endGroup(pgid, exited, grace) })
+	if untilExit != nil {
+		untilExit()
+	}
+	err := cmd.Wait()
+	close(exited)
+	stop()
+	stdlib.EndGroup(pgid, grace)
+	return err
+}
+
+// endGroup ends a running process group: SIGTERM, then SIGKILL after grace
+// unless exited is closed first (the leader was waited for).
+func endGroup(pgid int, exited <-chan struct{}, grace time.Duration) {
+	killGroup(pgid, syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-exited:
+	case <-t.C:
+		killGroup(pgid, syscall.SIGKILL)
+	}
+}
+
+func killGroup(pgid int, sig syscall.Signal) {
+	if pgid > 0 {
+		_ = syscall.Kill(-pgid, sig)
+	}
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+func describeExit(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return fmt.Sprintf("killed by signal %s", ws.Signal())
+		}
+		return fmt.Sprintf("%d", ee.ExitCode())
+	}
+	return err.Error()
+}
+
+// lastLines returns the last n lines of a file, formatted to follow an
+// error message, so the log says why without opening the output file.
+func lastLines(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return ""
+	}
+	const window = 2048
+	off := fi.Size() - window
+	if off < 0 {
+		off = 0
+	}
+	buf := make([]byte, fi.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil && err != io.EOF {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(buf), "\n"), "\n")
+	if off > 0 && len(lines) > 1 {
+		lines = lines[1:] // the first may be cut
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return ": " + strings.Join(lines, " | ")
+}
+
+// readPublished reads the key=value lines a shell body wrote to
+// $APOLLO_OUTPUT into a JSON object; nil when it wrote nothing.
+func readPublished(path string) (json.RawMessage, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && len(bytes.TrimSpace(b)) == 0) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read $APOLLO_OUTPUT: %w", err)
+	}
+	out := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("$APOLLO_OUTPUT line %d: %q is not key=value", n, line)
+		}
+		out[k] = v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read $APOLLO_OUTPUT: %w", err)
+	}
+	return json.Marshal(out)
+}
+
+// DefaultMaxOutput is the most an attempt's output file keeps when
+// Options.MaxOutputBytes is 0.
+const DefaultMaxOutput = 100 << 20
+
+// lazyOutput is an attempt's output file, created on its first write: most
+// steps of a big DAG print nothing, and creating a file can cost as much as
+// an fsync. It keeps at most limit bytes (when limit > 0): a step that
+// prints without end must not fill the disk the event log lives on. What
+// is over the limit is counted and dropped, not refused, so the step's
+// pipes keep draining and the step itself is not disturbed; Close notes
+// the cut at the end of the file.
+type lazyOutput struct {
+	path    string
+	limit   int64
+	mu      sync.Mutex
+	f       *os.File
+	err     error
+	kept    int64
+	dropped int64
+}
+
+func (o *lazyOutput) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := len(p)
+	if o.limit > 0 && o.kept+int64(n) > o.limit {
+		room := max(o.limit-o.kept, 0)
+		o.dropped += int64(n) - room
+		p = p[:room]
+		if len(p) == 0 {
+			return n, nil
+		}
+	}
+	if o.f == nil && o.err == nil {
+		o.f, o.err = os.OpenFile(o.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	}
+	if o.err != nil {
+		return 0, fmt.Errorf("open output file: %w", o.err)
+	}
+	w, err := o.f.Write(p)
+	o.kept += int64(w)
+	if err != nil {
+		return w, err
+	}
+	return n, nil
+}
+
+// cutNote says what an attempt's output lost to the limit, "" if nothing.
+func (o *lazyOutput) cutNote() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.dropped == 0 {
+		return ""
+	}
+	return fmt.Sprintf("output cut at %d bytes: %d more bytes were dropped", o.limit, o.dropped)
+}
+
+// Close notes a cut at the end of the file and closes it, if it was created.
+func (o *lazyOutput) Close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.f == nil {
+		return nil
+	}
+	if o.dropped > 0 {
+		fmt.Fprintf(o.f, "\n[apollo: output cut at %d bytes; %d more bytes were dropped]\n", o.limit, o.dropped)
+	}
+	return o.f.Close()
+}
+
+// inFolder reports whether process pid's working folder is the one dir
+// names now ("" is this process's own). Without /proc it says false.
+func inFolder(pid int, dir string) bool {
+	cwd, err := os.Stat("/proc/" + strconv.Itoa(pid) + "/cwd")
+	if err != nil {
+		return false
+	}
+	if dir == "" {
+		dir = "."
+	}
+	now, err := os.Stat(dir)
+	return err == nil && os.SameFile(cwd, now)
+}

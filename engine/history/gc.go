@@ -1,0 +1,400 @@
+package history
+
+import (
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"apollo/engine/statedir"
+	"apollo/engine/textfmt"
+	"apollo/eventlog"
+)
+
+// GCOptions are the flags of apollo gc.
+type GCOptions struct {
+	// OlderThan is the age a run's last record must exceed.
+	OlderThan time.Duration
+	// Archive is the folder for compressed logs; "" means <state-dir>/archive.
+	Archive string
+	// DryRun reports what would be done and changes nothing.
+	DryRun bool
+}
+
+// GCResult is what apollo gc did (or, with DryRun, would do).
+type GCResult struct {
+	DryRun    bool         `json:"dry_run"`
+	OlderThan string       `json:"older_than"` // a Go duration: "720h0m0s"
+	Cutoff    string       `json:"cutoff"`     // runs whose last record is before this are old
+	Archive   string       `json:"archive"`
+	Archived  []GCArchived `json:"archived"`
+	Removed   []string     `json:"removed"`
+	Kept      []GCKept     `json:"kept"`
+}
+
+// GCArchived is one log moved into the archive.
+type GCArchived struct {
+	TaskID        string `json:"task_id"`
+	Log           string `json:"log"`
+	Archive       string `json:"archive"`
+	Status        string `json:"status"` // succeeded, failed or interrupted
+	LastEvent     string `json:"last_event"`
+	Bytes         int64  `json:"bytes"`
+	ArchivedBytes int64  `json:"archived_bytes"` // 0 in a dry run
+}
+
+// GCKept is one log that gc leaves alone, and why.
+type GCKept struct {
+	TaskID string `json:"task_id"`
+	Log    string `json:"log"`
+	Reason string `json:"reason"` // running, unfinished, recent, corrupt
+	Detail string `json:"detail"`
+	PID    int    `json:"pid,omitempty"` // the runner's, when running
+}
+
+// Reasons why gc keeps a run.
+const (
+	KeepRunning    = "running"
+	KeepUnfinished = "unfinished"
+	KeepRecent     = "recent"
+	KeepCorrupt    = "corrupt"
+)
+
+// ParseAge reads a --older-than value: a number of days ("30d", "1.5d"),
+// or a Go duration ("12h", "90m", "1h30m").
+func ParseAge(s string) (time.Duration, error) {
+	var d time.Duration
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		f, err := strconv.ParseFloat(days, 64)
+		if err != nil || f != f || f > 1e6 {
+			return 0, fmt.Errorf("%q is not an age: write it like 30d, 12h or 90m", s)
+		}
+		d = time.Duration(f * float64(24*time.Hour))
+	} else {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			return 0, fmt.Errorf("%q is not an age: write it like 30d, 12h or 90m", s)
+		}
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("%q is negative: an age is at least 0", s)
+	}
+	return d, nil
+}
+
+// logSummary is what gc and list read from one log.
+type logSummary struct {
+	state   *eventlog.State
+	records int
+	// spent is the time the log's invocations ran: TASK_START to
+	// TASK_SUMMARY each, or to the last record of an invocation cut off.
+	spent time.Duration
+	// open is the start of the latest invocation when it has no summary.
+	open time.Time
+	last time.Time
+}
+
+// summarizeLog replays a live or archived log.
+func summarizeLog(path, taskID string) (*logSummary, error) {
+	s := &logSummary{}
+	var invStart time.Time
+	state, _, err := statedir.Replay(path, taskID, func(r *eventlog.Record) {
+		t := r.Time()
+		switch r.EventType {
+		case eventlog.TaskStart:
+			if !invStart.IsZero() && !s.last.IsZero() {
+				s.spent += max(0, s.last.Sub(invStart))
+			}
+			invStart = t
+		case eventlog.TaskSummary:
+			if !invStart.IsZero() {
+				s.spent += max(0, t.Sub(invStart))
+			}
+			invStart = time.Time{}
+		}
+		s.records++
+		s.last = t
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.state = state
+	if !invStart.IsZero() {
+		s.open = invStart
+	}
+	return s, nil
+}
+
+// outcome names how a finished log ended.
+func outcome(st *eventlog.State) string {
+	switch {
+	case st.Summary == nil:
+		return "unfinished"
+	case st.Complete():
+		return "succeeded"
+	case st.Summary.Summary != nil && st.Summary.Summary.Interrupted:
+		return "interrupted"
+	}
+	return "failed"
+}
+
+// GC archives finished runs older than opts.OlderThan: each log is
+// compressed into the archive folder, and once a task's newest log is
+// archived its output files and snapshot are removed. A task that a runner
+// holds, or whose newest log has no TASK_SUMMARY, is never touched. While
+// it works on a task, GC holds the task's lock, so no run can start on it.
+//
+// Archiving is crash-safe: the .gz is written under a temporary name,
+// fsynced, renamed and its folder fsynced before the log is removed; a
+// crash leaves at worst both copies, and the next gc finishes the job.
+// Artifacts (<state-dir>/artifacts) and lock files are left alone.
+func (h Runs) GC(opts GCOptions) (*GCResult, error) {
+	archive := opts.Archive
+	if archive == "" {
+		archive = h.Dir.Archive()
+	}
+	cutoff := h.now().Add(-opts.OlderThan)
+	res := &GCResult{DryRun: opts.DryRun, OlderThan: opts.OlderThan.String(), Cutoff: eventlog.FormatTime(cutoff),
+		Archive: archive, Archived: []GCArchived{}, Removed: []string{}, Kept: []GCKept{}}
+	runs, err := h.Dir.AllLogs("")
+	if err != nil {
+		return nil, err
+	}
+	byTask := map[string][]statedir.LogFile{}
+	var tasks []string
+	for _, rf := range runs {
+		if !rf.Regular {
+			continue
+		}
+		if _, ok := byTask[rf.TaskID]; !ok {
+			tasks = append(tasks, rf.TaskID)
+		}
+		byTask[rf.TaskID] = append(byTask[rf.TaskID], rf) // oldest first, as AllLogs lists them
+	}
+	sort.Strings(tasks)
+	for _, id := range tasks {
+		if err := h.gcTask(id, byTask[id], cutoff, archive, opts.DryRun, res); err != nil {
+			return res, fmt.Errorf("gc: task %s: %w", id, err)
+		}
+	}
+	return res, nil
+}
+
+func (h Runs) gcTask(id string, logs []statedir.LogFile, cutoff time.Time, archive string, dryRun bool, res *GCResult) error {
+	keepAll := func(reason, detail string, pid int) {
+		for _, rf := range logs {
+			res.Kept = append(res.Kept, GCKept{TaskID: id, Log: rf.Path, Reason: reason, Detail: detail, PID: pid})
+		}
+	}
+	lockPath := h.Dir.Lock(id)
+	if dryRun {
+		if pid, held := eventlog.Holder(lockPath); held {
+			keepAll(KeepRunning, "a runner holds the task", pid)
+			return nil
+		}
+	} else {
+		lock, err := eventlog.LockTask(lockPath)
+		if le, ok := errors.AsType[*eventlog.LockedError](err); ok {
+			keepAll(KeepRunning, "a runner holds the task", le.PID)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		defer lock.Unlock()
+	}
+	sums := make([]*logSummary, len(logs))
+	for i, rf := range logs {
+		s, err := summarizeLog(rf.Path, id)
+		if err != nil {
+			var ce *eventlog.CorruptError
+			if !errors.As(err, &ce) {
+				return err
+			}
+		}
+		sums[i] = s
+	}
+	if newest := sums[len(sums)-1]; newest != nil && newest.state.Summary == nil {
+		keepAll(KeepUnfinished, "its newest log has no TASK_SUMMARY: a run was cut off; resume it or start it --fresh", 0)
+		return nil
+	}
+	latestArchived := false
+	for i, rf := range logs {
+		s := sums[i]
+		switch {
+		case s == nil:
+			res.Kept = append(res.Kept, GCKept{TaskID: id, Log: rf.Path, Reason: KeepCorrupt, Detail: "the log is damaged; see apollo inspect"})
+			continue
+		case s.state.Summary == nil:
+			res.Kept = append(res.Kept, GCKept{TaskID: id, Log: rf.Path, Reason: KeepUnfinished, Detail: "the log has no TASK_SUMMARY"})
+			continue
+		case !s.last.Before(cutoff):
+			res.Kept = append(res.Kept, GCKept{TaskID: id, Log: rf.Path, Reason: KeepRecent,
+				Detail: "last event " + s.state.LastTimestamp + " is after the cutoff"})
+			continue
+		}
+		dst := filepath.Join(archive, filepath.Base(rf.Path)+".gz")
+		a := GCArchived{TaskID: id, Log: rf.Path, Archive: dst, Status: outcome(s.state), LastEvent: s.state.LastTimestamp}
+		if fi, err := os.Stat(rf.Path); err == nil {
+			a.Bytes = fi.Size()
+		}
+		if !dryRun {
+			n, err := archiveLog(h.fs(), rf.Path, archive)
+			if err != nil {
+				return err
+			}
+			a.ArchivedBytes = n
+		}
+		res.Archived = append(res.Archived, a)
+		if i == len(logs)-1 {
+			latestArchived = true
+		}
+	}
+	if !latestArchived {
+		return nil
+	}
+	for _, p := range []string{h.Dir.Outputs(id), h.Dir.Snapshot(id)} {
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if !dryRun {
+			if err := os.RemoveAll(p); err != nil {
+				return fmt.Errorf("remove %s: %w", p, err)
+			}
+		}
+		res.Removed = append(res.Removed, p)
+	}
+	return nil
+}
+
+// archiveLog compresses a log and its torn-tail side files into dir, then
+// removes them, and returns the size of the compressed log.
+func archiveLog(fsys eventlog.FS, path, dir string) (int64, error) {
+	if err := eventlog.MkdirAll(fsys, dir); err != nil {
+		return 0, fmt.Errorf("create archive folder: %w", err)
+	}
+	side, _ := filepath.Glob(path + ".torn-*")
+	files := append([]string{path}, side...)
+	var size int64
+	for i, f := range files {
+		n, err := compressInto(f, filepath.Join(dir, filepath.Base(f)+".gz"))
+		if err != nil {
+			return 0, err
+		}
+		if i == 0 {
+			size = n
+		}
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		return 0, fmt.Errorf("archive %s: sync folder: %w", dir, err)
+	}
+	// Only now that the copies are durable do the originals go.
+	for _, f := range files {
+		if err := os.Remove(f); err != nil {
+			return 0, fmt.Errorf("archive: remove %s: %w", f, err)
+		}
+	}
+	if err := fsys.SyncDir(filepath.Dir(path)); err != nil {
+		return 0, fmt.Errorf("archive: sync %s: %w", filepath.Dir(path), err)
+	}
+	return size, nil
+}
+
+// compressInto writes src gzipped to dst atomically: a temporary file in
+// dst's folder, fsynced, then renamed. It returns dst's size.
+func compressInto(src, dst string) (int64, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return 0, fmt.Errorf("archive: %w", err)
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("archive: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-*")
+	if err != nil {
+		return 0, fmt.Errorf("archive %s: %w", src, err)
+	}
+	fail := func(err error) (int64, error) {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return 0, fmt.Errorf("archive %s: %w", src, err)
+	}
+	zw, err := gzip.NewWriterLevel(tmp, gzip.BestCompression)
+	if err != nil {
+		return fail(err)
+	}
+	zw.Name, zw.ModTime = filepath.Base(src), fi.ModTime()
+	if _, err := io.Copy(zw, in); err != nil {
+		return fail(err)
+	}
+	if err := zw.Close(); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fail(err)
+	}
+	st, err := tmp.Stat()
+	if err != nil {
+		return fail(err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return 0, fmt.Errorf("archive %s: %w", src, err)
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		os.Remove(tmp.Name())
+		return 0, fmt.Errorf("archive %s: %w", src, err)
+	}
+	return st.Size(), nil
+}
+
+// WriteGC prints what gc did for a person.
+func WriteGC(w io.Writer, res *GCResult) {
+	verb, removed := "archived", "removed"
+	if res.DryRun {
+		verb, removed = "would archive", "would remove"
+	}
+	for _, a := range res.Archived {
+		size := ""
+		if a.ArchivedBytes > 0 {
+			size = fmt.Sprintf(", %s -> %s", textfmt.Bytes(a.Bytes), textfmt.Bytes(a.ArchivedBytes))
+		}
+		fmt.Fprintf(w, "%s %s (%s, last event %s%s) -> %s\n", verb, a.Log, a.Status, a.LastEvent, size, a.Archive)
+	}
+	for _, p := range res.Removed {
+		fmt.Fprintf(w, "%s %s\n", removed, p)
+	}
+	for _, k := range res.Kept {
+		if k.Reason == KeepRecent {
+			continue
+		}
+		reason := k.Reason
+		if k.PID > 0 {
+			reason += fmt.Sprintf(" (pid %d)", k.PID)
+		}
+		fmt.Fprintf(w, "kept %s: %s: %s\n", k.Log, reason, k.Detail)
+	}
+	recent := 0
+	for _, k := range res.Kept {
+		if k.Reason == KeepRecent {
+			recent++
+		}
+	}
+	done := "archived"
+	if res.DryRun {
+		done = "would be archived (dry run, nothing changed)"
+	}
+	fmt.Fprintf(w, "gc: %d run(s) %s to %s, %d kept (%d newer than %s)\n", len(res.Archived), done, res.Archive,
+		len(res.Kept), recent, res.OlderThan)
+}
+
+// WriteGCJSON prints what gc did for machines.
+func WriteGCJSON(w io.Writer, res *GCResult) error { return textfmt.WriteJSON(w, res) }

@@ -1,0 +1,134 @@
+package history_test
+
+import (
+	"bytes"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"apollo/engine"
+	"apollo/engine/history"
+	"apollo/engine/internal/golden"
+	"apollo/engine/statedir"
+	"apollo/engine/usage"
+	"apollo/eventlog"
+)
+
+const graphPipeline = "testdata/graph/pipeline.yaml"
+
+// graphTask writes a log for task "g" in which the steps of
+// testdata/graph/pipeline.yaml are in every state, and returns the state
+// directory.
+func graphTask(t *testing.T) string {
+	t.Helper()
+	state := t.TempDir()
+	writeLog(t, state, "g", testEpoch.Unix(), testClock(testEpoch),
+		startRec("fetch", "validate", "transform", "stats", "publish", "end"),
+		stepRec(eventlog.StepStart, "fetch", eventlog.Running, 0),
+		stepRec(eventlog.StepEnd, "fetch", eventlog.Success, 0),
+		stepRec(eventlog.StepStart, "validate", eventlog.Running, 0),
+		stepRec(eventlog.StepEnd, "validate", eventlog.Success, 0),
+		stepRec(eventlog.StepStart, "stats", eventlog.Running, 0),
+		stepRec(eventlog.StepEnd, "stats", eventlog.Failed, 0),
+		stepRec(eventlog.StepEnd, "end", eventlog.Skipped, 0),
+		stepRec(eventlog.StepStart, "transform", eventlog.Running, 0))
+	return state
+}
+
+func graphOf(t *testing.T, state string, o history.GraphOptions) *history.Graph {
+	t.Helper()
+	g, err := runsOf(engine.Options{StateDir: state}).Graph(graphPipeline, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func graphStatesOf(g *history.Graph) string {
+	var s []string
+	for _, n := range g.Nodes {
+		s = append(s, n.ID+"="+n.State)
+	}
+	return strings.Join(s, " ")
+}
+
+// TestGraphStates checks the state each step is drawn in, with and
+// without a runner holding the task.
+func TestGraphStates(t *testing.T) {
+	state := graphTask(t)
+	if got, want := graphStatesOf(graphOf(t, state, history.GraphOptions{})), "fetch= validate= transform= stats= publish= end="; got != want {
+		t.Errorf("no task: states %q, want %q", got, want)
+	}
+	got := graphStatesOf(graphOf(t, state, history.GraphOptions{TaskID: "g"}))
+	if want := "fetch=SUCCESS validate=SUCCESS transform=dirty stats=FAILED publish=PENDING end=SKIPPED"; got != want {
+		t.Errorf("cut-off task: states %q, want %q", got, want)
+	}
+	lock, err := eventlog.LockTask(statedir.Dir{Root: state}.Lock("g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Unlock()
+	got = graphStatesOf(graphOf(t, state, history.GraphOptions{TaskID: "g"}))
+	if want := "fetch=SUCCESS validate=SUCCESS transform=RUNNING stats=FAILED publish=PENDING end=SKIPPED"; got != want {
+		t.Errorf("running task: states %q, want %q", got, want)
+	}
+	if got := graphStatesOf(graphOf(t, state, history.GraphOptions{TaskID: "never_ran"})); !strings.Contains(got, "fetch=PENDING") {
+		t.Errorf("task without a log: states %q, want all PENDING", got)
+	}
+}
+
+// TestGraphDOT checks the DOT output against its golden file and has
+// Graphviz render it: the CI installs the graphviz package.
+func TestGraphDOT(t *testing.T) {
+	dot, err := exec.LookPath("dot")
+	if err != nil {
+		t.Fatalf("Graphviz's dot is not installed (apt-get install graphviz): %v", err)
+	}
+	for _, tt := range []struct{ name, task string }{{"plain", ""}, {"states", "g"}} {
+		t.Run(tt.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := history.WriteDOT(&b, graphOf(t, graphTask(t), history.GraphOptions{TaskID: tt.task})); err != nil {
+				t.Fatal(err)
+			}
+			golden.Check(t, filepath.Join("testdata", "graph", tt.name+".dot"), b.Bytes())
+			cmd := exec.Command(dot, "-Tsvg")
+			cmd.Stdin = &b
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			svg, err := cmd.Output()
+			if err != nil || stderr.Len() > 0 {
+				t.Fatalf("dot -Tsvg: %v: %s", err, stderr.String())
+			}
+			for _, want := range []string{"<svg", "<title>fetch</title>", "<title>transform&#45;&gt;publish</title>", "<title>publish&#45;&gt;end</title>"} {
+				if !bytes.Contains(svg, []byte(want)) {
+					t.Errorf("SVG lacks %q", want)
+				}
+			}
+		})
+	}
+}
+
+// TestGraphMermaid checks the Mermaid flowchart against its golden file.
+func TestGraphMermaid(t *testing.T) {
+	for _, tt := range []struct{ name, task string }{{"plain", ""}, {"states", "g"}} {
+		var b bytes.Buffer
+		if err := history.WriteMermaid(&b, graphOf(t, graphTask(t), history.GraphOptions{TaskID: tt.task})); err != nil {
+			t.Fatal(err)
+		}
+		golden.Check(t, filepath.Join("testdata", "graph", tt.name+".mmd"), b.Bytes())
+	}
+}
+
+// TestGraphErrors checks that a bad pipeline or task id is refused.
+func TestGraphErrors(t *testing.T) {
+	e := runsOf(engine.Options{StateDir: t.TempDir()})
+	if _, err := e.Graph("testdata/graph/missing.yaml", history.GraphOptions{}); err == nil {
+		t.Errorf("history.Graph(missing file) = nil error")
+	}
+	var ue *usage.Error
+	if _, err := e.Graph(graphPipeline, history.GraphOptions{TaskID: "../x"}); err == nil || !errors.As(err, &ue) {
+		t.Errorf("history.Graph(task ../x) = %v, want a UsageError", err)
+	}
+}

@@ -1,0 +1,247 @@
+package history
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"apollo/engine/statedir"
+	"apollo/engine/textfmt"
+	"apollo/engine/usage"
+	"apollo/eventlog"
+)
+
+// Report is what inspect tells about a task, from its log alone.
+type Report struct {
+	TaskID      string         `json:"task_id"`
+	TaskName    string         `json:"task_name"`
+	Log         string         `json:"log"`
+	Pipeline    string         `json:"pipeline"`
+	Status      string         `json:"status"` // complete, failed, interrupted, running, unfinished
+	Runner      *RunnerInfo    `json:"runner"`
+	Invocations int            `json:"invocations"`
+	StartedAt   string         `json:"started_at"`
+	LastEvent   string         `json:"last_event"`
+	Steps       []ReportStep   `json:"steps"`
+	Next        []string       `json:"next"`
+	Markers     []ReportMarker `json:"markers"`
+	TornBytes   int64          `json:"torn_tail_bytes,omitempty"`
+	Archived    bool           `json:"archived,omitempty"` // the log was compressed by apollo gc
+	Records     int            `json:"records"`
+}
+
+// RunnerInfo says whether a runner holds the task now.
+type RunnerInfo struct {
+	Held bool `json:"held"`
+	PID  int  `json:"pid,omitempty"`
+}
+
+// ReportStep is one step in a Report.
+type ReportStep struct {
+	ID            string   `json:"id"`
+	Status        string   `json:"status"`
+	Attempts      int      `json:"attempts"`
+	RetryCount    int      `json:"retry_count"`
+	Dirty         bool     `json:"dirty"`
+	Optional      bool     `json:"optional"`
+	DependsOn     []string `json:"depends_on"`
+	LastTimestamp string   `json:"last_timestamp"`
+	DurationMS    int64    `json:"duration_ms"`
+	LastError     string   `json:"last_error"`
+	OutputDigest  string   `json:"output_digest,omitempty"`
+}
+
+// ReportMarker is one idempotency marker in a Report.
+type ReportMarker struct {
+	Name  string `json:"name"`
+	State string `json:"state"`
+}
+
+// Inspect reports on a task, named by its id (its newest log in the state
+// folder, live or archived) or by a log file's path.
+func (h Runs) Inspect(target string) (*Report, error) {
+	logPath, taskID, err := h.findTarget(target)
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	state, tail, err := statedir.Replay(logPath, taskID, func(*eventlog.Record) { n++ })
+	if err != nil {
+		return nil, err
+	}
+	// A log given by its path names the state folder it lies in.
+	dir := h.Dir
+	if logPath == target {
+		dir = statedir.Dir{Root: filepath.Dir(filepath.Dir(target))}
+	}
+	pid, held := eventlog.Holder(dir.Lock(state.TaskID))
+	rep := report(state, logPath, n, tail.Torn)
+	rep.Runner = &RunnerInfo{Held: held, PID: pid}
+	if held {
+		rep.Status = "running"
+	}
+	return rep, nil
+}
+
+// findTarget resolves what inspect was given: a log file (its task id read
+// from its name, "" when the name is not a log's), or a task id (its newest
+// log, live else archived).
+func (h Runs) findTarget(target string) (logPath, taskID string, err error) {
+	if fi, err := os.Stat(target); err == nil && !fi.IsDir() && (strings.HasSuffix(target, ".jsonl") || statedir.IsArchive(target)) {
+		id, _, _, ok := statedir.ParseLogName(filepath.Base(target))
+		if !ok {
+			id = ""
+		}
+		return target, id, nil
+	}
+	if err := statedir.ValidTaskID(target); err != nil {
+		return "", "", usage.Errorf("%q is neither a log file nor a task id: %v", target, err)
+	}
+	p, _, err := h.Dir.FindLog(target)
+	if err != nil {
+		return "", "", err
+	}
+	if p == "" {
+		return "", "", &statedir.NotFoundError{TaskID: target, StateDir: h.Dir.Root, LogFile: true}
+	}
+	return p, target, nil
+}
+
+// report describes a replayed log: its steps in the graph's order, the
+// steps a run would start next, its markers and how it ended.
+func report(state *eventlog.State, logPath string, records int, torn int64) *Report {
+	rep := &Report{TaskID: state.TaskID, Log: logPath, Invocations: state.Invocations, StartedAt: state.StartedAt,
+		LastEvent: state.LastTimestamp, TornBytes: torn, Records: records, Markers: []ReportMarker{}, Next: []string{},
+		Archived: statedir.IsArchive(logPath), Runner: &RunnerInfo{}}
+	graph := map[string]eventlog.StepInfo{}
+	var order []string
+	if state.Start != nil {
+		rep.TaskName, rep.Pipeline = state.Start.TaskName, state.Start.Pipeline
+		for _, si := range state.Start.Steps {
+			graph[si.ID] = si
+			order = append(order, si.ID)
+		}
+	}
+	for _, id := range state.Order {
+		if _, ok := graph[id]; !ok {
+			order = append(order, id)
+		}
+	}
+	for _, id := range order {
+		st := state.Step(id)
+		si := graph[id]
+		deps := si.DependsOn
+		if deps == nil {
+			deps = []string{}
+		}
+		rep.Steps = append(rep.Steps, ReportStep{ID: id, Status: st.Status, Attempts: st.Attempts, RetryCount: st.RetryCount,
+			Dirty: st.Dirty, Optional: si.Optional, DependsOn: deps, LastTimestamp: st.LastTimestamp,
+			DurationMS: st.DurationMS, LastError: st.LastError, OutputDigest: st.OutputDigest})
+	}
+	rep.Next = nextRunnable(state, graph, order)
+	names := slices.Sorted(maps.Keys(state.Markers))
+	for _, name := range names {
+		rep.Markers = append(rep.Markers, ReportMarker{Name: name, State: state.Markers[name].State})
+	}
+	switch {
+	case state.Complete():
+		rep.Status = "complete"
+	case state.Summary != nil && state.Summary.Summary != nil && state.Summary.Summary.Interrupted:
+		rep.Status = "interrupted"
+	case state.Summary != nil:
+		rep.Status = "failed"
+	default:
+		rep.Status = "unfinished"
+	}
+	return rep
+}
+
+// nextRunnable lists the steps a run would start first: not yet done, with
+// every dependency satisfied.
+func nextRunnable(state *eventlog.State, graph map[string]eventlog.StepInfo, order []string) []string {
+	if state.Complete() {
+		return []string{}
+	}
+	satisfied := func(id string) bool {
+		st := state.Step(id)
+		switch st.Status {
+		case eventlog.Success, eventlog.Skipped:
+			return true
+		case eventlog.Failed:
+			return graph[id].Optional
+		}
+		return false
+	}
+	next := []string{}
+	for _, id := range order {
+		st := state.Step(id)
+		if st.Status == eventlog.Success || st.Status == eventlog.Skipped {
+			continue
+		}
+		ok := true
+		for _, d := range graph[id].DependsOn {
+			if !satisfied(d) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			next = append(next, id)
+		}
+	}
+	return next
+}
+
+// WriteReport prints a report for a person.
+func WriteReport(w io.Writer, rep *Report, now time.Time) {
+	fmt.Fprintf(w, "task %s (%s): %s\n", rep.TaskID, rep.TaskName, rep.Status)
+	archived := ""
+	if rep.Archived {
+		archived = ", archived by apollo gc"
+	}
+	fmt.Fprintf(w, "log:      %s (%d records, %d invocation(s)%s)\n", rep.Log, rep.Records, rep.Invocations, archived)
+	if rep.Pipeline != "" {
+		fmt.Fprintf(w, "pipeline: %s\n", rep.Pipeline)
+	}
+	if rep.Runner.Held {
+		fmt.Fprintf(w, "runner:   apollo process %d holds the task now\n", rep.Runner.PID)
+	} else {
+		fmt.Fprintf(w, "runner:   none\n")
+	}
+	if rep.TornBytes > 0 {
+		fmt.Fprintf(w, "note:     ignored a %d-byte torn tail (a write cut off by a crash); the next run will cut it and keep the bytes aside\n", rep.TornBytes)
+	}
+	fmt.Fprintf(w, "\n%-24s %-8s %8s  %-20s %9s  %s\n", "STEP", "STATE", "ATTEMPTS", "LAST EVENT", "DURATION", "LAST ERROR")
+	for _, s := range rep.Steps {
+		state := s.Status
+		if s.Dirty {
+			state = "DIRTY"
+		}
+		last := ""
+		if t, err := time.Parse(time.RFC3339Nano, s.LastTimestamp); err == nil {
+			last = t.Local().Format("2006-01-02 15:04:05")
+		}
+		dur := ""
+		if s.DurationMS > 0 || s.Status == eventlog.Success {
+			dur = textfmt.Duration(time.Duration(s.DurationMS) * time.Millisecond).String()
+		}
+		fmt.Fprintf(w, "%-24s %-8s %8d  %-20s %9s  %s\n", s.ID, state, s.Attempts, last, dur, textfmt.OneLine(s.LastError, 100))
+	}
+	if len(rep.Next) > 0 {
+		fmt.Fprintf(w, "\nnext runnable: %s\n", strings.Join(rep.Next, ", "))
+	}
+	if len(rep.Markers) > 0 {
+		fmt.Fprintf(w, "\nmarkers:\n")
+		for _, m := range rep.Markers {
+			fmt.Fprintf(w, "  %-30s %s\n", m.Name, m.State)
+		}
+	}
+}
+
+// WriteReportJSON prints a report for machines.
+func WriteReportJSON(w io.Writer, rep *Report) error { return textfmt.WriteJSON(w, rep) }

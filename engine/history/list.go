@@ -1,0 +1,186 @@
+package history
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"apollo/engine/textfmt"
+	"apollo/eventlog"
+)
+
+// ListOptions are the flags of apollo list.
+type ListOptions struct {
+	// All adds the runs archived by apollo gc in <state-dir>/archive.
+	All bool
+}
+
+// RunInfo is one task run (one log) in apollo list.
+type RunInfo struct {
+	TaskID   string `json:"task_id"`
+	TaskName string `json:"task_name"`
+	Log      string `json:"log"`
+	Archived bool   `json:"archived"`
+	// Status is running, succeeded, failed, interrupted, unfinished (cut
+	// off: no TASK_SUMMARY and no runner) or corrupt.
+	Status      string     `json:"status"`
+	PID         int        `json:"pid,omitempty"` // the runner's, when running
+	StartedAt   string     `json:"started_at"`    // the first record's timestamp
+	LastEvent   string     `json:"last_event"`    // the last record's timestamp
+	DurationMS  int64      `json:"duration_ms"`   // time its invocations ran (to now when running)
+	Invocations int        `json:"invocations"`
+	Steps       StepCounts `json:"steps"`
+	Error       string     `json:"error,omitempty"` // why a corrupt log could not be read
+}
+
+// StepCounts counts a run's steps by state. Done is SUCCESS plus SKIPPED.
+type StepCounts struct {
+	Total   int `json:"total"`
+	Done    int `json:"done"`
+	Failed  int `json:"failed"`
+	Running int `json:"running"`
+	Pending int `json:"pending"`
+}
+
+// List returns every task run in the state directory, newest first.
+func (h Runs) List(opts ListOptions) ([]RunInfo, error) {
+	archive := ""
+	if opts.All {
+		archive = h.Dir.Archive()
+	}
+	all, err := h.Dir.AllLogs(archive)
+	if err != nil {
+		return nil, err
+	}
+	files := all[:0]
+	for _, f := range all {
+		if f.Regular {
+			files = append(files, f)
+		}
+	}
+	sort.SliceStable(files, func(i, j int) bool {
+		if files[i].Start != files[j].Start {
+			return files[i].Start > files[j].Start
+		}
+		if files[i].TaskID != files[j].TaskID {
+			return files[i].TaskID < files[j].TaskID
+		}
+		return !files[i].Archived && files[j].Archived
+	})
+	newest := map[string]string{} // task id -> its newest live log
+	for _, f := range files {
+		if _, ok := newest[f.TaskID]; !ok && !f.Archived {
+			newest[f.TaskID] = f.Path
+		}
+	}
+	now := h.now()
+	runs := make([]RunInfo, 0, len(files))
+	for _, f := range files {
+		ri := RunInfo{TaskID: f.TaskID, Log: f.Path, Archived: f.Archived,
+			StartedAt: eventlog.FormatTime(time.Unix(f.Start, 0))}
+		held, pid := false, 0
+		if newest[f.TaskID] == f.Path {
+			pid, held = eventlog.Holder(h.Dir.Lock(f.TaskID))
+		}
+		s, err := summarizeLog(f.Path, f.TaskID)
+		if err != nil {
+			ri.Status, ri.Error = "corrupt", err.Error()
+			if held {
+				ri.Status, ri.PID = "running", pid
+			}
+			runs = append(runs, ri)
+			continue
+		}
+		st := s.state
+		if st.StartedAt != "" {
+			ri.StartedAt = st.StartedAt
+		}
+		ri.LastEvent, ri.Invocations = st.LastTimestamp, st.Invocations
+		spent := s.spent
+		if !s.open.IsZero() {
+			end := s.last
+			if held {
+				end = now
+			}
+			spent += max(0, end.Sub(s.open))
+		}
+		ri.DurationMS = spent.Milliseconds()
+		if st.Start != nil {
+			ri.TaskName = st.Start.TaskName
+			ri.Steps.Total = len(st.Start.Steps)
+			for _, si := range st.Start.Steps {
+				switch st.Step(si.ID).Status {
+				case eventlog.Success, eventlog.Skipped:
+					ri.Steps.Done++
+				case eventlog.Failed:
+					ri.Steps.Failed++
+				case eventlog.Running:
+					ri.Steps.Running++
+				default:
+					ri.Steps.Pending++
+				}
+			}
+		}
+		ri.Status = outcome(st)
+		if held {
+			ri.Status, ri.PID = "running", pid
+		}
+		runs = append(runs, ri)
+	}
+	return runs, nil
+}
+
+// TaskIDs returns the task ids of runs, each once, in the order given.
+func TaskIDs(runs []RunInfo) []string {
+	seen := map[string]bool{}
+	var ids []string
+	for _, r := range runs {
+		if !seen[r.TaskID] {
+			seen[r.TaskID] = true
+			ids = append(ids, r.TaskID)
+		}
+	}
+	return ids
+}
+
+// WriteList prints runs as a table for a person, times in loc.
+func WriteList(w io.Writer, runs []RunInfo, loc *time.Location) {
+	if len(runs) == 0 {
+		fmt.Fprintln(w, "no task runs here; start one with apollo run PIPELINE.yaml")
+		return
+	}
+	width := len("TASK")
+	for _, r := range runs {
+		width = max(width, len(r.TaskID))
+	}
+	width = min(width, 60)
+	fmt.Fprintf(w, "%-*s  %-21s  %-19s  %9s  %7s\n", width, "TASK", "STATUS", "STARTED", "DURATION", "STEPS")
+	for _, r := range runs {
+		status := r.Status
+		if r.Status == "running" {
+			status = fmt.Sprintf("running (pid %d)", r.PID)
+		}
+		started := ""
+		if t, err := time.Parse(time.RFC3339Nano, r.StartedAt); err == nil {
+			started = t.In(loc).Format("2006-01-02 15:04:05")
+		}
+		steps := fmt.Sprintf("%d/%d", r.Steps.Done, r.Steps.Total)
+		if r.Steps.Failed > 0 {
+			steps += fmt.Sprintf(", %d failed", r.Steps.Failed)
+		}
+		dur := textfmt.Duration(time.Duration(r.DurationMS) * time.Millisecond).String()
+		line := fmt.Sprintf("%-*s  %-21s  %-19s  %9s  %7s", width, r.TaskID, status, started, dur, steps)
+		if r.Archived {
+			line += "  (archived)"
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+// WriteListJSON prints runs for machines: {"runs": [RunInfo...]}.
+func WriteListJSON(w io.Writer, runs []RunInfo) error {
+	return textfmt.WriteJSON(w, struct {
+		Runs []RunInfo `json:"runs"`
+	}{runs})
+}
