@@ -179,11 +179,6 @@ func printHelp(w io.Writer, cmds []*command) {
 // errHelp is returned when --help was asked for: exit 0, help printed.
 var errHelp = errors.New("help requested")
 
-// usageError is a bad command line.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
 // report prints err for a person and maps it to an exit code.
 func report(err error, stderr io.Writer) int {
 	if err == nil || errors.Is(err, errHelp) {
@@ -194,7 +189,6 @@ func report(err error, stderr io.Writer) int {
 		ue      *engine.UsageError
 		nf      *engine.NotFoundError
 		ce      *engine.ChangedError
-		cliErr  *usageError
 		locked  *eventlog.LockedError
 		failed  *engine.TaskFailedError
 		stopped *engine.InterruptedError
@@ -203,7 +197,7 @@ func report(err error, stderr io.Writer) int {
 	case errors.As(err, &pe):
 		fmt.Fprintln(stderr, err)
 		return exitUsage
-	case errors.As(err, &ue), errors.As(err, &nf), errors.As(err, &ce), errors.As(err, &cliErr):
+	case errors.As(err, &ue), errors.As(err, &nf), errors.As(err, &ce):
 		fmt.Fprintf(stderr, "apollo: %v\n", err)
 		return exitUsage
 	case errors.As(err, &locked):
@@ -242,14 +236,14 @@ func parse(c *command, fs *pflag.FlagSet, args []string, stdout io.Writer) error
 				msg += fmt.Sprintf(" (did you mean --%s?)", s)
 			}
 		}
-		return &usageError{msg: msg + "\nRun 'apollo " + c.name + " --help' for usage."}
+		return &engine.UsageError{Msg: msg + "\nRun 'apollo " + c.name + " --help' for usage."}
 	}
 	// An empty value given explicitly is most likely an unset shell
 	// variable (--task-id "$ID"); taking the default instead would run or
 	// show another task, or use another state folder, without a word.
 	for _, name := range []string{"task-id", "state-dir"} {
 		if f := fs.Lookup(name); f != nil && f.Changed && f.Value.String() == "" {
-			return &usageError{msg: fmt.Sprintf("%s: --%s is empty; give a value or leave the flag out", c.name, name)}
+			return &engine.UsageError{Msg: fmt.Sprintf("%s: --%s is empty; give a value or leave the flag out", c.name, name)}
 		}
 	}
 	if h, _ := fs.GetBool("help"); h {
@@ -277,7 +271,7 @@ func parseVars(list []string) (map[string]string, error) {
 	for _, kv := range list {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return nil, &usageError{msg: fmt.Sprintf("--var %q: expected name=value", kv)}
+			return nil, &engine.UsageError{Msg: fmt.Sprintf("--var %q: expected name=value", kv)}
 		}
 		vars[k] = v
 	}
@@ -338,23 +332,23 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	if fs.NArg() != 1 {
-		return &usageError{msg: "run: expected one pipeline file\nUsage: " + c.usage}
+		return &engine.UsageError{Msg: "run: expected one pipeline file\nUsage: " + c.usage}
 	}
 	if o.json && !o.dryRun {
-		return &usageError{msg: "run: --json goes with --dry-run"}
+		return &engine.UsageError{Msg: "run: --json goes with --dry-run"}
 	}
 	if o.fresh && o.resumeFrom != "" {
-		return &usageError{msg: "run: --fresh and --resume-from do not go together: a fresh run has nothing to resume"}
+		return &engine.UsageError{Msg: "run: --fresh and --resume-from do not go together: a fresh run has nothing to resume"}
 	}
 	// 0 is the flag's "unset" value; given explicitly it would mean "run
 	// nothing at once", which no one means.
 	if fs.Changed("parallel") && o.parallel < 1 {
-		return &usageError{msg: fmt.Sprintf("run: --parallel %d: must be at least 1 (leave it out to use the pipeline's parallelism)", o.parallel)}
+		return &engine.UsageError{Msg: fmt.Sprintf("run: --parallel %d: must be at least 1 (leave it out to use the pipeline's parallelism)", o.parallel)}
 	}
 	switch o.progress {
 	case engine.ProgressAuto, engine.ProgressBoard, engine.ProgressPlain, engine.ProgressQuiet:
 	default:
-		return &usageError{msg: fmt.Sprintf("run: --progress %q: expected auto, board, plain or quiet", o.progress)}
+		return &engine.UsageError{Msg: fmt.Sprintf("run: --progress %q: expected auto, board, plain or quiet", o.progress)}
 	}
 	if o.quiet {
 		o.progress = engine.ProgressQuiet
@@ -385,7 +379,7 @@ func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	if fs.NArg() != 1 {
-		return &usageError{msg: "validate: expected one pipeline file\nUsage: " + c.usage}
+		return &engine.UsageError{Msg: "validate: expected one pipeline file\nUsage: " + c.usage}
 	}
 	vm, err := parseVars(o.vars)
 	if err != nil {
@@ -424,7 +418,7 @@ func cmdInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if fs.NArg() != 1 {
-		return &usageError{msg: "inspect: expected a task id or a log file\nUsage: " + c.usage}
+		return &engine.UsageError{Msg: "inspect: expected a task id or a log file\nUsage: " + c.usage}
 	}
 	e := newEngine(o.stateDir, engine.ProgressQuiet, stdout, stderr)
 	rep, err := e.Inspect(fs.Arg(0))
@@ -461,10 +455,10 @@ func cmdList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	if fs.NArg() != 0 {
-		return &usageError{msg: "list: takes no arguments\nUsage: " + c.usage}
+		return &engine.UsageError{Msg: "list: takes no arguments\nUsage: " + c.usage}
 	}
 	if o.json && o.ids {
-		return &usageError{msg: "list: --json and --ids do not go together: pick one output"}
+		return &engine.UsageError{Msg: "list: --json and --ids do not go together: pick one output"}
 	}
 	return runList(ctx, o, stdout)
 }
@@ -512,13 +506,13 @@ func cmdLogs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	if fs.NArg() < 1 || fs.NArg() > 2 {
-		return &usageError{msg: "logs: expected a task id and, optionally, a step\nUsage: " + c.usage}
+		return &engine.UsageError{Msg: "logs: expected a task id and, optionally, a step\nUsage: " + c.usage}
 	}
 	if fs.Changed("attempt") && fs.NArg() != 2 {
-		return &usageError{msg: "logs: --attempt goes with a STEP: apollo logs TASK_ID STEP --attempt N"}
+		return &engine.UsageError{Msg: "logs: --attempt goes with a STEP: apollo logs TASK_ID STEP --attempt N"}
 	}
 	if o.attempt < -1 || (fs.Changed("attempt") && o.attempt < 0) {
-		return &usageError{msg: "logs: --attempt must be 0 or more"}
+		return &engine.UsageError{Msg: "logs: --attempt must be 0 or more"}
 	}
 	o.taskID, o.step = fs.Arg(0), fs.Arg(1)
 	return runLogs(ctx, o, stdout, stderr)
@@ -555,7 +549,7 @@ func cmdGraph(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if fs.NArg() != 1 {
-		return &usageError{msg: "graph: expected one pipeline file\nUsage: " + c.usage}
+		return &engine.UsageError{Msg: "graph: expected one pipeline file\nUsage: " + c.usage}
 	}
 	o.pipeline = fs.Arg(0)
 	return runGraph(ctx, o, stdout, stderr)
@@ -573,7 +567,7 @@ func runGraph(ctx context.Context, o graphOptions, stdout, stderr io.Writer) err
 		if s := engine.Suggest(o.format, []string{engine.GraphDOT, engine.GraphMermaid}); s != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", s)
 		}
-		return &usageError{msg: msg}
+		return &engine.UsageError{Msg: msg}
 	}
 	vars, err := parseVars(o.vars)
 	if err != nil {
@@ -612,7 +606,7 @@ func cmdGC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if fs.NArg() != 0 {
-		return &usageError{msg: "gc: takes no arguments\nUsage: " + c.usage}
+		return &engine.UsageError{Msg: "gc: takes no arguments\nUsage: " + c.usage}
 	}
 	return runGC(ctx, o, stdout, stderr)
 }
@@ -620,11 +614,11 @@ func cmdGC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // runGC archives the finished runs older than o.olderThan.
 func runGC(ctx context.Context, o gcOptions, stdout, stderr io.Writer) error {
 	if o.olderThan == "" {
-		return &usageError{msg: "gc: --older-than is required: say how old a finished run must be to be archived, like --older-than 30d"}
+		return &engine.UsageError{Msg: "gc: --older-than is required: say how old a finished run must be to be archived, like --older-than 30d"}
 	}
 	age, err := engine.ParseAge(o.olderThan)
 	if err != nil {
-		return &usageError{msg: "gc: --older-than: " + err.Error()}
+		return &engine.UsageError{Msg: "gc: --older-than: " + err.Error()}
 	}
 	e := newEngine(o.stateDir, engine.ProgressQuiet, stdout, stderr)
 	res, err := e.GC(engine.GCOptions{OlderThan: age, Archive: o.archive, DryRun: o.dryRun})
@@ -657,10 +651,10 @@ func cmdScript(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if fs.NArg() < 1 {
-		return &usageError{msg: "script: expected a Lua file\nUsage: " + c.usage}
+		return &engine.UsageError{Msg: "script: expected a Lua file\nUsage: " + c.usage}
 	}
 	if o.taskID == "" {
-		return &usageError{msg: "script: --task-id is required: name the task the script works on"}
+		return &engine.UsageError{Msg: "script: --task-id is required: name the task the script works on"}
 	}
 	e := newEngine(o.stateDir, engine.ProgressQuiet, stdout, stderr)
 	return e.Script(ctx, fs.Arg(0), engine.ScriptOptions{TaskID: o.taskID, Args: fs.Args()[1:]})
@@ -673,7 +667,7 @@ func cmdSchema(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if fs.NArg() != 0 {
-		return &usageError{msg: "schema: takes no arguments\nUsage: " + c.usage}
+		return &engine.UsageError{Msg: "schema: takes no arguments\nUsage: " + c.usage}
 	}
 	_, err := stdout.Write(engine.PipelineSchema())
 	return err
@@ -686,7 +680,7 @@ func cmdCompletion(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	if fs.NArg() != 1 {
-		return &usageError{msg: "completion: expected a shell: bash, zsh or fish\nUsage: " + c.usage}
+		return &engine.UsageError{Msg: "completion: expected a shell: bash, zsh or fish\nUsage: " + c.usage}
 	}
 	return engine.WriteCompletion(stdout, fs.Arg(0), completionCommands(commands()))
 }
