@@ -2,35 +2,35 @@ package main
 
 import (
 	"context"
-	"io"
 
 	"github.com/spf13/pflag"
 
 	"apollo/engine"
 )
 
-func cmdCompletion(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commandNamed("completion")
-	fs := newFlags(c, stdout)
-	if err := parse(c, fs, args, stdout); err != nil {
-		return err
+func completionCommand() *command[noOptions] {
+	return &command[noOptions]{
+		about: about{name: "completion", summary: "print a shell completion script (bash, zsh or fish)",
+			usage:   "apollo completion bash|zsh|fish",
+			example: "  source <(apollo completion bash)\n  apollo completion zsh > \"${fpath[1]}/_apollo\"\n  apollo completion fish > ~/.config/fish/completions/apollo.fish",
+			argKind: engine.ArgShell},
+		nargs: positional{1, 1, "expected a shell: bash, zsh or fish"},
+		run:   runCompletion,
 	}
-	if fs.NArg() != 1 {
-		return &engine.UsageError{Msg: "completion: expected a shell: bash, zsh or fish\nUsage: " + c.usage}
-	}
-	return engine.WriteCompletion(stdout, fs.Arg(0), completionCommands(commands()))
+}
+
+// runCompletion prints the completion script of the shell in.args[0].
+func runCompletion(_ context.Context, _ *noOptions, in invocation) error {
+	return engine.WriteCompletion(in.stdout, in.args[0], completionCommands(commands()))
 }
 
 // completionCommands describes cmds, with their flags, for shell completion.
-func completionCommands(cmds []*command) []engine.CompletionCommand {
+func completionCommands(cmds []subcommand) []engine.CompletionCommand {
 	var out []engine.CompletionCommand
 	for _, c := range cmds {
-		cc := engine.CompletionCommand{Name: c.name, Summary: c.summary, Args: c.args}
-		fs := newFlags(c, io.Discard)
-		if c.flags != nil {
-			c.flags(fs)
-		}
-		fs.VisitAll(func(f *pflag.Flag) { cc.Flags = append(cc.Flags, completionFlag(f)) })
+		a := c.describe()
+		cc := engine.CompletionCommand{Name: a.name, Summary: a.summary, Args: a.argKind}
+		c.flags().VisitAll(func(f *pflag.Flag) { cc.Flags = append(cc.Flags, completionFlag(f)) })
 		out = append(out, cc)
 	}
 	return out

@@ -2,13 +2,25 @@ package main
 
 import (
 	"context"
-	"io"
 
 	"github.com/spf13/pflag"
 
 	"apollo/engine"
 )
 
+func gcCommand() *command[gcOptions] {
+	return &command[gcOptions]{
+		about: about{name: "gc", summary: "archive (gzip) the logs of finished runs older than a limit, and remove their outputs",
+			usage:   "apollo gc --older-than AGE [--archive DIR] [--dry-run] [--json] [--state-dir DIR]",
+			example: "  apollo gc --older-than 30d --dry-run\n  apollo gc --older-than 30d\n  apollo gc --older-than 12h --archive /mnt/backup/apollo",
+			json:    gcJSONDoc},
+		nargs:    positional{0, 0, "takes no arguments"},
+		addFlags: (*gcOptions).addFlags,
+		run:      runGC,
+	}
+}
+
+// gcOptions are the flags of apollo gc.
 type gcOptions struct {
 	olderThan string
 	archive   string
@@ -25,22 +37,8 @@ func (o *gcOptions) addFlags(fs *pflag.FlagSet) {
 	stateDirFlag(fs, &o.stateDir)
 }
 
-func cmdGC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commandNamed("gc")
-	var o gcOptions
-	fs := newFlags(c, stdout)
-	o.addFlags(fs)
-	if err := parse(c, fs, args, stdout); err != nil {
-		return err
-	}
-	if fs.NArg() != 0 {
-		return &engine.UsageError{Msg: "gc: takes no arguments\nUsage: " + c.usage}
-	}
-	return runGC(ctx, o, stdout, stderr)
-}
-
 // runGC archives the finished runs older than o.olderThan.
-func runGC(ctx context.Context, o gcOptions, stdout, stderr io.Writer) error {
+func runGC(_ context.Context, o *gcOptions, in invocation) error {
 	if o.olderThan == "" {
 		return &engine.UsageError{Msg: "gc: --older-than is required: say how old a finished run must be to be archived, like --older-than 30d"}
 	}
@@ -48,15 +46,15 @@ func runGC(ctx context.Context, o gcOptions, stdout, stderr io.Writer) error {
 	if err != nil {
 		return &engine.UsageError{Msg: "gc: --older-than: " + err.Error()}
 	}
-	e := newEngine(o.stateDir, engine.ProgressQuiet, stdout, stderr)
+	e := newEngine(o.stateDir, engine.ProgressQuiet, in.stdout, in.stderr)
 	res, err := e.GC(engine.GCOptions{OlderThan: age, Archive: o.archive, DryRun: o.dryRun})
 	if err != nil {
 		return err
 	}
 	if o.json {
-		return engine.WriteGCJSON(stdout, res)
+		return engine.WriteGCJSON(in.stdout, res)
 	}
-	engine.WriteGC(stdout, res)
+	engine.WriteGC(in.stdout, res)
 	return nil
 }
 

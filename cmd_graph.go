@@ -3,15 +3,26 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"github.com/spf13/pflag"
 
 	"apollo/engine"
 )
 
+func graphCommand() *command[graphOptions] {
+	return &command[graphOptions]{
+		about: about{name: "graph", summary: "draw a pipeline's DAG (Graphviz DOT or Mermaid), coloured by a task's state",
+			usage:   "apollo graph PIPELINE.yaml [--task-id ID] [--format dot|mermaid] [--var k=v]... [--state-dir DIR]",
+			example: "  apollo graph scripts/examples/daily_data_pipeline.yaml | dot -Tsvg > dag.svg\n  apollo graph pipeline.yaml --task-id daily_data_pipeline-2026-12-03 --format mermaid",
+			argKind: engine.ArgPipeline},
+		nargs:    positional{1, 1, "expected one pipeline file"},
+		addFlags: (*graphOptions).addFlags,
+		run:      runGraph,
+	}
+}
+
+// graphOptions are the flags of apollo graph.
 type graphOptions struct {
-	pipeline string // the argument
 	taskID   string
 	format   string
 	vars     []string
@@ -21,27 +32,12 @@ type graphOptions struct {
 func (o *graphOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.taskID, "task-id", "", "colour each step by its state in this task's latest log")
 	fs.StringVar(&o.format, "format", engine.GraphDOT, "output format: dot (Graphviz) or mermaid")
-	fs.StringArrayVar(&o.vars, "var", nil, "set a template variable (repeatable): --var k=v")
+	varsFlag(fs, &o.vars)
 	stateDirFlag(fs, &o.stateDir)
 }
 
-func cmdGraph(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commandNamed("graph")
-	var o graphOptions
-	fs := newFlags(c, stdout)
-	o.addFlags(fs)
-	if err := parse(c, fs, args, stdout); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return &engine.UsageError{Msg: "graph: expected one pipeline file\nUsage: " + c.usage}
-	}
-	o.pipeline = fs.Arg(0)
-	return runGraph(ctx, o, stdout, stderr)
-}
-
-// runGraph prints the DAG of o.pipeline in o.format.
-func runGraph(ctx context.Context, o graphOptions, stdout, stderr io.Writer) error {
+// runGraph prints the DAG of the pipeline in.args[0] in o.format.
+func runGraph(_ context.Context, o *graphOptions, in invocation) error {
 	write := engine.WriteDOT
 	switch o.format {
 	case engine.GraphDOT:
@@ -58,10 +54,10 @@ func runGraph(ctx context.Context, o graphOptions, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	e := newEngine(o.stateDir, engine.ProgressQuiet, stdout, stderr)
-	g, err := e.Graph(o.pipeline, engine.GraphOptions{TaskID: o.taskID, Vars: vars})
+	e := newEngine(o.stateDir, engine.ProgressQuiet, in.stdout, in.stderr)
+	g, err := e.Graph(in.args[0], engine.GraphOptions{TaskID: o.taskID, Vars: vars})
 	if err != nil {
 		return err
 	}
-	return write(stdout, g)
+	return write(in.stdout, g)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -10,6 +9,19 @@ import (
 	"apollo/engine"
 )
 
+func inspectCommand() *command[inspectOptions] {
+	return &command[inspectOptions]{
+		about: about{name: "inspect", summary: "show where a task stands, from its log alone",
+			usage:   "apollo inspect TASK_ID|LOG.jsonl[.gz] [--json] [--state-dir DIR]",
+			example: "  apollo inspect daily_data_pipeline-2026-12-03\n  apollo inspect .apollo/logs/task_x_1764748800.jsonl --json | jq '.steps[] | select(.status != \"SUCCESS\")'",
+			json:    inspectJSONDoc, argKind: engine.ArgTask},
+		nargs:    positional{1, 1, "expected a task id or a log file"},
+		addFlags: (*inspectOptions).addFlags,
+		run:      runInspect,
+	}
+}
+
+// inspectOptions are the flags of apollo inspect.
 type inspectOptions struct {
 	json     bool
 	stateDir string
@@ -20,26 +32,17 @@ func (o *inspectOptions) addFlags(fs *pflag.FlagSet) {
 	stateDirFlag(fs, &o.stateDir)
 }
 
-func cmdInspect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commandNamed("inspect")
-	var o inspectOptions
-	fs := newFlags(c, stdout)
-	o.addFlags(fs)
-	if err := parse(c, fs, args, stdout); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return &engine.UsageError{Msg: "inspect: expected a task id or a log file\nUsage: " + c.usage}
-	}
-	e := newEngine(o.stateDir, engine.ProgressQuiet, stdout, stderr)
-	rep, err := e.Inspect(fs.Arg(0))
+// runInspect reports on the task or log file in.args[0].
+func runInspect(_ context.Context, o *inspectOptions, in invocation) error {
+	e := newEngine(o.stateDir, engine.ProgressQuiet, in.stdout, in.stderr)
+	rep, err := e.Inspect(in.args[0])
 	if err != nil {
 		return err
 	}
 	if o.json {
-		return engine.WriteReportJSON(stdout, rep)
+		return engine.WriteReportJSON(in.stdout, rep)
 	}
-	engine.WriteReport(stdout, rep, time.Now())
+	engine.WriteReport(in.stdout, rep, time.Now())
 	return nil
 }
 

@@ -11,6 +11,19 @@ import (
 	"apollo/engine"
 )
 
+func listCommand() *command[listOptions] {
+	return &command[listOptions]{
+		about: about{name: "list", summary: "list the task runs in the state folder, newest first",
+			usage:   "apollo list [--json] [--ids] [--all] [--state-dir DIR]",
+			example: "  apollo list\n  apollo list --json | jq -r '.runs[] | select(.status == \"failed\") | .task_id'\n  apollo list --ids --all",
+			json:    listJSONDoc},
+		nargs:    positional{0, 0, "takes no arguments"},
+		addFlags: (*listOptions).addFlags,
+		run:      runList,
+	}
+}
+
+// listOptions are the flags of apollo list.
 type listOptions struct {
 	json     bool
 	ids      bool
@@ -25,25 +38,11 @@ func (o *listOptions) addFlags(fs *pflag.FlagSet) {
 	stateDirFlag(fs, &o.stateDir)
 }
 
-func cmdList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commandNamed("list")
-	var o listOptions
-	fs := newFlags(c, stdout)
-	o.addFlags(fs)
-	if err := parse(c, fs, args, stdout); err != nil {
-		return err
-	}
-	if fs.NArg() != 0 {
-		return &engine.UsageError{Msg: "list: takes no arguments\nUsage: " + c.usage}
-	}
+// runList prints the task runs of o.stateDir.
+func runList(_ context.Context, o *listOptions, in invocation) error {
 	if o.json && o.ids {
 		return &engine.UsageError{Msg: "list: --json and --ids do not go together: pick one output"}
 	}
-	return runList(ctx, o, stdout)
-}
-
-// runList prints the task runs of o.stateDir.
-func runList(ctx context.Context, o listOptions, stdout io.Writer) error {
 	e := newEngine(o.stateDir, engine.ProgressQuiet, io.Discard, io.Discard)
 	runs, err := e.List(engine.ListOptions{All: o.all})
 	if err != nil {
@@ -51,13 +50,13 @@ func runList(ctx context.Context, o listOptions, stdout io.Writer) error {
 	}
 	switch {
 	case o.json:
-		return engine.WriteListJSON(stdout, runs)
+		return engine.WriteListJSON(in.stdout, runs)
 	case o.ids:
 		for _, id := range engine.TaskIDs(runs) {
-			fmt.Fprintln(stdout, id)
+			fmt.Fprintln(in.stdout, id)
 		}
 	default:
-		engine.WriteList(stdout, runs, time.Local)
+		engine.WriteList(in.stdout, runs, time.Local)
 	}
 	return nil
 }

@@ -2,16 +2,26 @@ package main
 
 import (
 	"context"
-	"io"
 
 	"github.com/spf13/pflag"
 
 	"apollo/engine"
 )
 
+func logsCommand() *command[logsOptions] {
+	return &command[logsOptions]{
+		about: about{name: "logs", summary: "print a run's events, or a step attempt's output; -f follows a live run",
+			usage:   "apollo logs TASK_ID [STEP] [--attempt N] [-f] [--state-dir DIR]",
+			example: "  apollo logs daily_data_pipeline-2026-12-03            # the run's events, one line each\n  apollo logs daily_data_pipeline-2026-12-03 transform  # the latest attempt's stdout and stderr\n  apollo logs daily_data_pipeline-2026-12-03 fetch_raw --attempt 0\n  apollo logs daily_data_pipeline-2026-12-03 -f         # follow until the run ends (or Ctrl-C)",
+			argKind: engine.ArgTask},
+		nargs:    positional{1, 2, "expected a task id and, optionally, a step"},
+		addFlags: (*logsOptions).addFlags,
+		run:      runLogs,
+	}
+}
+
+// logsOptions are the flags of apollo logs.
 type logsOptions struct {
-	taskID   string // the first argument
-	step     string // the second argument, if any
 	attempt  int
 	follow   bool
 	stateDir string
@@ -23,30 +33,20 @@ func (o *logsOptions) addFlags(fs *pflag.FlagSet) {
 	stateDirFlag(fs, &o.stateDir)
 }
 
-func cmdLogs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commandNamed("logs")
-	var o logsOptions
-	fs := newFlags(c, stdout)
-	o.addFlags(fs)
-	if err := parse(c, fs, args, stdout); err != nil {
-		return err
+// runLogs prints the events of the run in.args[0], or the output of its
+// step in.args[1], following a live run with o.follow until it ends or ctx
+// is done (Ctrl-C: exit 0).
+func runLogs(ctx context.Context, o *logsOptions, in invocation) error {
+	step := ""
+	if len(in.args) == 2 {
+		step = in.args[1]
 	}
-	if fs.NArg() < 1 || fs.NArg() > 2 {
-		return &engine.UsageError{Msg: "logs: expected a task id and, optionally, a step\nUsage: " + c.usage}
-	}
-	if fs.Changed("attempt") && fs.NArg() != 2 {
+	if in.changed("attempt") && step == "" {
 		return &engine.UsageError{Msg: "logs: --attempt goes with a STEP: apollo logs TASK_ID STEP --attempt N"}
 	}
-	if o.attempt < -1 || (fs.Changed("attempt") && o.attempt < 0) {
+	if o.attempt < -1 || (in.changed("attempt") && o.attempt < 0) {
 		return &engine.UsageError{Msg: "logs: --attempt must be 0 or more"}
 	}
-	o.taskID, o.step = fs.Arg(0), fs.Arg(1)
-	return runLogs(ctx, o, stdout, stderr)
-}
-
-// runLogs prints a run's events or a step's output, following a live run
-// with o.follow until it ends or ctx is done (Ctrl-C: exit 0).
-func runLogs(ctx context.Context, o logsOptions, stdout, stderr io.Writer) error {
-	e := newEngine(o.stateDir, engine.ProgressQuiet, stdout, stderr)
-	return e.Logs(ctx, o.taskID, engine.LogsOptions{Step: o.step, Attempt: o.attempt, Follow: o.follow})
+	e := newEngine(o.stateDir, engine.ProgressQuiet, in.stdout, in.stderr)
+	return e.Logs(ctx, in.args[0], engine.LogsOptions{Step: step, Attempt: o.attempt, Follow: o.follow})
 }

@@ -2,17 +2,21 @@ package main
 
 import (
 	"context"
-	"io"
 
 	"apollo/scripts"
 )
 
-func cmdLuaTypes(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commandNamed("lua-types")
-	fs := newFlags(c, stdout)
-	if err := parse(c, fs, args, stdout); err != nil {
-		return err
+func luaTypesCommand() *command[noOptions] {
+	return &command[noOptions]{
+		about: about{name: "lua-types", summary: "print the LuaLS annotations for ctx and apollo.*",
+			usage: "apollo lua-types > apollo-types.lua", example: "  apollo lua-types > .luals/apollo.lua"},
+		nargs: positional{0, -1, ""}, // arguments are ignored
+		run:   runLuaTypes,
 	}
-	_, err := stdout.Write(scripts.LuaTypes())
+}
+
+// runLuaTypes prints the LuaLS annotations of ctx and the apollo.* modules.
+func runLuaTypes(_ context.Context, _ *noOptions, in invocation) error {
+	_, err := in.stdout.Write(scripts.LuaTypes())
 	return err
 }

@@ -3,13 +3,25 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"github.com/spf13/pflag"
 
 	"apollo/engine"
 )
 
+func runCommand() *command[runOptions] {
+	return &command[runOptions]{
+		about: about{name: "run", summary: "run or resume the task of a pipeline",
+			usage:   "apollo run PIPELINE.yaml [flags]",
+			example: "  apollo run scripts/examples/daily_data_pipeline.yaml --var region=eu\n  apollo run pipeline.yaml --dry-run --json\n  apollo run pipeline.yaml --resume-from transform",
+			json:    planJSONDoc, argKind: engine.ArgPipeline},
+		nargs:    positional{1, 1, "expected one pipeline file"},
+		addFlags: (*runOptions).addFlags,
+		run:      runRun,
+	}
+}
+
+// runOptions are the flags of apollo run.
 type runOptions struct {
 	vars          []string
 	taskID        string
@@ -25,7 +37,7 @@ type runOptions struct {
 }
 
 func (o *runOptions) addFlags(fs *pflag.FlagSet) {
-	fs.StringArrayVar(&o.vars, "var", nil, "set a template variable (repeatable): --var k=v")
+	varsFlag(fs, &o.vars)
 	fs.StringVar(&o.taskID, "task-id", "", "name the task run (default <task_name>-<task_date>)")
 	fs.BoolVar(&o.fresh, "fresh", false, "start a new log for the task instead of resuming")
 	fs.StringVar(&o.resumeFrom, "resume-from", "", "run STEP and its descendants again; skip other unfinished steps")
@@ -33,22 +45,14 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the plan (keep / clean+rerun / rerun / skip) and write nothing")
 	fs.BoolVar(&o.json, "json", false, "with --dry-run: print the plan as JSON")
 	fs.IntVar(&o.parallel, "parallel", 0, "most steps running at once (default: the pipeline's parallelism, else CPU count)")
-	fs.StringVar(&o.stateDir, "state-dir", stateDirDefault(), "folder for logs, locks, artifacts and outputs (env APOLLO_HOME)")
+	stateDirFlag(fs, &o.stateDir)
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print nothing but errors")
 	fs.StringVar(&o.progress, "progress", engine.ProgressAuto, "progress display: auto, board, plain or quiet")
 }
 
-func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commandNamed("run")
-	var o runOptions
-	fs := newFlags(c, stdout)
-	o.addFlags(fs)
-	if err := parse(c, fs, args, stdout); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return &engine.UsageError{Msg: "run: expected one pipeline file\nUsage: " + c.usage}
-	}
+// runRun runs or resumes the task of the pipeline in.args[0], or prints
+// its plan with --dry-run.
+func runRun(ctx context.Context, o *runOptions, in invocation) error {
 	if o.json && !o.dryRun {
 		return &engine.UsageError{Msg: "run: --json goes with --dry-run"}
 	}
@@ -57,7 +61,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	// 0 is the flag's "unset" value; given explicitly it would mean "run
 	// nothing at once", which no one means.
-	if fs.Changed("parallel") && o.parallel < 1 {
+	if in.changed("parallel") && o.parallel < 1 {
 		return &engine.UsageError{Msg: fmt.Sprintf("run: --parallel %d: must be at least 1 (leave it out to use the pipeline's parallelism)", o.parallel)}
 	}
 	switch o.progress {
@@ -72,8 +76,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	e := newEngine(o.stateDir, o.progress, stdout, stderr)
-	return e.Run(ctx, fs.Arg(0), engine.RunOptions{Vars: vars, TaskID: o.taskID, Fresh: o.fresh,
+	e := newEngine(o.stateDir, o.progress, in.stdout, in.stderr)
+	return e.Run(ctx, in.args[0], engine.RunOptions{Vars: vars, TaskID: o.taskID, Fresh: o.fresh,
 		ResumeFrom: o.resumeFrom, AcceptChanges: o.acceptChanges, Parallel: o.parallel, DryRun: o.dryRun, JSON: o.json})
 }
 

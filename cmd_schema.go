@@ -2,20 +2,22 @@ package main
 
 import (
 	"context"
-	"io"
 
 	"apollo/engine"
 )
 
-func cmdSchema(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commandNamed("schema")
-	fs := newFlags(c, stdout)
-	if err := parse(c, fs, args, stdout); err != nil {
-		return err
+func schemaCommand() *command[noOptions] {
+	return &command[noOptions]{
+		about: about{name: "schema", summary: "print the JSON Schema of the pipeline format, for editors",
+			usage:   "apollo schema > pipeline.schema.json",
+			example: "  apollo schema > pipeline.schema.json\n  # then, first line of a pipeline: # yaml-language-server: $schema=./pipeline.schema.json"},
+		nargs: positional{0, 0, "takes no arguments"},
+		run:   runSchema,
 	}
-	if fs.NArg() != 0 {
-		return &engine.UsageError{Msg: "schema: takes no arguments\nUsage: " + c.usage}
-	}
-	_, err := stdout.Write(engine.PipelineSchema())
+}
+
+// runSchema prints the JSON Schema of the pipeline format.
+func runSchema(_ context.Context, _ *noOptions, in invocation) error {
+	_, err := in.stdout.Write(engine.PipelineSchema())
 	return err
 }

@@ -2,13 +2,25 @@ package main
 
 import (
 	"context"
-	"io"
 
 	"github.com/spf13/pflag"
 
 	"apollo/engine"
 )
 
+func scriptCommand() *command[scriptOptions] {
+	return &command[scriptOptions]{
+		about: about{name: "script", summary: "run a recovery script (Lua, with apollo.state) against a task's log",
+			usage:   "apollo script RECOVERY.lua --task-id ID [--state-dir DIR] [-- args...]",
+			example: "  apollo script fix.lua --task-id daily_data_pipeline-2026-12-03 -- transform\n  # fix.lua: require(\"apollo.state\").reset(arg[1], \"input corrected by hand\")",
+			argKind: engine.ArgLua},
+		nargs:    positional{1, -1, "expected a Lua file"},
+		addFlags: (*scriptOptions).addFlags,
+		run:      runScript,
+	}
+}
+
+// scriptOptions are the flags of apollo script.
 type scriptOptions struct {
 	taskID   string
 	stateDir string
@@ -19,20 +31,12 @@ func (o *scriptOptions) addFlags(fs *pflag.FlagSet) {
 	stateDirFlag(fs, &o.stateDir)
 }
 
-func cmdScript(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commandNamed("script")
-	var o scriptOptions
-	fs := newFlags(c, stdout)
-	o.addFlags(fs)
-	if err := parse(c, fs, args, stdout); err != nil {
-		return err
-	}
-	if fs.NArg() < 1 {
-		return &engine.UsageError{Msg: "script: expected a Lua file\nUsage: " + c.usage}
-	}
+// runScript runs the recovery script in.args[0] against o.taskID's log,
+// with the rest of in.args as its arguments.
+func runScript(ctx context.Context, o *scriptOptions, in invocation) error {
 	if o.taskID == "" {
 		return &engine.UsageError{Msg: "script: --task-id is required: name the task the script works on"}
 	}
-	e := newEngine(o.stateDir, engine.ProgressQuiet, stdout, stderr)
-	return e.Script(ctx, fs.Arg(0), engine.ScriptOptions{TaskID: o.taskID, Args: fs.Args()[1:]})
+	e := newEngine(o.stateDir, engine.ProgressQuiet, in.stdout, in.stderr)
+	return e.Script(ctx, in.args[0], engine.ScriptOptions{TaskID: o.taskID, Args: in.args[1:]})
 }

@@ -3,41 +3,45 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"github.com/spf13/pflag"
 
 	"apollo/engine"
 )
 
+func validateCommand() *command[validateOptions] {
+	return &command[validateOptions]{
+		about: about{name: "validate", summary: "check a pipeline file without running it",
+			usage:   "apollo validate PIPELINE.yaml [--var k=v]...",
+			example: "  apollo validate scripts/examples/daily_data_pipeline.yaml",
+			argKind: engine.ArgPipeline},
+		nargs:    positional{1, 1, "expected one pipeline file"},
+		addFlags: (*validateOptions).addFlags,
+		run:      runValidate,
+	}
+}
+
+// validateOptions are the flags of apollo validate.
 type validateOptions struct {
 	vars []string
 }
 
 func (o *validateOptions) addFlags(fs *pflag.FlagSet) {
-	fs.StringArrayVar(&o.vars, "var", nil, "set a template variable (repeatable): --var k=v")
+	varsFlag(fs, &o.vars)
 }
 
-func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commandNamed("validate")
-	var o validateOptions
-	fs := newFlags(c, stdout)
-	o.addFlags(fs)
-	if err := parse(c, fs, args, stdout); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return &engine.UsageError{Msg: "validate: expected one pipeline file\nUsage: " + c.usage}
-	}
+// runValidate loads the pipeline in.args[0] and plans its task, running
+// nothing.
+func runValidate(_ context.Context, o *validateOptions, in invocation) error {
 	vm, err := parseVars(o.vars)
 	if err != nil {
 		return err
 	}
-	e := newEngine(stateDirDefault(), engine.ProgressQuiet, stdout, stderr)
-	pl, err := e.Plan(fs.Arg(0), engine.RunOptions{Vars: vm})
+	e := newEngine(stateDirDefault(), engine.ProgressQuiet, in.stdout, in.stderr)
+	pl, err := e.Plan(in.args[0], engine.RunOptions{Vars: vm})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: ok: %d steps, task %s\n", fs.Arg(0), len(pl.Steps), pl.TaskID)
+	fmt.Fprintf(in.stdout, "%s: ok: %d steps, task %s\n", in.args[0], len(pl.Steps), pl.TaskID)
 	return nil
 }

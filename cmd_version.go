@@ -3,17 +3,20 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"runtime/debug"
 )
 
-func cmdVersion(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commandNamed("version")
-	fs := newFlags(c, stdout)
-	if err := parse(c, fs, args, stdout); err != nil {
-		return err
+func versionCommand() *command[noOptions] {
+	return &command[noOptions]{
+		about: about{name: "version", summary: "print apollo's version", usage: "apollo version", example: "  apollo version"},
+		nargs: positional{0, -1, ""}, // arguments are ignored
+		run:   runVersion,
 	}
-	fmt.Fprintf(stdout, "apollo %s\n", version())
+}
+
+// runVersion prints apollo's version.
+func runVersion(_ context.Context, _ *noOptions, in invocation) error {
+	fmt.Fprintf(in.stdout, "apollo %s\n", version())
 	return nil
 }
 
