@@ -58,12 +58,14 @@ func runGC(_ context.Context, o *gcOptions, in invocation) error {
 	return nil
 }
 
-// gcJSONDoc documents gc --json's output, shown by --help. Fields marked ? are
-// left out when empty.
+// gcJSONDoc documents gc --json's output (engine.GCResult), shown by --help.
+// Fields marked ? are left out when empty. kept[].pid is a line of its own
+// because testdata/script/cmd_help.txtar matches the kept line as it was.
 const gcJSONDoc = `JSON (--json), one object:
   {"dry_run": bool, "older_than" (a Go duration), "cutoff" (RFC 3339), "archive",
    "archived": [{"task_id", "log", "archive" (the .jsonl.gz), "status", "last_event",
                  "bytes", "archived_bytes" (0 in a dry run)}],
    "removed": [output folders and snapshots],
    "kept": [{"task_id", "log", "reason": "running"|"unfinished"|"recent"|"corrupt", "detail"}]}
+  "kept[].pid"? is the runner's pid, when the reason is running.
 `
