@@ -58,9 +58,10 @@ func runGC(_ context.Context, o *gcOptions, in invocation) error {
 	return nil
 }
 
-// gcJSONDoc documents gc --json's output (engine.GCResult), shown by --help.
-// Fields marked ? are left out when empty. kept[].pid is a line of its own
-// because testdata/script/cmd_help.txtar matches the kept line as it was.
+// gcJSONDoc documents gc --json's output (engine.GCResult), shown by --help
+// and checked against it by TestJSONDocs. Fields marked ? are left out when
+// empty. kept[].pid has a line of its own because
+// testdata/script/cmd_help.txtar matches the kept line as it was.
 const gcJSONDoc = `JSON (--json), one object:
   {"dry_run": bool, "older_than" (a Go duration), "cutoff" (RFC 3339), "archive",
    "archived": [{"task_id", "log", "archive" (the .jsonl.gz), "status", "last_event",

@@ -46,8 +46,9 @@ func runInspect(_ context.Context, o *inspectOptions, in invocation) error {
 	return nil
 }
 
-// inspectJSONDoc documents inspect --json's output, shown by --help. Fields marked ? are
-// left out when empty.
+// inspectJSONDoc documents inspect --json's output (engine.Report), shown by
+// --help and checked against it by TestJSONDocs. Fields marked ? are left
+// out when empty.
 const inspectJSONDoc = `JSON (--json), one object:
   {"task_id", "task_name", "log", "pipeline",
    "status": "complete"|"failed"|"interrupted"|"running"|"unfinished",

@@ -61,8 +61,9 @@ func runList(_ context.Context, o *listOptions, in invocation) error {
 	return nil
 }
 
-// listJSONDoc documents list --json's output, shown by --help. Fields marked ? are
-// left out when empty.
+// listJSONDoc documents list --json's output ({"runs": [engine.RunInfo]}),
+// shown by --help and checked against it by TestJSONDocs. Fields marked ?
+// are left out when empty.
 const listJSONDoc = `JSON (--json), one object:
   {"runs": [{"task_id", "task_name", "log", "archived": bool,
              "status": "running"|"succeeded"|"failed"|"interrupted"|"unfinished"|"corrupt",

@@ -81,8 +81,9 @@ func runRun(ctx context.Context, o *runOptions, in invocation) error {
 		ResumeFrom: o.resumeFrom, AcceptChanges: o.acceptChanges, Parallel: o.parallel, DryRun: o.dryRun, JSON: o.json})
 }
 
-// planJSONDoc documents run --dry-run --json's output, shown by --help. Fields marked ? are
-// left out when empty.
+// planJSONDoc documents run --dry-run --json's output (engine.Plan), shown by
+// --help and checked against it by TestJSONDocs. Fields marked ? are left
+// out when empty.
 const planJSONDoc = `JSON (--dry-run --json), one object:
   {"task_id", "pipeline", "log", "new_log": bool, "complete": bool, "resume_from"?,
    "changed"?: [step ids whose definition changed], "torn_tail_bytes"?,
