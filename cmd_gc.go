@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+
+	"github.com/spf13/pflag"
+
+	"apollo/engine/history"
+	"apollo/engine/usage"
+)
+
+func gcCommand() *command[gcOptions] {
+	return &command[gcOptions]{
+		about: about{name: "gc", summary: "archive (gzip) the logs of finished runs older than a limit, and remove their outputs",
+			usage:   "apollo gc --older-than AGE [--archive DIR] [--dry-run] [--json] [--state-dir DIR]",
+			example: "  apollo gc --older-than 30d --dry-run\n  apollo gc --older-than 30d\n  apollo gc --older-than 12h --archive /mnt/backup/apollo",
+			json:    gcJSONDoc},
+		nargs:    positional{0, 0, "takes no arguments"},
+		addFlags: (*gcOptions).addFlags,
+		run:      runGC,
+	}
+}
+
+// gcOptions are the flags of apollo gc.
+type gcOptions struct {
+	olderThan string
+	archive   string
+	dryRun    bool
+	json      bool
+	stateDir  string
+}
+
+func (o *gcOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.olderThan, "older-than", "", "archive finished runs whose last event is older than this: 30d, 12h, 90m, 1h30m (required)")
+	fs.StringVar(&o.archive, "archive", "", "folder for the compressed logs (default <state-dir>/archive, where inspect and logs find them)")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "print what would be archived and removed, and change nothing")
+	fs.BoolVar(&o.json, "json", false, "print the result as JSON")
+	stateDirFlag(fs, &o.stateDir)
+}
+
+// runGC archives the finished runs older than o.olderThan.
+func runGC(_ context.Context, o *gcOptions, in invocation) error {
+	if o.olderThan == "" {
+		return &usage.Error{Msg: "gc: --older-than is required: say how old a finished run must be to be archived, like --older-than 30d"}
+	}
+	age, err := history.ParseAge(o.olderThan)
+	if err != nil {
+		return &usage.Error{Msg: "gc: --older-than: " + err.Error()}
+	}
+	res, err := runsIn(o.stateDir, in).GC(history.GCOptions{OlderThan: age, Archive: o.archive, DryRun: o.dryRun})
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return history.WriteGCJSON(in.stdout, res)
+	}
+	history.WriteGC(in.stdout, res)
+	return nil
+}
+
+// gcJSONDoc documents gc --json's output (history.GCResult), shown by --help
+// and checked against it by TestJSONDocs. Fields marked ? are left out when
+// empty. kept[].pid has a line of its own because
+// testdata/script/cmd_help.txtar matches the kept line as it was.
+const gcJSONDoc = `JSON (--json), one object:
+  {"dry_run": bool, "older_than" (a Go duration), "cutoff" (RFC 3339), "archive",
+   "archived": [{"task_id", "log", "archive" (the .jsonl.gz), "status", "last_event",
+                 "bytes", "archived_bytes" (0 in a dry run)}],
+   "removed": [output folders and snapshots],
+   "kept": [{"task_id", "log", "reason": "running"|"unfinished"|"recent"|"corrupt", "detail"}]}
+  "kept[].pid"? is the runner's pid, when the reason is running.
+`

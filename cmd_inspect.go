@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"apollo/engine/completion"
+	"apollo/engine/history"
+)
+
+func inspectCommand() *command[inspectOptions] {
+	return &command[inspectOptions]{
+		about: about{name: "inspect", summary: "show where a task stands, from its log alone",
+			usage:   "apollo inspect TASK_ID|LOG.jsonl[.gz] [--json] [--state-dir DIR]",
+			example: "  apollo inspect daily_data_pipeline-2026-12-03\n  apollo inspect .apollo/logs/task_x_1764748800.jsonl --json | jq '.steps[] | select(.status != \"SUCCESS\")'",
+			json:    inspectJSONDoc, argKind: completion.ArgTask},
+		nargs:    positional{1, 1, "expected a task id or a log file"},
+		addFlags: (*inspectOptions).addFlags,
+		run:      runInspect,
+	}
+}
+
+// inspectOptions are the flags of apollo inspect.
+type inspectOptions struct {
+	json     bool
+	stateDir string
+}
+
+func (o *inspectOptions) addFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
+	stateDirFlag(fs, &o.stateDir)
+}
+
+// runInspect reports on the task or log file in.args[0].
+func runInspect(_ context.Context, o *inspectOptions, in invocation) error {
+	rep, err := runsIn(o.stateDir, in).Inspect(in.args[0])
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return history.WriteReportJSON(in.stdout, rep)
+	}
+	history.WriteReport(in.stdout, rep, time.Now())
+	return nil
+}
+
+// inspectJSONDoc documents inspect --json's output (history.Report), shown by
+// --help and checked against it by TestJSONDocs. Fields marked ? are left
+// out when empty.
+const inspectJSONDoc = `JSON (--json), one object:
+  {"task_id", "task_name", "log", "pipeline",
+   "status": "complete"|"failed"|"interrupted"|"running"|"unfinished",
+   "runner": {"held": bool, "pid"?}, "invocations", "started_at", "last_event",
+   "steps": [{"id", "status", "attempts", "retry_count", "dirty": bool, "optional": bool,
+              "depends_on": [ids], "last_timestamp", "duration_ms", "last_error", "output_digest"?}],
+   "next": [step ids a run would start first], "markers": [{"name", "state"}],
+   "torn_tail_bytes"?, "archived"? (true: read from apollo gc's archive), "records"}
+  Times are RFC 3339 UTC.
+`

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"apollo/engine"
+	"apollo/engine/completion"
+	"apollo/engine/usage"
+)
+
+func runCommand() *command[runOptions] {
+	return &command[runOptions]{
+		about: about{name: "run", summary: "run or resume the task of a pipeline",
+			usage:   "apollo run PIPELINE.yaml [flags]",
+			example: "  apollo run scripts/examples/daily_data_pipeline.yaml --var region=eu\n  apollo run pipeline.yaml --dry-run --json\n  apollo run pipeline.yaml --resume-from transform",
+			json:    planJSONDoc, argKind: completion.ArgPipeline},
+		nargs:    positional{1, 1, "expected one pipeline file"},
+		addFlags: (*runOptions).addFlags,
+		run:      runRun,
+	}
+}
+
+// runOptions are the flags of apollo run.
+type runOptions struct {
+	vars          []string
+	taskID        string
+	fresh         bool
+	resumeFrom    string
+	acceptChanges bool
+	dryRun        bool
+	json          bool
+	parallel      int
+	stateDir      string
+	quiet         bool
+	progress      string
+}
+
+func (o *runOptions) addFlags(fs *pflag.FlagSet) {
+	varsFlag(fs, &o.vars)
+	fs.StringVar(&o.taskID, "task-id", "", "name the task run (default <task_name>-<task_date>)")
+	fs.BoolVar(&o.fresh, "fresh", false, "start a new log for the task instead of resuming")
+	fs.StringVar(&o.resumeFrom, "resume-from", "", "run STEP and its descendants again; skip other unfinished steps")
+	fs.BoolVar(&o.acceptChanges, "accept-changes", false, "keep the results of succeeded steps whose definition changed")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "print the plan (keep / clean+rerun / rerun / skip) and write nothing")
+	fs.BoolVar(&o.json, "json", false, "with --dry-run: print the plan as JSON")
+	fs.IntVar(&o.parallel, "parallel", 0, "most steps running at once (default: the pipeline's parallelism, else CPU count)")
+	stateDirFlag(fs, &o.stateDir)
+	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print nothing but errors")
+	fs.StringVar(&o.progress, "progress", engine.ProgressAuto, "progress display: auto, board, plain or quiet")
+}
+
+// runRun runs or resumes the task of the pipeline in.args[0], or prints
+// its plan with --dry-run.
+func runRun(ctx context.Context, o *runOptions, in invocation) error {
+	if o.json && !o.dryRun {
+		return &usage.Error{Msg: "run: --json goes with --dry-run"}
+	}
+	if o.fresh && o.resumeFrom != "" {
+		return &usage.Error{Msg: "run: --fresh and --resume-from do not go together: a fresh run has nothing to resume"}
+	}
+	// 0 is the flag's "unset" value; given explicitly it would mean "run
+	// nothing at once", which no one means.
+	if in.changed("parallel") && o.parallel < 1 {
+		return &usage.Error{Msg: fmt.Sprintf("run: --parallel %d: must be at least 1 (leave it out to use the pipeline's parallelism)", o.parallel)}
+	}
+	switch o.progress {
+	case engine.ProgressAuto, engine.ProgressBoard, engine.ProgressPlain, engine.ProgressQuiet:
+	default:
+		return &usage.Error{Msg: fmt.Sprintf("run: --progress %q: expected auto, board, plain or quiet", o.progress)}
+	}
+	if o.quiet {
+		o.progress = engine.ProgressQuiet
+	}
+	vars, err := parseVars(o.vars)
+	if err != nil {
+		return err
+	}
+	e := newEngine(o.stateDir, o.progress, in.stdout, in.stderr)
+	return e.Run(ctx, in.args[0], engine.RunOptions{Vars: vars, TaskID: o.taskID, Fresh: o.fresh,
+		ResumeFrom: o.resumeFrom, AcceptChanges: o.acceptChanges, Parallel: o.parallel, DryRun: o.dryRun, JSON: o.json})
+}
+
+// planJSONDoc documents run --dry-run --json's output (engine.Plan), shown by
+// --help and checked against it by TestJSONDocs. Fields marked ? are left
+// out when empty.
+const planJSONDoc = `JSON (--dry-run --json), one object:
+  {"task_id", "pipeline", "log", "new_log": bool, "complete": bool, "resume_from"?,
+   "changed"?: [step ids whose definition changed], "torn_tail_bytes"?,
+   "steps": [{"id", "action": "run"|"keep"|"rerun"|"clean+rerun"|"skip"|"fail", "reason",
+              "status", "next_retry_count", "depends_on": [ids], "optional": bool,
+              "command"? (rendered shell), "body"? (Lua), "cleanup"?, "wait_ms"?}]}
+  steps are in dependency order.
+`

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+
+	"github.com/spf13/pflag"
+
+	"apollo/engine"
+	"apollo/engine/completion"
+	"apollo/engine/usage"
+)
+
+func scriptCommand() *command[scriptOptions] {
+	return &command[scriptOptions]{
+		about: about{name: "script", summary: "run a recovery script (Lua, with apollo.state) against a task's log",
+			usage:   "apollo script RECOVERY.lua --task-id ID [--state-dir DIR] [-- args...]",
+			example: "  apollo script fix.lua --task-id daily_data_pipeline-2026-12-03 -- transform\n  # fix.lua: require(\"apollo.state\").reset(arg[1], \"input corrected by hand\")",
+			argKind: completion.ArgLua},
+		nargs:    positional{1, -1, "expected a Lua file"},
+		addFlags: (*scriptOptions).addFlags,
+		run:      runScript,
+	}
+}
+
+// scriptOptions are the flags of apollo script.
+type scriptOptions struct {
+	taskID   string
+	stateDir string
+}
+
+func (o *scriptOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.taskID, "task-id", "", "the task whose log the script reads and amends (required)")
+	stateDirFlag(fs, &o.stateDir)
+}
+
+// runScript runs the recovery script in.args[0] against o.taskID's log,
+// with the rest of in.args as its arguments.
+func runScript(ctx context.Context, o *scriptOptions, in invocation) error {
+	if o.taskID == "" {
+		return &usage.Error{Msg: "script: --task-id is required: name the task the script works on"}
+	}
+	e := newEngine(o.stateDir, engine.ProgressQuiet, in.stdout, in.stderr)
+	return e.Script(ctx, in.args[0], engine.ScriptOptions{TaskID: o.taskID, Args: in.args[1:]})
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"apollo/engine"
+	"apollo/engine/completion"
+)
+
+func validateCommand() *command[validateOptions] {
+	return &command[validateOptions]{
+		about: about{name: "validate", summary: "check a pipeline file without running it",
+			usage:   "apollo validate PIPELINE.yaml [--var k=v]...",
+			example: "  apollo validate scripts/examples/daily_data_pipeline.yaml",
+			argKind: completion.ArgPipeline},
+		nargs:    positional{1, 1, "expected one pipeline file"},
+		addFlags: (*validateOptions).addFlags,
+		run:      runValidate,
+	}
+}
+
+// validateOptions are the flags of apollo validate.
+type validateOptions struct {
+	vars []string
+}
+
+func (o *validateOptions) addFlags(fs *pflag.FlagSet) {
+	varsFlag(fs, &o.vars)
+}
+
+// runValidate loads the pipeline in.args[0] and plans its task, running
+// nothing.
+func runValidate(_ context.Context, o *validateOptions, in invocation) error {
+	vm, err := parseVars(o.vars)
+	if err != nil {
+		return err
+	}
+	e := newEngine(stateDirDefault(), engine.ProgressQuiet, in.stdout, in.stderr)
+	pl, err := e.Plan(in.args[0], engine.RunOptions{Vars: vm})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(in.stdout, "%s: ok: %d steps, task %s\n", in.args[0], len(pl.Steps), pl.TaskID)
+	return nil
+}

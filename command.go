@@ -1,0 +1,135 @@
+package main
+
+import (
+	"apollo/engine/pipeline"
+	"apollo/engine/usage"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+// about is what help and shell completion say about a command.
+type about struct {
+	name    string
+	summary string
+	usage   string
+	example string
+	// json documents the command's --json output, shown by --help.
+	json string
+	// argKind is what the positional arguments are (engine.Arg*), for shell
+	// completion.
+	argKind string
+}
+
+// positional is how many positional arguments a command takes, from min to
+// max (max < 0: no limit), and what to tell someone who gave another count.
+type positional struct {
+	min, max int
+	want     string
+}
+
+// check returns a usage error if n arguments are not what c takes.
+func (p positional) check(c *about, n int) error {
+	if n < p.min || (p.max >= 0 && n > p.max) {
+		return &usage.Error{Msg: c.name + ": " + p.want + "\nUsage: " + c.usage}
+	}
+	return nil
+}
+
+// command is a subcommand whose flags fill an options struct O. It does
+// what every command does before its own work: a flag set, --help, flag
+// and argument-count errors; then it calls run.
+type command[O any] struct {
+	about
+	nargs    positional
+	addFlags func(o *O, fs *pflag.FlagSet) // nil: no flags but --help
+	run      func(ctx context.Context, o *O, in invocation) error
+}
+
+// invocation is what a command's run gets besides its options.
+type invocation struct {
+	args           []string               // the positional arguments, already counted
+	changed        func(flag string) bool // whether flag was on the command line
+	stdout, stderr io.Writer
+}
+
+// noOptions is the options of a command that has no flags but --help.
+type noOptions struct{}
+
+// subcommand is a command[O] of any O, as the command table holds it.
+type subcommand interface {
+	describe() *about
+	// flags returns the command's flags bound to fresh options, for shell
+	// completion.
+	flags() *pflag.FlagSet
+	execute(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+func (c *command[O]) describe() *about { return &c.about }
+
+func (c *command[O]) flags() *pflag.FlagSet { return c.flagSet(new(O)) }
+
+func (c *command[O]) execute(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o := new(O)
+	fs := c.flagSet(o)
+	if err := c.parse(fs, args, stdout); err != nil {
+		return err
+	}
+	if err := c.nargs.check(&c.about, fs.NArg()); err != nil {
+		return err
+	}
+	return c.run(ctx, o, invocation{args: fs.Args(), changed: fs.Changed, stdout: stdout, stderr: stderr})
+}
+
+// flagSet returns c's flags, with --help, bound to o. It prints nothing:
+// parse reports the errors and prints the help.
+func (c *command[O]) flagSet(o *O) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(c.name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.BoolP("help", "h", false, "show this help")
+	if c.addFlags != nil {
+		c.addFlags(o, fs)
+	}
+	return fs
+}
+
+// errHelp is returned when --help was asked for: exit 0, help printed.
+var errHelp = errors.New("help requested")
+
+// parse parses args; it prints help and returns errHelp for --help, and
+// turns flag errors into usage errors with a suggestion.
+func (c *about) parse(fs *pflag.FlagSet, args []string, stdout io.Writer) error {
+	if err := fs.Parse(args); err != nil {
+		msg := fmt.Sprintf("%s: %v", c.name, err)
+		if name, ok := strings.CutPrefix(err.Error(), "unknown flag: --"); ok {
+			var flags []string
+			fs.VisitAll(func(f *pflag.Flag) { flags = append(flags, f.Name) })
+			if s := pipeline.Suggest(name, flags); s != "" {
+				msg += fmt.Sprintf(" (did you mean --%s?)", s)
+			}
+		}
+		return &usage.Error{Msg: msg + "\nRun 'apollo " + c.name + " --help' for usage."}
+	}
+	// An empty value given explicitly is most likely an unset shell
+	// variable (--task-id "$ID"); taking the default instead would run or
+	// show another task, or use another state folder, without a word.
+	for _, name := range []string{"task-id", "state-dir"} {
+		if f := fs.Lookup(name); f != nil && f.Changed && f.Value.String() == "" {
+			return &usage.Error{Msg: fmt.Sprintf("%s: --%s is empty; give a value or leave the flag out", c.name, name)}
+		}
+	}
+	if h, _ := fs.GetBool("help"); h {
+		fmt.Fprintf(stdout, "%s\n\nUsage:\n  %s\n\nFlags:\n%s\nExamples:\n%s\n\n", c.summary, c.usage, fs.FlagUsages(), c.example)
+		if c.json != "" {
+			fmt.Fprintf(stdout, "%s\n", c.json)
+		}
+		fmt.Fprint(stdout, exitCodeTable)
+		return errHelp
+	}
+	return nil
+}
