@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/pflag"
 )
@@ -106,7 +105,8 @@ var errHelp = errors.New("help requested")
 func (c *about) parse(fs *pflag.FlagSet, args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		msg := fmt.Sprintf("%s: %v", c.name, err)
-		if name, ok := strings.CutPrefix(err.Error(), "unknown flag: --"); ok {
+		if ne, ok := errors.AsType[*pflag.NotExistError](err); ok && ne.GetSpecifiedShortnames() == "" {
+			name := ne.GetSpecifiedName()
 			var flags []string
 			fs.VisitAll(func(f *pflag.Flag) { flags = append(flags, f.Name) })
 			if s := pipeline.Suggest(name, flags); s != "" {

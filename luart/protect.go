@@ -1,6 +1,7 @@
 package luart
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -191,7 +192,7 @@ func traceback(L *lua.LState) string {
 
 // errorValue returns the Lua value of an error from PCall.
 func errorValue(err error) lua.LValue {
-	if ae, ok := err.(*lua.ApiError); ok && ae.Object != nil {
+	if ae, ok := errors.AsType[*lua.ApiError](err); ok && ae.Object != nil {
 		return ae.Object
 	}
 	return lua.LString(err.Error())

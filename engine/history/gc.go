@@ -100,6 +100,21 @@ type logSummary struct {
 	last time.Time
 }
 
+// duration is the time the log's invocations ran; an invocation without a
+// summary counts to now when its runner still holds the task (held), else
+// to its last record.
+func (s *logSummary) duration(held bool, now time.Time) time.Duration {
+	d := s.spent
+	if !s.open.IsZero() {
+		end := s.last
+		if held {
+			end = now
+		}
+		d += max(0, end.Sub(s.open))
+	}
+	return d
+}
+
 // summarizeLog replays a live or archived log.
 func summarizeLog(path, taskID string) (*logSummary, error) {
 	s := &logSummary{}
@@ -186,37 +201,28 @@ func (h Runs) GC(opts GCOptions) (*GCResult, error) {
 	return res, nil
 }
 
+// gcTask archives the old finished logs of one task, holding its lock
+// (or, in a dry run, only checking that no runner holds it).
 func (h Runs) gcTask(id string, logs []statedir.LogFile, cutoff time.Time, archive string, dryRun bool, res *GCResult) error {
 	keepAll := func(reason, detail string, pid int) {
 		for _, rf := range logs {
 			res.Kept = append(res.Kept, GCKept{TaskID: id, Log: rf.Path, Reason: reason, Detail: detail, PID: pid})
 		}
 	}
-	lockPath := h.Dir.Lock(id)
-	if dryRun {
-		if pid, held := eventlog.Holder(lockPath); held {
-			keepAll(KeepRunning, "a runner holds the task", pid)
-			return nil
-		}
-	} else {
-		lock, err := eventlog.LockTask(lockPath)
-		if le, ok := errors.AsType[*eventlog.LockedError](err); ok {
-			keepAll(KeepRunning, "a runner holds the task", le.PID)
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		defer lock.Unlock()
+	unlock, pid, err := h.lockForGC(id, dryRun)
+	if err != nil {
+		return err
 	}
+	if pid != 0 {
+		keepAll(KeepRunning, "a runner holds the task", pid)
+		return nil
+	}
+	defer unlock()
 	sums := make([]*logSummary, len(logs))
 	for i, rf := range logs {
 		s, err := summarizeLog(rf.Path, id)
-		if err != nil {
-			var ce *eventlog.CorruptError
-			if !errors.As(err, &ce) {
-				return err
-			}
+		if err != nil && !errors.As(err, new(*eventlog.CorruptError)) {
+			return err
 		}
 		sums[i] = s
 	}
@@ -226,39 +232,78 @@ func (h Runs) gcTask(id string, logs []statedir.LogFile, cutoff time.Time, archi
 	}
 	latestArchived := false
 	for i, rf := range logs {
-		s := sums[i]
-		switch {
-		case s == nil:
-			res.Kept = append(res.Kept, GCKept{TaskID: id, Log: rf.Path, Reason: KeepCorrupt, Detail: "the log is damaged; see apollo inspect"})
-			continue
-		case s.state.Summary == nil:
-			res.Kept = append(res.Kept, GCKept{TaskID: id, Log: rf.Path, Reason: KeepUnfinished, Detail: "the log has no TASK_SUMMARY"})
-			continue
-		case !s.last.Before(cutoff):
-			res.Kept = append(res.Kept, GCKept{TaskID: id, Log: rf.Path, Reason: KeepRecent,
-				Detail: "last event " + s.state.LastTimestamp + " is after the cutoff"})
+		if kept := keepReason(sums[i], cutoff); kept != nil {
+			kept.TaskID, kept.Log = id, rf.Path
+			res.Kept = append(res.Kept, *kept)
 			continue
 		}
-		dst := filepath.Join(archive, filepath.Base(rf.Path)+".gz")
-		a := GCArchived{TaskID: id, Log: rf.Path, Archive: dst, Status: outcome(s.state), LastEvent: s.state.LastTimestamp}
-		if fi, err := os.Stat(rf.Path); err == nil {
-			a.Bytes = fi.Size()
-		}
-		if !dryRun {
-			n, err := archiveLog(h.fs(), rf.Path, archive)
-			if err != nil {
-				return err
-			}
-			a.ArchivedBytes = n
+		a, err := h.archiveRun(id, rf.Path, sums[i], archive, dryRun)
+		if err != nil {
+			return err
 		}
 		res.Archived = append(res.Archived, a)
-		if i == len(logs)-1 {
-			latestArchived = true
+		latestArchived = latestArchived || i == len(logs)-1
+	}
+	if latestArchived {
+		return h.removeOutputs(id, dryRun, res)
+	}
+	return nil
+}
+
+// lockForGC takes the task's lock (in a dry run, only checks it). A pid
+// other than 0 names the runner that holds it; unlock lets it go.
+func (h Runs) lockForGC(id string, dryRun bool) (unlock func(), pid int, err error) {
+	lockPath := h.Dir.Lock(id)
+	if dryRun {
+		if pid, held := eventlog.Holder(lockPath); held {
+			return nil, pid, nil
 		}
+		return func() {}, 0, nil
 	}
-	if !latestArchived {
-		return nil
+	lock, err := eventlog.LockTask(lockPath)
+	if le, ok := errors.AsType[*eventlog.LockedError](err); ok {
+		return nil, le.PID, nil
 	}
+	if err != nil {
+		return nil, 0, err
+	}
+	return func() { lock.Unlock() }, 0, nil
+}
+
+// keepReason says why gc keeps a log (its summary s, nil when damaged), or
+// nil when it is old and finished.
+func keepReason(s *logSummary, cutoff time.Time) *GCKept {
+	switch {
+	case s == nil:
+		return &GCKept{Reason: KeepCorrupt, Detail: "the log is damaged; see apollo inspect"}
+	case s.state.Summary == nil:
+		return &GCKept{Reason: KeepUnfinished, Detail: "the log has no TASK_SUMMARY"}
+	case !s.last.Before(cutoff):
+		return &GCKept{Reason: KeepRecent, Detail: "last event " + s.state.LastTimestamp + " is after the cutoff"}
+	}
+	return nil
+}
+
+// archiveRun archives one log (unless dryRun) and says what it did.
+func (h Runs) archiveRun(id, path string, s *logSummary, archive string, dryRun bool) (GCArchived, error) {
+	dst := filepath.Join(archive, filepath.Base(path)+".gz")
+	a := GCArchived{TaskID: id, Log: path, Archive: dst, Status: outcome(s.state), LastEvent: s.state.LastTimestamp}
+	if fi, err := os.Stat(path); err == nil {
+		a.Bytes = fi.Size()
+	}
+	if !dryRun {
+		n, err := archiveLog(h.fs(), path, archive)
+		if err != nil {
+			return a, err
+		}
+		a.ArchivedBytes = n
+	}
+	return a, nil
+}
+
+// removeOutputs removes the output files and the snapshot of a task whose
+// newest log was archived.
+func (h Runs) removeOutputs(id string, dryRun bool, res *GCResult) error {
 	for _, p := range []string{h.Dir.Outputs(id), h.Dir.Snapshot(id)} {
 		if _, err := os.Lstat(p); err != nil {
 			continue

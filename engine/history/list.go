@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"apollo/engine/statedir"
 	"apollo/engine/textfmt"
 	"apollo/eventlog"
 )
@@ -49,15 +50,9 @@ func (h Runs) List(opts ListOptions) ([]RunInfo, error) {
 	if opts.All {
 		archive = h.Dir.Archive()
 	}
-	all, err := h.Dir.AllLogs(archive)
+	files, err := h.Dir.AllLogs(archive)
 	if err != nil {
 		return nil, err
-	}
-	files := all[:0]
-	for _, f := range all {
-		if f.Regular {
-			files = append(files, f)
-		}
 	}
 	sort.SliceStable(files, func(i, j int) bool {
 		if files[i].Start != files[j].Start {
@@ -77,58 +72,63 @@ func (h Runs) List(opts ListOptions) ([]RunInfo, error) {
 	now := h.now()
 	runs := make([]RunInfo, 0, len(files))
 	for _, f := range files {
-		ri := RunInfo{TaskID: f.TaskID, Log: f.Path, Archived: f.Archived,
-			StartedAt: eventlog.FormatTime(time.Unix(f.Start, 0))}
 		held, pid := false, 0
-		if newest[f.TaskID] == f.Path {
+		if newest[f.TaskID] == f.Path { // only a task's newest live log can have a runner
 			pid, held = eventlog.Holder(h.Dir.Lock(f.TaskID))
 		}
-		s, err := summarizeLog(f.Path, f.TaskID)
-		if err != nil {
-			ri.Status, ri.Error = "corrupt", err.Error()
-			if held {
-				ri.Status, ri.PID = "running", pid
-			}
-			runs = append(runs, ri)
-			continue
-		}
-		st := s.state
-		if st.StartedAt != "" {
-			ri.StartedAt = st.StartedAt
-		}
-		ri.LastEvent, ri.Invocations = st.LastTimestamp, st.Invocations
-		spent := s.spent
-		if !s.open.IsZero() {
-			end := s.last
-			if held {
-				end = now
-			}
-			spent += max(0, end.Sub(s.open))
-		}
-		ri.DurationMS = spent.Milliseconds()
-		if st.Start != nil {
-			ri.TaskName = st.Start.TaskName
-			ri.Steps.Total = len(st.Start.Steps)
-			for _, si := range st.Start.Steps {
-				switch st.Step(si.ID).Status {
-				case eventlog.Success, eventlog.Skipped:
-					ri.Steps.Done++
-				case eventlog.Failed:
-					ri.Steps.Failed++
-				case eventlog.Running:
-					ri.Steps.Running++
-				default:
-					ri.Steps.Pending++
-				}
-			}
-		}
-		ri.Status = outcome(st)
+		ri := runInfo(f, held, now)
 		if held {
 			ri.Status, ri.PID = "running", pid
 		}
 		runs = append(runs, ri)
 	}
 	return runs, nil
+}
+
+// runInfo describes one log from its records. A held log's duration counts
+// to now; the caller marks it running.
+func runInfo(f statedir.LogFile, held bool, now time.Time) RunInfo {
+	ri := RunInfo{TaskID: f.TaskID, Log: f.Path, Archived: f.Archived,
+		StartedAt: eventlog.FormatTime(time.Unix(f.Start, 0))}
+	if !f.Regular {
+		ri.Status, ri.Error = "corrupt", "not a regular file: a log's name on something that is not a log (a folder or a link?)"
+		return ri
+	}
+	s, err := summarizeLog(f.Path, f.TaskID)
+	if err != nil {
+		ri.Status, ri.Error = "corrupt", err.Error()
+		return ri
+	}
+	st := s.state
+	if st.StartedAt != "" {
+		ri.StartedAt = st.StartedAt
+	}
+	ri.LastEvent, ri.Invocations = st.LastTimestamp, st.Invocations
+	ri.DurationMS = s.duration(held, now).Milliseconds()
+	if st.Start != nil {
+		ri.TaskName = st.Start.TaskName
+		ri.Steps = countSteps(st)
+	}
+	ri.Status = outcome(st)
+	return ri
+}
+
+// countSteps counts the steps of the latest TASK_START by state.
+func countSteps(st *eventlog.State) StepCounts {
+	c := StepCounts{Total: len(st.Start.Steps)}
+	for _, si := range st.Start.Steps {
+		switch st.Step(si.ID).Status {
+		case eventlog.Success, eventlog.Skipped:
+			c.Done++
+		case eventlog.Failed:
+			c.Failed++
+		case eventlog.Running:
+			c.Running++
+		default:
+			c.Pending++
+		}
+	}
+	return c
 }
 
 // TaskIDs returns the task ids of runs, each once, in the order given.

@@ -236,27 +236,6 @@ func fileKind(m fs.FileMode) string {
 	return m.Type().String()
 }
 
-// Keys, in the order suggestions prefer them.
-var (
-	topKeys = []string{"task_name", "max_retries", "retry_delay_seconds", "max_retry_delay_seconds",
-		"parallelism", "durability", "vars", "resume_from", "max_dirty_restarts", "modules", "isolation", "steps"}
-	stepKeys = []string{"id", "command", "lua", "script", "uses", "with", "depends_on", "optional",
-		"timeout_seconds", "retry_policy", "max_retries", "durability", "cleanup_command", "cleanup_lua",
-		"cleanup_script", "env", "memory_mb", "isolation"}
-	bodyKeys    = []string{"command", "lua", "script", "uses"}
-	cleanupKeys = []string{"cleanup_command", "cleanup_lua", "cleanup_script"}
-
-	// Names people reach for from other tools.
-	topAliases = map[string]string{"name": "task_name", "task": "task_name", "tasks": "steps", "jobs": "steps",
-		"parallel": "parallelism", "concurrency": "parallelism", "retries": "max_retries",
-		"retry_delay": "retry_delay_seconds", "variables": "vars"}
-	stepAliases = map[string]string{"name": "id", "cmd": "command", "run": "command", "shell": "command",
-		"needs": "depends_on", "depends": "depends_on", "deps": "depends_on", "after": "depends_on",
-		"requires": "depends_on", "timeout": "timeout_seconds", "retries": "max_retries", "retry": "retry_policy",
-		"environment": "env", "params": "with", "parameters": "with", "args": "with", "cleanup": "cleanup_command",
-		"module": "uses", "memory": "memory_mb", "file": "script"}
-)
-
 // loader turns one YAML document into a Pipeline, collecting problems.
 type loader struct {
 	probs problems
@@ -265,6 +244,9 @@ type loader struct {
 	steps []*stepInfo
 	// lines of the top-level keys that validation refers to
 	resumeLine int
+	// the steps list, once the top level is read
+	stepsNode *yaml.Node
+	stepsLine int
 	// the template variables steps may use
 	known     map[string]bool
 	knownList []string
@@ -816,108 +798,6 @@ func (w where) unknownKey(k *yaml.Node, keys []string, aliases map[string]string
 	w.errf(k.Line, "unknown key %q%s", snippet(k.Value), hint)
 }
 
-// pipeline reads the top-level mapping into l.p and l.steps.
-func (l *loader) pipeline(root *yaml.Node) {
-	top := where{l: l}
-	p := l.p
-	if root.Kind != yaml.MappingNode {
-		top.errf(root.Line, "the top level must be a mapping with task_name and steps, not %s", describe(root))
-		return
-	}
-	var stepsNode *yaml.Node
-	var stepsLine int
-	seen := map[string]bool{}
-	for _, kv := range top.pairs(root) {
-		seen[kv.key] = true
-		v := kv.v
-		switch kv.key {
-		case "task_name":
-			if s, ok := top.nonEmpty("task_name", v); ok {
-				// The default task id is <task_name>-<task_date>, and a task
-				// id names files: refuse here, with the line, a name that
-				// could only make a bad id.
-				switch {
-				case !validName(s, "."):
-					top.errf(deref(v).Line, "task_name %q may only hold letters, digits, \"_\", \".\" and \"-\"", snippet(s))
-				case s[0] == '-':
-					top.errf(deref(v).Line, "task_name %q must not start with \"-\": the task id made from it would read as an option", snippet(s))
-				case len(s) > maxTaskNameLen:
-					top.errf(deref(v).Line, "task_name is %d bytes; the limit is %d (the task id adds -YYYY-MM-DD)", len(s), maxTaskNameLen)
-				default:
-					p.TaskName = s
-				}
-			}
-		case "max_retries":
-			p.MaxRetries, _ = top.integer("max_retries", v, 0, maxRetryCount)
-		case "retry_delay_seconds":
-			if d, ok := top.seconds("retry_delay_seconds", v); ok {
-				p.RetryDelay = d
-			}
-		case "max_retry_delay_seconds":
-			p.MaxRetryDelay, _ = top.seconds("max_retry_delay_seconds", v)
-		case "parallelism":
-			p.Parallelism, _ = top.integer("parallelism", v, 1, math.MaxInt32)
-		case "durability":
-			if s, ok := top.choice("durability", v, DurabilityAlways, DurabilityBatch); ok {
-				p.Durability = s
-			}
-		case "vars":
-			l.vars(v)
-		case "resume_from":
-			if s, ok := top.nonEmpty("resume_from", v); ok {
-				p.ResumeFrom = s
-				l.resumeLine = deref(v).Line
-			}
-		case "max_dirty_restarts":
-			if n, ok := top.integer("max_dirty_restarts", v, 1, math.MaxInt32); ok {
-				p.MaxDirtyRestarts = n
-			}
-		case "modules":
-			l.modules(v)
-		case "isolation":
-			p.Isolation, _ = top.choice("isolation", v, "", "process")
-		case "steps":
-			stepsNode, stepsLine = v, kv.k.Line
-		default:
-			switch {
-			case slices.Contains(stepKeys, kv.key):
-				top.errf(kv.k.Line, "unknown key %q at the top level; it belongs inside a step, under steps:", kv.key)
-			default:
-				top.unknownKey(kv.k, topKeys, topAliases)
-			}
-		}
-	}
-	if !seen["task_name"] {
-		top.errf(0, "task_name is missing; add task_name: <name> at the top level")
-	}
-	if stepsNode == nil {
-		top.errf(0, "steps is missing; add steps: with at least one step")
-		return
-	}
-	items, ok := top.list("steps", "steps", stepsNode)
-	if !ok {
-		return
-	}
-	if len(items) == 0 {
-		top.errf(stepsLine, "steps is empty; add at least one step")
-		return
-	}
-	l.setKnown()
-	raw := deref(stepsNode).Content
-	l.slabSize = len(items)
-	l.steps = make([]*stepInfo, 0, len(items))
-	l.p.Steps = make([]*Step, 0, len(items))
-	for i, item := range items {
-		n := len(l.steps)
-		l.step(i+1, item)
-		// A step repeated through an alias (- *s) is placed at the alias,
-		// so that "id is already used on line N" names two different lines.
-		if raw[i].Kind == yaml.AliasNode && len(l.steps) > n && l.steps[n].s.Line > 0 {
-			l.steps[n].line, l.steps[n].s.Line = raw[i].Line, raw[i].Line
-		}
-	}
-}
-
 func (l *loader) vars(n *yaml.Node) {
 	top := where{l: l}
 	kvs, _ := top.mapping("vars", n)
@@ -966,13 +846,14 @@ func (l *loader) modules(n *yaml.Node) {
 
 // stepInfo is a step with the places that validation refers to.
 type stepInfo struct {
+	l    *loader
 	s    *Step
 	at   where
 	line int // the step's line: its id key, else its mapping
 	deps []*yaml.Node
-	// keyLines holds the line of each key of stepKeys present, by its
-	// position in stepKeys; 0 when absent (YAML lines start at 1).
-	keyLines [24]int32
+	// keyLines holds the line of each key of stepFields present, by its
+	// position there; 0 when absent (YAML lines start at 1).
+	keyLines [maxStepKeys]int32
 }
 
 // newStep returns room for the next step. Steps and their stepInfos come
@@ -989,7 +870,7 @@ func (l *loader) newStep() (*stepInfo, *Step) {
 }
 
 func (si *stepInfo) setLine(key string, line int) {
-	if i := slices.Index(stepKeys, key); i >= 0 {
+	if i, ok := stepIndex[key]; ok {
 		si.keyLines[i] = int32(line)
 	}
 }
@@ -997,144 +878,8 @@ func (si *stepInfo) setLine(key string, line int) {
 // lineOf returns the line of key, a member of stepKeys, and whether the
 // step has it.
 func (si *stepInfo) lineOf(key string) (int, bool) {
-	line := int(si.keyLines[slices.Index(stepKeys, key)])
+	line := int(si.keyLines[stepIndex[key]])
 	return line, line > 0
-}
-
-func (l *loader) step(index int, n *yaml.Node) {
-	at := where{l: l, index: index}
-	if n.Kind != yaml.MappingNode {
-		at.errf(n.Line, "must be a mapping with id and a body such as command, not %s", describe(n))
-		return
-	}
-	si, s := l.newStep()
-	*s = Step{RetryPolicy: RetryNone, MaxRetries: l.p.MaxRetries, Durability: l.p.Durability}
-	si.s, si.line = s, n.Line
-	// The id first, so that every other problem can name the step.
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := deref(n.Content[i]), deref(n.Content[i+1])
-		if k.Kind == yaml.ScalarNode && k.Value == "id" && v.Kind == yaml.ScalarNode && v.Tag != "!!null" && strings.TrimSpace(v.Value) != "" {
-			at = where{l: l, step: stepLabel(v.Value)}
-			break
-		}
-	}
-	kvs := at.pairs(n)
-	for _, kv := range kvs {
-		if kv.key != "id" {
-			continue
-		}
-		si.line = kv.k.Line
-		si.setLine("id", kv.k.Line)
-		id, ok := at.nonEmpty("id", kv.v)
-		if !ok {
-			break
-		}
-		at = where{l: l, step: stepLabel(id)}
-		si.s.ID, si.s.Line = id, kv.k.Line
-		switch {
-		case !validName(id, ""):
-			at.errf(kv.k.Line, "id may only hold letters, digits, \"_\" and \"-\"")
-		case len(id) > maxStepIDLen:
-			at.errf(kv.k.Line, "id is %d bytes; the limit is %d", len(id), maxStepIDLen)
-		}
-	}
-	si.at = at
-	for _, kv := range kvs {
-		key, v := kv.key, kv.v
-		if key == "id" {
-			continue
-		}
-		si.setLine(key, kv.k.Line)
-		switch key {
-		case "command":
-			if c, ok := at.nonEmpty(key, v); ok {
-				s.Command = c
-				at.template(key, deref(v), c, true)
-			}
-		case "lua":
-			s.Lua, _ = at.nonEmpty(key, v)
-			l.addRef(si, key, v, s.Lua)
-		case "script":
-			s.Script = si.luaPath(key, v)
-			l.addRef(si, key, v, s.Script)
-		case "uses":
-			if name, ok := at.nonEmpty(key, v); ok {
-				if validModuleName(name) {
-					s.Uses = name
-					l.addRef(si, key, v, name)
-				} else {
-					at.errf(deref(v).Line, "uses %q is not a module name; write a name like notify or pkg.mod", snippet(name))
-				}
-			}
-		case "with":
-			if kvs, ok := at.mapping(key, v); ok {
-				s.With = map[string]any{}
-				for _, kv := range kvs {
-					if x, ok := at.value(joinPath("with", kv.key), kv.v); ok {
-						s.With[kv.key] = x
-					}
-				}
-			}
-		case "depends_on":
-			si.deps, _ = at.list(key, "step ids", v)
-		case "optional":
-			s.Optional, _ = at.boolean(key, v)
-		case "timeout_seconds":
-			s.Timeout, _ = at.seconds(key, v)
-		case "retry_policy":
-			if p, ok := at.choice(key, v, RetryNone, RetryFixed, RetryExponential); ok {
-				s.RetryPolicy = p
-			}
-		case "max_retries":
-			if r, ok := at.integer(key, v, 0, maxRetryCount); ok {
-				s.MaxRetries = r
-			}
-		case "durability":
-			if d, ok := at.choice(key, v, DurabilityAlways, DurabilityBatch); ok {
-				s.Durability = d
-			}
-		case "cleanup_command":
-			if c, ok := at.nonEmpty(key, v); ok {
-				s.CleanupCommand = c
-				at.template(key, deref(v), c, true)
-			}
-		case "cleanup_lua":
-			s.CleanupLua, _ = at.nonEmpty(key, v)
-			l.addRef(si, key, v, s.CleanupLua)
-		case "cleanup_script":
-			s.CleanupScript = si.luaPath(key, v)
-			l.addRef(si, key, v, s.CleanupScript)
-		case "env":
-			kvs, _ := at.mapping(key, v)
-			for _, kv := range kvs {
-				if !template.ValidName(kv.key) {
-					at.errf(kv.k.Line, "env name %q must be letters, digits and _, not starting with a digit", snippet(kv.key))
-					continue
-				}
-				if val, ok := at.text("env."+kv.key, kv.v); ok {
-					at.template("env."+kv.key, deref(kv.v), val, false)
-					if s.Env == nil {
-						s.Env = map[string]string{}
-					}
-					s.Env[kv.key] = val
-				}
-			}
-		case "memory_mb":
-			s.MemoryMB, _ = at.integer(key, v, 1, maxMemoryMB)
-		case "isolation":
-			s.Isolation, _ = at.choice(key, v, "", "inprocess", "process")
-		default:
-			switch {
-			case slices.Contains(topKeys, key):
-				at.errf(kv.k.Line, "%s is a pipeline setting, not a step key; move it to the top level", key)
-			default:
-				at.unknownKey(kv.k, stepKeys, stepAliases)
-			}
-		}
-	}
-	l.checkStepShape(si)
-	l.steps = append(l.steps, si)
-	l.p.Steps = append(l.p.Steps, s)
 }
 
 // stepLabel is the id that messages name a step by, shortened when it is
@@ -1144,25 +889,6 @@ func stepLabel(id string) string {
 		return snippet(id)
 	}
 	return id
-}
-
-// luaPath decodes script and cleanup_script: a .lua file inside the
-// pipeline's folder.
-func (si *stepInfo) luaPath(key string, v *yaml.Node) string {
-	s, ok := si.at.nonEmpty(key, v)
-	if !ok {
-		return ""
-	}
-	line := deref(v).Line
-	if msg := localPath(s); msg != "" {
-		si.at.errf(line, "%s %q %s", key, snippet(s), msg)
-		return ""
-	}
-	if !strings.HasSuffix(s, ".lua") {
-		si.at.errf(line, "%s %q must name a .lua file", key, snippet(s))
-		return ""
-	}
-	return filepath.Clean(s)
 }
 
 // joinPath names a value inside `with` for messages: with.a.b[2]. Long

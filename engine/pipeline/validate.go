@@ -90,7 +90,8 @@ func (l *loader) setKnown() {
 func (w where) template(key string, n *yaml.Node, s string, shell bool) {
 	segs, err := template.Parse(s)
 	if err != nil {
-		te := err.(*template.Error)
+		var te *template.Error
+		errors.As(err, &te) // Parse's errors are all *template.Error
 		w.errf(lineIn(n, s, te.Offset), "%s: %s", key, te.Msg)
 		return
 	}
@@ -110,7 +111,8 @@ func (w where) template(key string, n *yaml.Node, s string, shell bool) {
 		return
 	}
 	if err := template.CheckShell(segs); err != nil {
-		te := err.(*template.Error)
+		var te *template.Error
+		errors.As(err, &te) // CheckShell's errors are all *template.Error
 		w.errf(lineIn(n, s, te.Offset), "%s: %s", key, te.Msg)
 	}
 }
@@ -435,7 +437,7 @@ func checkScript(root, file string) string {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return errNoScript
-	case err != nil && strings.Contains(err.Error(), "escapes"):
+	case err != nil && escapes(file):
 		return "leads out of the workspace through a symbolic link; Lua steps read files inside it only"
 	case err != nil:
 		return fmt.Sprintf("cannot be read: %s", pathCause(err))
@@ -508,7 +510,7 @@ func findModule(dirs, names []string, bundled fs.FS, name string) string {
 			switch {
 			case errors.Is(err, fs.ErrNotExist):
 				continue
-			case err != nil && strings.Contains(err.Error(), "escapes"):
+			case err != nil && escapes(filepath.Join(dirs[i], filepath.FromSlash(rel))):
 				err = errors.New("it leads out of its folder through a symbolic link")
 			case err == nil && !fi.Mode().IsRegular():
 				err = errors.New("it is not a regular file")
@@ -594,4 +596,12 @@ func pathCause(err error) string {
 		return pe.Err.Error()
 	}
 	return err.Error()
+}
+
+// escapes reports whether a path that an os.Root refused to open exists
+// outside of it: os.Root refuses a link out of the root with an error of
+// no type of its own, so the plain path is looked at instead.
+func escapes(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -535,6 +535,11 @@ func (f *frame) endWord() {
 	f.brace = false
 }
 
+// unquoted reads one byte (or placeholder) in the unquoted context. It is
+// one switch over the characters that change the shell's state there, kept
+// whole on purpose: like a port of a state table, it reads best beside the
+// shell grammar it follows, and split up it would hide which byte moves to
+// which context.
 func (l *shellLexer) unquoted(f *frame) {
 	t := l.toks[l.i]
 	if t < 0 {
