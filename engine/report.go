@@ -133,9 +133,9 @@ func (b *board) begin(taskID, logPath string, total, kept int) {
 	fmt.Fprintf(b.w, "task %s: %d steps, %d already done; log %s\n", taskID, total, kept, logPath)
 	b.redrawLocked()
 	b.mu.Unlock()
+	t := b.clock.NewTicker(200 * time.Millisecond)
 	go func() {
 		defer close(b.stopped)
-		t := b.clock.NewTicker(200 * time.Millisecond)
 		defer t.Stop()
 		for {
 			select {

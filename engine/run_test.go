@@ -220,7 +220,8 @@ func TestBatchSharesFsyncs(t *testing.T) {
 	count := func(durability, head, steps string) int64 {
 		ffs := &faultFS{failAt: -1}
 		yaml := "task_name: dur\ndurability: " + durability + "\n" + head + "steps:\n" + steps
-		err, st, _ := runPipeline(t, t.TempDir(), yaml, RunOptions{Parallel: 1}, Options{FS: ffs})
+		// The retry delay passes at once on the fake clock.
+		err, st, _ := runPipeline(t, t.TempDir(), yaml, RunOptions{Parallel: 1}, Options{FS: ffs, Clock: clock.NewAuto(testEpoch)})
 		if err != nil || !st.Complete() {
 			t.Fatalf("durability %s: Run = %v", durability, err)
 		}
@@ -239,7 +240,7 @@ func TestBatchSharesFsyncs(t *testing.T) {
 	// Fails twice, then succeeds: two STEP_ENDs after which nothing starts.
 	const retried = "  - id: flaky\n    retry_policy: fixed\n    max_retries: 2\n" +
 		"    command: echo x >> tries; test $(wc -l < tries) -ge 3\n"
-	const head = "retry_delay_seconds: 0.2\n"
+	const head = "retry_delay_seconds: 600\n"
 	if always, batch := count("always", head, retried), count("batch", head, retried); always <= batch {
 		t.Errorf("two failed attempts waiting out their retry delay: fsyncs always %d, batch %d; want batch fewer (always fsyncs each such STEP_END at once)", always, batch)
 	}
@@ -288,4 +289,28 @@ var testEpoch = time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
 func testClock(base time.Time) clock.Clock {
 	var ticks atomic.Int64
 	return clock.NowFunc(func() time.Time { return base.Add(time.Duration(ticks.Add(1)) * time.Millisecond) })
+}
+
+// TestRetryDelaysOnClock checks exponential backoff through the engine's
+// clock: each failed attempt records the delay before the next (base 10s,
+// doubled, capped at 25s), and the run waits exactly those delays on the
+// clock, without sleeping.
+func TestRetryDelaysOnClock(t *testing.T) {
+	const yaml = `task_name: backoff
+retry_delay_seconds: 10
+max_retry_delay_seconds: 25
+steps:
+  - id: flaky
+    retry_policy: exponential
+    max_retries: 3
+    command: exit 1
+`
+	clk := clock.NewAuto(testEpoch)
+	err, _, _ := runPipeline(t, t.TempDir(), yaml, RunOptions{}, Options{Clock: clk})
+	if _, ok := errors.AsType[*TaskFailedError](err); !ok {
+		t.Fatalf("Run = %v, want a TaskFailedError", err)
+	}
+	if got, want := clk.Now().Sub(testEpoch), 55*time.Second; got != want {
+		t.Errorf("the clock moved %v, want %v (10s + 20s + 25s)", got, want)
+	}
 }

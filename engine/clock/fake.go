@@ -7,9 +7,12 @@ import (
 )
 
 // Fake is a clock that only moves when Advance is called. It is safe for
-// concurrent use. Timers fire, and tickers tick, from Advance.
+// concurrent use. Timers fire, and tickers tick, from Advance. One made by
+// NewAuto moves on by itself instead, whenever a timer is set, so that
+// delays pass at once.
 type Fake struct {
 	mu      sync.Mutex
+	auto    bool
 	now     time.Time
 	timers  []*fakeTimer
 	tickers []*fakeTicker
@@ -19,6 +22,11 @@ type Fake struct {
 
 // NewFake returns a fake clock reading start.
 func NewFake(start time.Time) *Fake { return &Fake{now: start} }
+
+// NewAuto returns a fake clock reading start that jumps to each timer's
+// time as the timer is set, and fires it: code that waits for a delay goes
+// on at once, and sees the time it waited for.
+func NewAuto(start time.Time) *Fake { return &Fake{now: start, auto: true} }
 
 // Now returns the fake time.
 func (f *Fake) Now() time.Time {
@@ -32,6 +40,11 @@ func (f *Fake) AfterFunc(d time.Duration, fn func()) Timer {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t := &fakeTimer{f: f, at: f.now.Add(d), fn: fn}
+	if f.auto {
+		f.now = t.at
+		go fn()
+		return t
+	}
 	f.timers = append(f.timers, t)
 	f.wakeLocked()
 	return t
