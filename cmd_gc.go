@@ -14,7 +14,7 @@ func gcCommand() *command[gcOptions] {
 		about: about{name: "gc", summary: "archive (gzip) the logs of finished runs older than a limit, and remove their outputs",
 			usage:   "apollo gc --older-than AGE [--archive DIR] [--dry-run] [--json] [--state-dir DIR]",
 			example: "  apollo gc --older-than 30d --dry-run\n  apollo gc --older-than 30d\n  apollo gc --older-than 12h --archive /mnt/backup/apollo",
-			json:    gcJSONDoc},
+			json:    history.GCJSONDoc},
 		nargs:    positional{0, 0, "takes no arguments"},
 		addFlags: (*gcOptions).addFlags,
 		run:      runGC,
@@ -57,16 +57,3 @@ func runGC(_ context.Context, o *gcOptions, in invocation) error {
 	history.WriteGC(in.stdout, res)
 	return nil
 }
-
-// gcJSONDoc documents gc --json's output (history.GCResult), shown by --help
-// and checked against it by TestJSONDocs. Fields marked ? are left out when
-// empty. kept[].pid has a line of its own because
-// testdata/script/cmd_help.txtar matches the kept line as it was.
-const gcJSONDoc = `JSON (--json), one object:
-  {"dry_run": bool, "older_than" (a Go duration), "cutoff" (RFC 3339), "archive",
-   "archived": [{"task_id", "log", "archive" (the .jsonl.gz), "status", "last_event",
-                 "bytes", "archived_bytes" (0 in a dry run)}],
-   "removed": [output folders and snapshots],
-   "kept": [{"task_id", "log", "reason": "running"|"unfinished"|"recent"|"corrupt", "detail"}]}
-  "kept[].pid"? is the runner's pid, when the reason is running.
-`

@@ -15,7 +15,7 @@ func inspectCommand() *command[inspectOptions] {
 		about: about{name: "inspect", summary: "show where a task stands, from its log alone",
 			usage:   "apollo inspect TASK_ID|LOG.jsonl[.gz] [--json] [--state-dir DIR]",
 			example: "  apollo inspect daily_data_pipeline-2026-12-03\n  apollo inspect .apollo/logs/task_x_1764748800.jsonl --json | jq '.steps[] | select(.status != \"SUCCESS\")'",
-			json:    inspectJSONDoc, argKind: completion.ArgTask},
+			json:    history.ReportJSONDoc, argKind: completion.ArgTask},
 		nargs:    positional{1, 1, "expected a task id or a log file"},
 		addFlags: (*inspectOptions).addFlags,
 		run:      runInspect,
@@ -45,17 +45,3 @@ func runInspect(_ context.Context, o *inspectOptions, in invocation) error {
 	history.WriteReport(in.stdout, rep, time.Now())
 	return nil
 }
-
-// inspectJSONDoc documents inspect --json's output (history.Report), shown by
-// --help and checked against it by TestJSONDocs. Fields marked ? are left
-// out when empty.
-const inspectJSONDoc = `JSON (--json), one object:
-  {"task_id", "task_name", "log", "pipeline",
-   "status": "complete"|"failed"|"interrupted"|"running"|"unfinished",
-   "runner": {"held": bool, "pid"?}, "invocations", "started_at", "last_event",
-   "steps": [{"id", "status", "attempts", "retry_count", "dirty": bool, "optional": bool,
-              "depends_on": [ids], "last_timestamp", "duration_ms", "last_error", "output_digest"?}],
-   "next": [step ids a run would start first], "markers": [{"name", "state"}],
-   "torn_tail_bytes"?, "archived"? (true: read from apollo gc's archive), "records"}
-  Times are RFC 3339 UTC.
-`

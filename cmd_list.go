@@ -17,7 +17,7 @@ func listCommand() *command[listOptions] {
 		about: about{name: "list", summary: "list the task runs in the state folder, newest first",
 			usage:   "apollo list [--json] [--ids] [--all] [--state-dir DIR]",
 			example: "  apollo list\n  apollo list --json | jq -r '.runs[] | select(.status == \"failed\") | .task_id'\n  apollo list --ids --all",
-			json:    listJSONDoc},
+			json:    history.ListJSONDoc},
 		nargs:    positional{0, 0, "takes no arguments"},
 		addFlags: (*listOptions).addFlags,
 		run:      runList,
@@ -60,16 +60,3 @@ func runList(_ context.Context, o *listOptions, in invocation) error {
 	}
 	return nil
 }
-
-// listJSONDoc documents list --json's output ({"runs": [history.RunInfo]}),
-// shown by --help and checked against it by TestJSONDocs. Fields marked ?
-// are left out when empty.
-const listJSONDoc = `JSON (--json), one object:
-  {"runs": [{"task_id", "task_name", "log", "archived": bool,
-             "status": "running"|"succeeded"|"failed"|"interrupted"|"unfinished"|"corrupt",
-             "pid"? (the runner's), "started_at", "last_event", "duration_ms", "invocations",
-             "steps": {"total", "done", "failed", "running", "pending"}, "error"? (corrupt)}]}
-  runs are newest first; one entry per log (a task run with --fresh has several).
-  duration_ms is the time its invocations ran (to now while running); done counts
-  SUCCESS and SKIPPED steps. Times are RFC 3339 UTC.
-`

@@ -16,7 +16,7 @@ func runCommand() *command[runOptions] {
 		about: about{name: "run", summary: "run or resume the task of a pipeline",
 			usage:   "apollo run PIPELINE.yaml [flags]",
 			example: "  apollo run scripts/examples/daily_data_pipeline.yaml --var region=eu\n  apollo run pipeline.yaml --dry-run --json\n  apollo run pipeline.yaml --resume-from transform",
-			json:    planJSONDoc, argKind: completion.ArgPipeline},
+			json:    engine.PlanJSONDoc, argKind: completion.ArgPipeline},
 		nargs:    positional{1, 1, "expected one pipeline file"},
 		addFlags: (*runOptions).addFlags,
 		run:      runRun,
@@ -82,15 +82,3 @@ func runRun(ctx context.Context, o *runOptions, in invocation) error {
 	return e.Run(ctx, in.args[0], engine.RunOptions{Vars: vars, TaskID: o.taskID, Fresh: o.fresh,
 		ResumeFrom: o.resumeFrom, AcceptChanges: o.acceptChanges, Parallel: o.parallel, DryRun: o.dryRun, JSON: o.json})
 }
-
-// planJSONDoc documents run --dry-run --json's output (engine.Plan), shown by
-// --help and checked against it by TestJSONDocs. Fields marked ? are left
-// out when empty.
-const planJSONDoc = `JSON (--dry-run --json), one object:
-  {"task_id", "pipeline", "log", "new_log": bool, "complete": bool, "resume_from"?,
-   "changed"?: [step ids whose definition changed], "torn_tail_bytes"?,
-   "steps": [{"id", "action": "run"|"keep"|"rerun"|"clean+rerun"|"skip"|"fail", "reason",
-              "status", "next_retry_count", "depends_on": [ids], "optional": bool,
-              "command"? (rendered shell), "body"? (Lua), "cleanup"?, "wait_ms"?}]}
-  steps are in dependency order.
-`

@@ -31,10 +31,10 @@ func TestJSONDocs(t *testing.T) {
 		doc string
 		typ reflect.Type
 	}{
-		{"run", planJSONDoc, reflect.TypeFor[engine.Plan]()},
-		{"inspect", inspectJSONDoc, reflect.TypeFor[history.Report]()},
-		{"list", listJSONDoc, reflect.TypeFor[listJSON]()},
-		{"gc", gcJSONDoc, reflect.TypeFor[history.GCResult]()},
+		{"run", engine.PlanJSONDoc, reflect.TypeFor[engine.Plan]()},
+		{"inspect", history.ReportJSONDoc, reflect.TypeFor[history.Report]()},
+		{"list", history.ListJSONDoc, reflect.TypeFor[listJSON]()},
+		{"gc", history.GCJSONDoc, reflect.TypeFor[history.GCResult]()},
 	}
 	for _, tt := range tests {
 		for _, p := range docProblems(tt.doc, tt.typ) {
@@ -50,9 +50,9 @@ func TestJSONDocValues(t *testing.T) {
 		doc, field string
 		want       []string
 	}{
-		{planJSONDoc, "steps.action", []string{engine.ActionRun, engine.ActionKeep, engine.ActionRerun,
+		{engine.PlanJSONDoc, "steps.action", []string{engine.ActionRun, engine.ActionKeep, engine.ActionRerun,
 			engine.ActionCleanRerun, engine.ActionSkip, engine.ActionCrashLoop}},
-		{gcJSONDoc, "kept.reason", []string{history.KeepRunning, history.KeepUnfinished, history.KeepRecent, history.KeepCorrupt}},
+		{history.GCJSONDoc, "kept.reason", []string{history.KeepRunning, history.KeepUnfinished, history.KeepRecent, history.KeepCorrupt}},
 	}
 	for _, tt := range tests {
 		d, err := parseJSONDoc(tt.doc)

@@ -91,3 +91,15 @@ func decide(s *pipeline.Step, st *eventlog.StepState, resumeFrom string, rerunSe
 	}
 	return ps
 }
+
+// PlanJSONDoc documents run --dry-run --json's output (Plan), shown by
+// --help and checked against it by TestJSONDocs. Fields marked ? are left
+// out when empty.
+const PlanJSONDoc = `JSON (--dry-run --json), one object:
+  {"task_id", "pipeline", "log", "new_log": bool, "complete": bool, "resume_from"?,
+   "changed"?: [step ids whose definition changed], "torn_tail_bytes"?,
+   "steps": [{"id", "action": "run"|"keep"|"rerun"|"clean+rerun"|"skip"|"fail", "reason",
+              "status", "next_retry_count", "depends_on": [ids], "optional": bool,
+              "command"? (rendered shell), "body"? (Lua), "cleanup"?, "wait_ms"?}]}
+  steps are in dependency order.
+`

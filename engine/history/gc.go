@@ -443,3 +443,15 @@ func WriteGC(w io.Writer, res *GCResult) {
 
 // WriteGCJSON prints what gc did for machines.
 func WriteGCJSON(w io.Writer, res *GCResult) error { return textfmt.WriteJSON(w, res) }
+
+// GCJSONDoc documents gc --json's output (GCResult), shown by --help
+// and checked against it by TestJSONDocs. Fields marked ? are left out when
+// empty.
+const GCJSONDoc = `JSON (--json), one object:
+  {"dry_run": bool, "older_than" (a Go duration), "cutoff" (RFC 3339), "archive",
+   "archived": [{"task_id", "log", "archive" (the .jsonl.gz), "status", "last_event",
+                 "bytes", "archived_bytes" (0 in a dry run)}],
+   "removed": [output folders and snapshots],
+   "kept": [{"task_id", "log", "reason": "running"|"unfinished"|"recent"|"corrupt", "detail",
+             "pid"? (the runner's, when running)}]}
+`

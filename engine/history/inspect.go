@@ -245,3 +245,17 @@ func WriteReport(w io.Writer, rep *Report, now time.Time) {
 
 // WriteReportJSON prints a report for machines.
 func WriteReportJSON(w io.Writer, rep *Report) error { return textfmt.WriteJSON(w, rep) }
+
+// ReportJSONDoc documents inspect --json's output (Report), shown by
+// --help and checked against it by TestJSONDocs. Fields marked ? are left
+// out when empty.
+const ReportJSONDoc = `JSON (--json), one object:
+  {"task_id", "task_name", "log", "pipeline",
+   "status": "complete"|"failed"|"interrupted"|"running"|"unfinished",
+   "runner": {"held": bool, "pid"?}, "invocations", "started_at", "last_event",
+   "steps": [{"id", "status", "attempts", "retry_count", "dirty": bool, "optional": bool,
+              "depends_on": [ids], "last_timestamp", "duration_ms", "last_error", "output_digest"?}],
+   "next": [step ids a run would start first], "markers": [{"name", "state"}],
+   "torn_tail_bytes"?, "archived"? (true: read from apollo gc's archive), "records"}
+  Times are RFC 3339 UTC.
+`

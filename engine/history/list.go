@@ -184,3 +184,16 @@ func WriteListJSON(w io.Writer, runs []RunInfo) error {
 		Runs []RunInfo `json:"runs"`
 	}{runs})
 }
+
+// ListJSONDoc documents list --json's output ({"runs": [RunInfo]}),
+// shown by --help and checked against it by TestJSONDocs. Fields marked ?
+// are left out when empty.
+const ListJSONDoc = `JSON (--json), one object:
+  {"runs": [{"task_id", "task_name", "log", "archived": bool,
+             "status": "running"|"succeeded"|"failed"|"interrupted"|"unfinished"|"corrupt",
+             "pid"? (the runner's), "started_at", "last_event", "duration_ms", "invocations",
+             "steps": {"total", "done", "failed", "running", "pending"}, "error"? (corrupt)}]}
+  runs are newest first; one entry per log (a task run with --fresh has several).
+  duration_ms is the time its invocations ran (to now while running); done counts
+  SUCCESS and SKIPPED steps. Times are RFC 3339 UTC.
+`
