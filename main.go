@@ -28,7 +28,7 @@ import (
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
-// Exit codes (SPEC §7).
+// Exit codes (docs/spec.md §7).
 const (
 	exitOK          = 0
 	exitFailed      = 1

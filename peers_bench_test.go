@@ -25,8 +25,8 @@ import (
 //     time, so every step runs and every STEP_START is fsynced);
 //   - GNU make, phony targets each depending on the one before (no state);
 //   - go-task, tasks chained by deps (no durable state), when a `task`
-//     binary is on PATH or named by APOLLO_BENCH_TASK; see the README's
-//     Performance section for how to install it beside the project.
+//     binary is on PATH or named by APOLLO_BENCH_TASK; docs/performance.md
+//     says how to install it beside the project.
 //
 // A tool that is not installed is left out of the figures with a log line.
 // Each tool's process start and apollo's per-run costs (lock, log creation,

@@ -23,7 +23,7 @@ import (
 
 // Benchmarks of the engine, each paired with the baseline it is judged
 // against and measured in the same run (the `ratio` metric). None asserts a
-// timing: the figures go into the README.
+// timing: the figures go into docs/performance.md.
 
 // countFS counts the fsyncs of the event log (group commit).
 type countFS struct {

@@ -17,7 +17,7 @@ import (
 // Options configure an Engine. The zero value of each field has a sensible
 // default, set by New.
 type Options struct {
-	// StateDir holds logs, locks, artifacts and outputs (SPEC §3).
+	// StateDir holds logs, locks, artifacts and outputs (docs/spec.md §3).
 	StateDir string
 	// Workdir is the workspace where step bodies run.
 	Workdir string

@@ -391,7 +391,7 @@ func (r *run) mayRetry(ctx context.Context, n *node, res executor.Result) bool {
 	return n.attempts <= s.MaxRetries
 }
 
-// retryDelay is the wait before retry number k (k ≥ 1) of a step (SPEC §2):
+// retryDelay is the wait before retry number k (k ≥ 1) of a step (docs/spec.md §2):
 // fixed is the base delay; exponential doubles it each time, capped by
 // max_retry_delay_seconds, and never overflows.
 func retryDelay(p *pipeline.Pipeline, s *pipeline.Step, k int) time.Duration {

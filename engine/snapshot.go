@@ -16,7 +16,7 @@ const snapshotEvery = 10_000
 
 // snapshotter keeps the run's replay of the log, fed with every record in
 // log order (those read at open, those this run appends, those another
-// process appends), and writes it as a snapshot (SPEC §4) every
+// process appends), and writes it as a snapshot (docs/spec.md §4) every
 // snapshotEvery records and at the end of an invocation. Its state is the
 // run's state (run.state): one replay, not two, since a 100,000-step state
 // is tens of megabytes. The writer's callbacks change it under mu, so the

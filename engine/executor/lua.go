@@ -216,7 +216,7 @@ func (x *Lua) callModule(st *luart.State, name string, cleanup bool, ctxTable lu
 	return st.Call(fn, ctxTable)
 }
 
-// luaContext builds the ctx table a Lua body sees (SPEC §6).
+// luaContext builds the ctx table a Lua body sees (docs/spec.md §6).
 func luaContext(L *lua.LState, a *Attempt) (*lua.LTable, error) {
 	t := L.CreateTable(0, 8)
 	t.RawSetString("task_id", lua.LString(a.TaskID))

@@ -2,13 +2,13 @@ package pipeline
 
 import "time"
 
-// Durability settings for the event log (SPEC §4).
+// Durability settings for the event log (docs/spec.md §4).
 const (
 	DurabilityAlways = "always"
 	DurabilityBatch  = "batch"
 )
 
-// Retry policies (SPEC §2).
+// Retry policies (docs/spec.md §2).
 const (
 	RetryNone        = "none"
 	RetryFixed       = "fixed"
