@@ -14,29 +14,41 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
-// work runs one step: ends what a crash left of its previous attempt,
-// cleans up after a failed one, then makes one attempt.
+// work runs one step: ends the processes its previous attempt left
+// running (cut off by a crash, or failed), cleans up after it, then makes
+// one attempt.
 func (r *run) work(ctx context.Context, n *node) nodeDone {
 	s := n.rs.step
-	if n.dirty || (n.unclean && s.HasCleanup()) {
-		if d, ok := r.cleanup(ctx, n); !ok {
+	ended := 0
+	if (n.dirty || n.unclean) && n.prevToken != "" {
+		// A process that left the attempt's process group (setsid, a
+		// daemon) is found by its APOLLO_ATTEMPT tag: an old attempt's
+		// processes never run beside its cleanup or its rerun.
+		ended = executor.EndLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace)
+	}
+	if n.dirty || (n.unclean && s.HasCleanup()) || ended > 0 {
+		if d, ok := r.cleanup(ctx, n, ended); !ok {
 			return d
 		}
 	}
 	return r.attempt(ctx, n)
 }
 
-// cleanup runs before a rerun. It returns ok=false with the step's end when
+// cleanup runs before a rerun, after ended leftover processes of the
+// previous attempt were ended. It returns ok=false with the step's end when
 // the step must not run.
-func (r *run) cleanup(ctx context.Context, n *node) (nodeDone, bool) {
+func (r *run) cleanup(ctx context.Context, n *node, ended int) (nodeDone, bool) {
 	s := n.rs.step
 	var notes []string
-	if n.dirty && n.prevToken != "" {
-		if k := executor.EndLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace); k > 0 {
-			notes = append(notes, fmt.Sprintf("ended %d process(es) left running by the cut-off attempt", k))
+	if ended > 0 {
+		which := "the failed attempt"
+		if n.dirty {
+			which = "the cut-off attempt"
 		}
+		notes = append(notes, fmt.Sprintf("ended %d process(es) left running by %s", ended, which))
 	}
 	rec := &eventlog.Record{EventType: eventlog.Cleanup, StepID: s.ID, Status: eventlog.Pending,
 		RetryCount: max(n.retry-1, 0), Dirty: n.dirty}
@@ -62,7 +74,7 @@ func (r *run) cleanup(ctx context.Context, n *node) (nodeDone, bool) {
 		} else {
 			notes = append(notes, "cleanup hook succeeded")
 		}
-	} else if n.dirty {
+	} else if n.dirty || ended > 0 {
 		notes = append(notes, "no cleanup hook")
 	}
 	if n.dirty {
@@ -203,6 +215,7 @@ type attemptRun struct {
 	a     *executor.Attempt
 	ahead executor.Ahead // its shell, started ahead (warmUp), or nil
 	began time.Time      // when its body was released
+	pgid  int            // its process group, once it runs
 }
 
 // appendStart appends the attempt's STEP_START and prepares the attempt.
@@ -259,6 +272,7 @@ func (r *run) appendStart(n *node, retry int) (*attemptRun, error) {
 		return nil
 	}
 	at.a.Running = func(pgid int) {
+		at.pgid = pgid
 		// The process group, for a later run to end what a crash leaves
 		// running (docs/spec.md §5: the STEP_START or a record right after
 		// names it), written while the body runs. Until it is on disk the
@@ -314,6 +328,11 @@ func (r *run) runBody(ctx context.Context, at *attemptRun) (executor.Result, err
 func (r *run) recordEnd(ctx context.Context, at *attemptRun, res executor.Result) nodeDone {
 	n, s := at.n, at.n.rs.step
 	dur := r.e.opts.Clock.Now().Sub(at.began)
+	if len(res.Output) > MaxOutputRecord && res.Err == nil {
+		res.Err = fmt.Errorf("the step's output is %d bytes; the log keeps at most %d (1 MiB) of a step's output: "+
+			"write large data to a file (under {{artifacts_dir}}) and output its path", len(res.Output), MaxOutputRecord)
+		res.Output = nil
+	}
 	rec := &eventlog.Record{EventType: eventlog.StepEnd, StepID: s.ID, RetryCount: at.retry,
 		InputDigest: at.input, OutputDigest: res.OutputDigest, DurationMS: dur.Milliseconds(),
 		TimedOut: res.TimedOut, Interrupted: res.Interrupted, Message: res.Note}
@@ -322,6 +341,11 @@ func (r *run) recordEnd(ctx context.Context, at *attemptRun, res executor.Result
 		rec.ExitCode = &code
 	}
 	d := nodeDone{n: n, attempt: at.retry}
+	if res.Err != nil {
+		// What the attempt left running is ended before the step's next
+		// attempt or its cleanup (work).
+		n.prevToken, n.prevPGID = executor.AttemptToken(r.absLog, s.ID, at.retry), at.pgid
+	}
 	switch {
 	case res.Err == nil:
 		rec.Status = eventlog.Success
@@ -348,6 +372,8 @@ func (r *run) recordEnd(ctx context.Context, at *attemptRun, res executor.Result
 	// runs) carries this record to disk in the same fsync, or, when it
 	// starts nothing, an fsync at once. So a STEP_END is durable before
 	// anything acts on it, with one fsync per step instead of two.
+	rec.ErrorMessage = bounded(rec.ErrorMessage)
+	rec.Message = bounded(rec.Message)
 	if err := r.w.AppendUnsynced(rec); err != nil {
 		return nodeDone{n: n, logErr: err}
 	}
@@ -358,4 +384,25 @@ func (r *run) recordEnd(ctx context.Context, at *attemptRun, res executor.Result
 	}
 	r.rep.ended(s.ID, shown, at.retry, dur, rec.ErrorMessage, d.delay)
 	return d
+}
+
+// MaxOutputRecord is the most a step's output (its returned value, or what
+// its shell body published) may take in its STEP_END: records stay small
+// enough to replay fast, and far below the log's line limit.
+const MaxOutputRecord = 1 << 20
+
+// maxMessage is the most of an error or a note that a record keeps.
+const maxMessage = 64 << 10
+
+// bounded cuts a message for a record to maxMessage bytes, saying how much
+// was cut; the attempt's output file keeps all of it.
+func bounded(msg string) string {
+	if len(msg) <= maxMessage {
+		return msg
+	}
+	cut := msg[:maxMessage]
+	for !utf8.ValidString(cut) && len(cut) > maxMessage-4 {
+		cut = cut[:len(cut)-1]
+	}
+	return fmt.Sprintf("%s… [%d more bytes]", cut, len(msg)-len(cut))
 }

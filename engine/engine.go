@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"apollo/engine/clock"
@@ -124,14 +125,23 @@ func (e *ChangedError) Error() string {
 		"or --fresh to start the task over", e.TaskID, e.Steps)
 }
 
-// TaskFailedError says the task ended with required steps failed or blocked.
+// TaskFailedError says the task ended with required steps failed, and the
+// steps they blocked.
 type TaskFailedError struct {
-	TaskID string
-	Failed []string
+	TaskID  string
+	Failed  []string
+	Blocked []string
 }
 
 func (e *TaskFailedError) Error() string {
-	return fmt.Sprintf("task %s failed: %v", e.TaskID, e.Failed)
+	if len(e.Failed) == 0 {
+		return fmt.Sprintf("task %s did not complete: %s did not run", e.TaskID, strings.Join(e.Blocked, ", "))
+	}
+	msg := fmt.Sprintf("task %s failed: step(s) %s failed", e.TaskID, strings.Join(e.Failed, ", "))
+	if len(e.Blocked) > 0 {
+		msg += fmt.Sprintf("; %s did not run, blocked by them", strings.Join(e.Blocked, ", "))
+	}
+	return msg
 }
 
 // InterruptedError says the run was stopped by SIGINT or SIGTERM.

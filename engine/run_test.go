@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -313,4 +315,115 @@ steps:
 	if got, want := clk.Now().Sub(testEpoch), 55*time.Second; got != want {
 		t.Errorf("the clock moved %v, want %v (10s + 20s + 25s)", got, want)
 	}
+}
+
+// TestSummaryWriteFails: when the TASK_SUMMARY's fsync fails, the run
+// returns the write error and what it prints does not claim success.
+func TestSummaryWriteFails(t *testing.T) {
+	const yaml = "task_name: sum\nsteps:\n  - id: a\n    command: \"true\"\n"
+	counter := &faultFS{failAt: -1}
+	if err, _, _ := runPipeline(t, t.TempDir(), yaml, RunOptions{}, Options{FS: counter}); err != nil {
+		t.Fatal(err)
+	}
+	ffs := &faultFS{failAt: counter.syncs.Load()} // the last fsync: the summary's
+	err, _, out := runPipeline(t, t.TempDir(), yaml, RunOptions{}, Options{FS: ffs})
+	if _, ok := errors.AsType[*eventlog.WriteError](err); !ok {
+		t.Fatalf("Run = %v, want a WriteError", err)
+	}
+	if strings.Contains(out, "SUCCESS in") || !strings.Contains(out, "TASK_SUMMARY could not be written") {
+		t.Errorf("the run printed:\n%s\nwant no success line, and that its summary could not be written", out)
+	}
+}
+
+// TestOversizedOutput: a step whose output is over the log's bound fails
+// with a clear error, its sibling and the rest of the run go on, and the
+// run ends with its summary.
+func TestOversizedOutput(t *testing.T) {
+	const yaml = `task_name: big
+steps:
+  - id: big
+    lua: return string.rep("x", 2 * 1024 * 1024)
+  - id: sibling
+    command: "true"
+  - id: after
+    command: "true"
+    depends_on: [sibling]
+`
+	err, st, _ := runPipeline(t, t.TempDir(), yaml, RunOptions{}, Options{})
+	if _, ok := errors.AsType[*TaskFailedError](err); !ok {
+		t.Fatalf("Run = %v, want a TaskFailedError", err)
+	}
+	if got := st.Step("big"); got.Status != eventlog.Failed || !strings.Contains(got.LastError, "at most 1048576 (1 MiB)") {
+		t.Errorf("big: %s %q, want FAILED naming the 1 MiB bound", got.Status, got.LastError)
+	}
+	if st.Step("after").Status != eventlog.Success || st.Summary == nil {
+		t.Errorf("after: %s, summary %v; want the run to go on and end with its summary", st.Step("after").Status, st.Summary)
+	}
+}
+
+// TestLeftoverDaemonsEnded: a process that left its attempt's process
+// group (setsid) is ended before the step's next attempt, within one run
+// and across a resume; a successful attempt's daemon is left running.
+func TestLeftoverDaemonsEnded(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("needs setsid(1) (util-linux)")
+	}
+	const yaml = `task_name: daemons
+retry_delay_seconds: 0
+steps:
+  - id: d
+    retry_policy: fixed
+    max_retries: 1
+    command: |
+      setsid sh -c 'echo $$ > daemon.$APOLLO_RETRY_COUNT; exec sleep 300' >/dev/null 2>&1 &
+      while [ ! -s daemon.$APOLLO_RETRY_COUNT ]; do sleep 0.01; done
+      for n in 0 1 2; do
+        # alive: its /proc entry is there and it is not a zombie
+        if [ $n -lt $APOLLO_RETRY_COUNT ] && [ -r /proc/$(cat daemon.$n)/stat ] && ! sed 's/.*) //' /proc/$(cat daemon.$n)/stat | grep -q '^Z'; then echo "daemon of attempt $n alive"; exit 3; fi
+      done
+      [ $APOLLO_RETRY_COUNT -ge 2 ]
+`
+	dir := t.TempDir()
+	alive := func(n int) bool {
+		b, err := os.ReadFile(filepath.Join(dir, "daemon."+strconv.Itoa(n)))
+		if err != nil {
+			t.Fatalf("attempt %d started no daemon: %v", n, err)
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		return syscall.Kill(pid, 0) == nil && !zombie(pid)
+	}
+	t.Cleanup(func() {
+		for n := 0; n < 3; n++ {
+			if b, err := os.ReadFile(filepath.Join(dir, "daemon."+strconv.Itoa(n))); err == nil {
+				pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	// Attempts 0 and 1 fail: the daemon of 0 is ended before attempt 1.
+	err, st, _ := runPipeline(t, dir, yaml, RunOptions{}, Options{})
+	if err == nil || st.Step("d").LastError == "" || strings.Contains(st.Step("d").LastError, "alive") {
+		t.Fatalf("first run = %v, last error %q; want attempt 1 to fail on its own, not find attempt 0's daemon", err, st.Step("d").LastError)
+	}
+	// The resume ends attempt 1's daemon before attempt 2, which succeeds.
+	err, st, _ = runPipeline(t, dir, yaml, RunOptions{}, Options{})
+	if err != nil || st.Step("d").Status != eventlog.Success {
+		t.Fatalf("resume = %v, step %s %q; want SUCCESS", err, st.Step("d").Status, st.Step("d").LastError)
+	}
+	if alive(0) || alive(1) {
+		t.Errorf("a failed attempt's daemon still runs: attempt 0 %v, attempt 1 %v", alive(0), alive(1))
+	}
+	if !alive(2) {
+		t.Errorf("the successful attempt's daemon was ended; a step may leave one running on purpose")
+	}
+}
+
+// zombie reports whether pid has exited and waits to be reaped.
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z'
 }

@@ -43,16 +43,18 @@ func (r *run) summarize(interrupted bool) error {
 		rec.ErrorMessage = fmt.Sprintf("%d required step(s) failed, %d blocked", len(info.Failed), len(info.Blocked))
 	}
 	r.e.crash("summary:before")
-	werr := r.w.AppendDurable(rec)
-	r.rep.finish(r.summaryText(status, info, textfmt.Duration(dur)))
-	if werr != nil {
-		return werr
+	if err := r.w.AppendDurable(rec); err != nil {
+		// The board must not say SUCCESS for a run the log does not end.
+		r.rep.finish(fmt.Sprintf("task %s: its TASK_SUMMARY could not be written (%v); log: %s\n"+
+			"run the same command again once the cause is fixed: finished steps are kept.\n", r.t.id, err, r.logPath))
+		return err
 	}
+	r.rep.finish(r.summaryText(status, info, textfmt.Duration(dur)))
 	switch {
 	case interrupted:
 		return &InterruptedError{TaskID: r.t.id}
 	case !complete:
-		return &TaskFailedError{TaskID: r.t.id, Failed: append(append([]string{}, info.Failed...), info.Blocked...)}
+		return &TaskFailedError{TaskID: r.t.id, Failed: info.Failed, Blocked: info.Blocked}
 	}
 	return nil
 }
