@@ -330,9 +330,10 @@ type lazyOutput struct {
 	limit   int64
 	mu      sync.Mutex
 	f       *os.File
-	err     error
+	err     error // why the file could not be created or written (a full disk)
 	kept    int64
 	dropped int64
+	lost    int64 // bytes lost to err
 }
 
 func (o *lazyOutput) Write(p []byte) (int, error) {
@@ -353,14 +354,15 @@ func (o *lazyOutput) Write(p []byte) (int, error) {
 	if o.f == nil && o.err == nil {
 		o.f, o.err = os.OpenFile(o.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	}
-	if o.err != nil {
-		return 0, fmt.Errorf("open output file: %w", o.err)
+	if o.err == nil {
+		w, err := o.f.Write(p)
+		o.kept += int64(w)
+		p = p[w:]
+		o.err = err
 	}
-	w, err := o.f.Write(p)
-	o.kept += int64(w)
-	if err != nil {
-		return w, err
-	}
+	// What cannot be written is counted, not refused, so that the body's
+	// pipes keep draining; the attempt's STEP_END says what was lost.
+	o.lost += int64(len(p))
 	return n, nil
 }
 
@@ -368,10 +370,14 @@ func (o *lazyOutput) Write(p []byte) (int, error) {
 func (o *lazyOutput) cutNote() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.dropped == 0 {
-		return ""
+	var notes []string
+	if o.dropped > 0 {
+		notes = append(notes, fmt.Sprintf("output cut at %d bytes: %d more bytes were dropped", o.limit, o.dropped))
 	}
-	return fmt.Sprintf("output cut at %d bytes: %d more bytes were dropped", o.limit, o.dropped)
+	if o.lost > 0 {
+		notes = append(notes, fmt.Sprintf("output file %s: %d bytes could not be written: %v", o.path, o.lost, o.err))
+	}
+	return strings.Join(notes, "; ")
 }
 
 // Close notes a cut at the end of the file and closes it, if it was created.
