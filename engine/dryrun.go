@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"apollo/engine/statedir"
 	"apollo/engine/textfmt"
 	"apollo/eventlog"
 )
@@ -30,9 +31,20 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if logPath == "" && !ro.Fresh {
+		arch, err := (&run{e: e, t: t, ro: ro}).newestArchived()
+		if err != nil {
+			return nil, err
+		}
+		if arch != nil && arch.state.Complete() {
+			logPath, state = arch.path, arch.state // complete: a run would do nothing
+		}
+	}
 	if logPath == "" || ro.Fresh {
 		pl.NewLog = true
 		pl.Log = t.dir.Log(t.id, e.opts.Clock.Now().Unix())
+	} else if statedir.IsArchive(logPath) {
+		pl.Log = logPath
 	} else {
 		pl.Log = logPath
 		tail, err := eventlog.Read(logPath, eventlog.ReadOptions{TaskID: t.id}, func(r *eventlog.Record) error {

@@ -169,10 +169,25 @@ func (r *run) execute(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var inherited map[string]*eventlog.MarkerInfo
+	var from string
+	if logPath == "" || r.ro.Fresh {
+		if logPath == "" && !r.ro.Fresh {
+			if done, err := r.completeInArchive(); done || err != nil {
+				return err
+			}
+		}
+		if inherited, from, err = r.earlierMarkers(logPath); err != nil {
+			return err
+		}
+	}
 	if err := r.openLog(logPath); err != nil {
 		return err
 	}
 	defer r.w.Close()
+	if err := r.inheritMarkers(inherited, from); err != nil {
+		return err
+	}
 
 	if r.state.Complete() && r.ro.ResumeFrom == "" {
 		fmt.Fprintf(r.e.opts.Stdout, "task %s is already complete (log %s); nothing to do.\n"+

@@ -25,6 +25,9 @@ type GCOptions struct {
 	Archive string
 	// DryRun reports what would be done and changes nothing.
 	DryRun bool
+	// IncludeUnfinished archives a task whose newest run can still be
+	// resumed (interrupted, or cut off without a TASK_SUMMARY) too.
+	IncludeUnfinished bool
 }
 
 // GCResult is what apollo gc did (or, with DryRun, would do).
@@ -146,6 +149,12 @@ func summarizeLog(path, taskID string) (*logSummary, error) {
 	return s, nil
 }
 
+// resumable reports whether apollo run would carry on a task whose newest
+// log is st: a run cut off (no TASK_SUMMARY) or interrupted.
+func resumable(st *eventlog.State) bool {
+	return st.Summary == nil || (st.Summary.Summary != nil && st.Summary.Summary.Interrupted)
+}
+
 // outcome names how a finished log ended.
 func outcome(st *eventlog.State) string {
 	switch {
@@ -162,8 +171,11 @@ func outcome(st *eventlog.State) string {
 // GC archives finished runs older than opts.OlderThan: each log is
 // compressed into the archive folder, and once a task's newest log is
 // archived its output files and snapshot are removed. A task that a runner
-// holds, or whose newest log has no TASK_SUMMARY, is never touched. While
-// it works on a task, GC holds the task's lock, so no run can start on it.
+// holds is never touched, nor, unless opts.IncludeUnfinished, one whose
+// newest run can be resumed (cut off or interrupted). While it works on a
+// task, GC holds the task's lock, so no run can start on it. An archived
+// log keeps what at-most-once needs: apollo run finds a task complete from
+// its archive, and a new log of the task inherits its markers.
 //
 // Archiving is crash-safe: the .gz is written under a temporary name,
 // fsynced, renamed and its folder fsynced before the log is removed; a
@@ -194,7 +206,7 @@ func (h Runs) GC(opts GCOptions) (*GCResult, error) {
 	}
 	sort.Strings(tasks)
 	for _, id := range tasks {
-		if err := h.gcTask(id, byTask[id], cutoff, archive, opts.DryRun, res); err != nil {
+		if err := h.gcTask(id, byTask[id], cutoff, archive, opts, res); err != nil {
 			return res, fmt.Errorf("gc: task %s: %w", id, err)
 		}
 	}
@@ -203,7 +215,8 @@ func (h Runs) GC(opts GCOptions) (*GCResult, error) {
 
 // gcTask archives the old finished logs of one task, holding its lock
 // (or, in a dry run, only checking that no runner holds it).
-func (h Runs) gcTask(id string, logs []statedir.LogFile, cutoff time.Time, archive string, dryRun bool, res *GCResult) error {
+func (h Runs) gcTask(id string, logs []statedir.LogFile, cutoff time.Time, archive string, opts GCOptions, res *GCResult) error {
+	dryRun := opts.DryRun
 	keepAll := func(reason, detail string, pid int) {
 		for _, rf := range logs {
 			res.Kept = append(res.Kept, GCKept{TaskID: id, Log: rf.Path, Reason: reason, Detail: detail, PID: pid})
@@ -226,13 +239,18 @@ func (h Runs) gcTask(id string, logs []statedir.LogFile, cutoff time.Time, archi
 		}
 		sums[i] = s
 	}
-	if newest := sums[len(sums)-1]; newest != nil && newest.state.Summary == nil {
-		keepAll(KeepUnfinished, "its newest log has no TASK_SUMMARY: a run was cut off; resume it or start it --fresh", 0)
+	if newest := sums[len(sums)-1]; newest != nil && resumable(newest.state) && !opts.IncludeUnfinished {
+		how := "was interrupted"
+		if newest.state.Summary == nil {
+			how = "was cut off (no TASK_SUMMARY)"
+		}
+		keepAll(KeepUnfinished, "its newest run "+how+" and can be resumed: run it again, "+
+			"or archive it anyway with --include-unfinished", 0)
 		return nil
 	}
 	latestArchived := false
 	for i, rf := range logs {
-		if kept := keepReason(sums[i], cutoff); kept != nil {
+		if kept := keepReason(sums[i], cutoff, opts.IncludeUnfinished); kept != nil {
 			kept.TaskID, kept.Log = id, rf.Path
 			res.Kept = append(res.Kept, *kept)
 			continue
@@ -272,11 +290,11 @@ func (h Runs) lockForGC(id string, dryRun bool) (unlock func(), pid int, err err
 
 // keepReason says why gc keeps a log (its summary s, nil when damaged), or
 // nil when it is old and finished.
-func keepReason(s *logSummary, cutoff time.Time) *GCKept {
+func keepReason(s *logSummary, cutoff time.Time, includeUnfinished bool) *GCKept {
 	switch {
 	case s == nil:
 		return &GCKept{Reason: KeepCorrupt, Detail: "the log is damaged; see apollo inspect"}
-	case s.state.Summary == nil:
+	case s.state.Summary == nil && !includeUnfinished:
 		return &GCKept{Reason: KeepUnfinished, Detail: "the log has no TASK_SUMMARY"}
 	case !s.last.Before(cutoff):
 		return &GCKept{Reason: KeepRecent, Detail: "last event " + s.state.LastTimestamp + " is after the cutoff"}

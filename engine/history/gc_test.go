@@ -102,8 +102,8 @@ const day = 24 * time.Hour
 
 // gcFixture makes a state directory whose runs end at known times:
 // old (finished 45 days before now), recent (5 days before), cut off
-// (old but unfinished), held (old, finished, a runner holds it) and two
-// (two logs, both old and finished).
+// (old but unfinished), stopped (old, interrupted: resumable), held (old,
+// finished, a runner holds it) and two (two logs, both old and finished).
 func gcFixture(t *testing.T) (dir string, opts engine.Options) {
 	t.Helper()
 	dir = t.TempDir()
@@ -127,6 +127,7 @@ func gcFixture(t *testing.T) (dir string, opts engine.Options) {
 	old := func(d time.Duration) func() time.Time { return testClock(now.Add(-45*day + d)) }
 	writeLog(t, state, "cut", now.Add(-45*day).Unix(), old(0), startRec("x"), stepRec(eventlog.StepStart, "x", eventlog.Running, 0))
 	writeLog(t, state, "held", now.Add(-45*day).Unix(), old(0), startRec("x"), summaryRec(eventlog.Failed, false))
+	writeLog(t, state, "stopped", now.Add(-45*day).Unix(), old(0), startRec("x"), summaryRec(eventlog.Failed, true))
 	writeLog(t, state, "two", now.Add(-45*day).Unix(), old(0), startRec("x"), summaryRec(eventlog.Failed, false))
 	torn := writeLog(t, state, "two", now.Add(-44*day).Unix(), old(day), startRec("x"), summaryRec(eventlog.Success, false))
 	if err := os.WriteFile(torn+".torn-123", []byte("cut bytes"), 0o644); err != nil {
@@ -178,7 +179,7 @@ func TestGC(t *testing.T) {
 	if want := "old:succeeded two:failed two:succeeded"; gotA != want {
 		t.Errorf("archived %q, want %q", gotA, want)
 	}
-	if want := "cut:unfinished held:running recent:recent"; gotK != want {
+	if want := "cut:unfinished held:running recent:recent stopped:unfinished"; gotK != want {
 		t.Errorf("kept %q, want %q", gotK, want)
 	}
 	if dryA, dryK := summary(dry); dryA != gotA || dryK != gotK {
@@ -348,5 +349,22 @@ func TestGCJSON(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("history.WriteGC() =\n%s\nwant it to contain %q", b.String(), want)
 		}
+	}
+}
+
+// TestGCIncludeUnfinished: with --include-unfinished, a task whose newest
+// run could be resumed is archived too, by its outcome.
+func TestGCIncludeUnfinished(t *testing.T) {
+	_, opts := gcFixture(t)
+	res, err := runsOf(opts).GC(history.GCOptions{OlderThan: 30 * day, IncludeUnfinished: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, a := range res.Archived {
+		got[a.TaskID] = a.Status
+	}
+	if got["cut"] != "unfinished" || got["stopped"] != "interrupted" {
+		t.Errorf("archived %v; want cut (unfinished) and stopped (interrupted) too", got)
 	}
 }
