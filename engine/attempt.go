@@ -159,7 +159,7 @@ func (r *run) newAttempt(n *node, retry int) *executor.Attempt {
 	}
 	vars["step_id"] = s.ID
 	return &executor.Attempt{TaskID: t.id, StepID: s.ID, RetryCount: retry, Step: s, Command: n.rs.command,
-		Env: env, Dir: r.e.opts.Workdir, OutputPath: out, OutputLimit: max(r.e.opts.MaxOutputBytes, 0),
+		Env: env, Dir: r.stepDir(s), OutputPath: out, OutputLimit: max(r.e.opts.MaxOutputBytes, 0),
 		PublishPath: publish, KillGrace: r.e.opts.KillGrace,
 		Pipeline: t.p, Vars: vars, Params: n.rs.with,
 		ArtifactsDir: t.dir.Artifacts(t.id), StateDir: t.dir.Root, Markers: r.markers}
@@ -362,6 +362,9 @@ func (r *run) recordEnd(ctx context.Context, at *attemptRun, res executor.Result
 		n.unclean = true
 	default:
 		rec.Status = eventlog.Failed
+		if hint := r.workspaceHint(s, res.Err.Error()); hint != "" {
+			res.Err = fmt.Errorf("%w%s", res.Err, hint)
+		}
 		rec.ErrorMessage = res.Err.Error()
 		d.status = eventlog.Failed
 		d.err = res.Err
@@ -405,4 +408,32 @@ func bounded(msg string) string {
 		cut = cut[:len(cut)-1]
 	}
 	return fmt.Sprintf("%s… [%d more bytes]", cut, len(msg)-len(cut))
+}
+
+// stepDir is where a step's body runs: its working_dir, relative to the
+// pipeline's folder, or the workspace.
+func (r *run) stepDir(s *pipeline.Step) string {
+	switch {
+	case s.WorkingDir == "":
+		return r.e.opts.Workdir
+	case filepath.IsAbs(s.WorkingDir):
+		return s.WorkingDir
+	}
+	return filepath.Join(r.t.p.Dir, s.WorkingDir)
+}
+
+// workspaceHint is what a failed shell step's error adds when the step may
+// have looked for a file in the wrong folder: it runs in the workspace, the
+// pipeline lies elsewhere, and its output says a file was not found.
+func (r *run) workspaceHint(s *pipeline.Step, msg string) string {
+	if s.Command == "" || s.WorkingDir != "" || absPath(r.e.opts.Workdir) == r.t.p.Dir {
+		return ""
+	}
+	for _, sign := range []string{"No such file or directory", "cannot stat", "can't open", "not found"} {
+		if strings.Contains(msg, sign) {
+			return fmt.Sprintf(" (the step ran in the workspace %s, not in the pipeline's folder %s; "+
+				"set working_dir: . in the pipeline to run its steps there)", absPath(r.e.opts.Workdir), r.t.p.Dir)
+		}
+	}
+	return ""
 }

@@ -70,6 +70,11 @@ func definitionDigest(rs *renderedStep) string {
 	if !ok {
 		return digestOf(definitionMap(rs)) // a value JSON cannot hold: the same fallback as ever
 	}
+	// Keys added to the language since the first format are written only
+	// when set, so that the digests of steps without them stay as they were.
+	if s.WorkingDir != "" {
+		field(`,"working_dir":`, s.WorkingDir)
+	}
 	b = append(b, '}')
 	return sha256Hex(b)
 }
@@ -130,7 +135,7 @@ func appendJSONString(b []byte, s string) []byte {
 // reference definitionDigest must encode like.
 func definitionMap(rs *renderedStep) map[string]any {
 	s := rs.step
-	return map[string]any{
+	m := map[string]any{
 		"command":         rs.command,
 		"lua":             s.Lua,
 		"script":          s.Script,
@@ -146,6 +151,10 @@ func definitionMap(rs *renderedStep) map[string]any {
 		"memory_mb":       s.MemoryMB,
 		"isolation":       s.Isolation,
 	}
+	if s.WorkingDir != "" {
+		m["working_dir"] = s.WorkingDir
+	}
+	return m
 }
 
 // inputDigest digests what determines an attempt's result: the rendered

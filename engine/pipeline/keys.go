@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"maps"
 	"math"
 	"path/filepath"
 	"slices"
@@ -27,6 +28,7 @@ var topFields = []topField{
 	{"task_name", (*loader).taskName},
 	{"max_retries", func(l *loader, kv keyValue) {
 		l.p.MaxRetries, _ = l.top().integer(kv.key, kv.v, 0, maxRetryCount)
+		l.maxRetriesLine = kv.k.Line
 	}},
 	{"retry_delay_seconds", func(l *loader, kv keyValue) {
 		if d, ok := l.top().seconds(kv.key, kv.v); ok {
@@ -60,6 +62,9 @@ var topFields = []topField{
 	{"isolation", func(l *loader, kv keyValue) {
 		l.p.Isolation, _ = l.top().choice(kv.key, kv.v, "", "process")
 	}},
+	{"defaults", (*loader).defaults},
+	{"env", func(l *loader, kv keyValue) { l.topEnv = l.settings(kv, []string{"env"}) }},
+	{"working_dir", func(l *loader, kv keyValue) { l.topDir = l.settings(kv, []string{"working_dir"}) }},
 	{"steps", func(l *loader, kv keyValue) { l.stepsNode, l.stepsLine = kv.v, kv.k.Line }},
 }
 
@@ -114,7 +119,15 @@ var stepFields = []stepField{
 	{"isolation", roleOther, func(si *stepInfo, kv keyValue) {
 		si.s.Isolation, _ = si.at.choice(kv.key, kv.v, "", "inprocess", "process")
 	}},
+	{"working_dir", roleOther, func(si *stepInfo, kv keyValue) {
+		if d, ok := si.at.nonEmpty(kv.key, kv.v); ok {
+			si.s.WorkingDir = filepath.Clean(d)
+		}
+	}},
 }
+
+// defaultKeys are the step keys that defaults: may set.
+var defaultKeys = []string{"retry_policy", "max_retries", "timeout_seconds", "env", "memory_mb", "working_dir"}
 
 // Keys, from the tables.
 var (
@@ -284,7 +297,9 @@ func (l *loader) pipeline(root *yaml.Node) {
 	if !hasName {
 		top.errf(0, "task_name is missing; add task_name: <name> at the top level")
 	}
+	l.applyDefaults()
 	l.readSteps()
+	l.checkTopRetries()
 }
 
 // readSteps reads the steps list that pipeline found.
@@ -326,7 +341,18 @@ func (l *loader) step(index int, n *yaml.Node) {
 		return
 	}
 	si, s := l.newStep()
-	*s = Step{RetryPolicy: RetryNone, MaxRetries: l.p.MaxRetries, Durability: l.p.Durability}
+	d := &l.p.Defaults
+	*s = Step{RetryPolicy: RetryNone, MaxRetries: l.p.MaxRetries, Durability: l.p.Durability,
+		Timeout: d.Timeout, MemoryMB: d.MemoryMB, WorkingDir: d.WorkingDir}
+	if d.RetryPolicy != "" {
+		s.RetryPolicy = d.RetryPolicy
+	}
+	if _, ok := l.defaultsSet("max_retries"); ok {
+		s.MaxRetries = d.MaxRetries
+	}
+	if len(d.Env) > 0 {
+		s.Env = maps.Clone(d.Env) // the step's env: adds to it
+	}
 	si.l, si.s, si.line = l, s, n.Line
 	kvs := si.stepID(n, index)
 	for _, kv := range kvs {

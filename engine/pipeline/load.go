@@ -247,6 +247,10 @@ type loader struct {
 	// the steps list, once the top level is read
 	stepsNode *yaml.Node
 	stepsLine int
+	// what the top level sets for every step: defaults:, env:,
+	// working_dir:, and the line of max_retries
+	def, topEnv, topDir *stepInfo
+	maxRetriesLine      int
 	// the template variables steps may use
 	known     map[string]bool
 	knownList []string
@@ -1001,10 +1005,16 @@ func (l *loader) checkStepShape(si *stepInfo) {
 	if _, ok := si.lineOf("isolation"); !ok && isLua {
 		s.Isolation = l.p.Isolation
 	}
+	if isLua {
+		if line, ok := si.lineOf("working_dir"); ok {
+			at.errf(line, "working_dir applies to shell steps only (command); a Lua step's paths are relative to the workspace")
+		}
+		s.WorkingDir = "" // a default working_dir is for shell steps
+	}
 	// retry_policy defaults to none, which never retries: a step that asks
 	// for retries without a policy would silently get none.
 	if line, ok := si.lineOf("max_retries"); ok && s.MaxRetries > 0 {
-		if _, has := si.lineOf("retry_policy"); !has {
+		if _, has := si.lineOf("retry_policy"); !has && l.p.Defaults.RetryPolicy == "" {
 			at.errf(line, "max_retries: %d has no effect without a retry_policy (the default is none); add retry_policy: fixed or exponential", s.MaxRetries)
 		}
 	}

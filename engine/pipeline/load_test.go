@@ -208,6 +208,42 @@ func TestLoadGood(t *testing.T) {
 				Steps: []*Step{{ID: "a", Line: 3, Command: "echo hi", RetryPolicy: "none", Durability: "always"}}},
 		},
 		{
+			name: "defaults, env and working_dir",
+			src: `task_name: t
+max_retries: 1
+defaults:
+  retry_policy: fixed
+  max_retries: 2
+  timeout_seconds: 30
+  memory_mb: 64
+  env: {A: a, B: b}
+working_dir: sub
+steps:
+  - id: a
+    command: echo hi
+  - id: b
+    command: echo hi
+    retry_policy: none
+    max_retries: 0
+    timeout_seconds: 5
+    env: {B: bb, C: c}
+    working_dir: ..
+  - id: c
+    lua: return 1
+`,
+			want: Pipeline{TaskName: "t", MaxRetries: 1, RetryDelay: 10 * time.Second, Durability: "always", Vars: map[string]string{}, MaxDirtyRestarts: 3,
+				Defaults: Defaults{RetryPolicy: "fixed", MaxRetries: 2, Timeout: 30 * time.Second, MemoryMB: 64,
+					Env: map[string]string{"A": "a", "B": "b"}, WorkingDir: "sub"},
+				Steps: []*Step{
+					{ID: "a", Line: 11, Command: "echo hi", RetryPolicy: "fixed", MaxRetries: 2, Durability: "always", Timeout: 30 * time.Second,
+						MemoryMB: 64, Env: map[string]string{"A": "a", "B": "b"}, WorkingDir: "sub"},
+					{ID: "b", Line: 13, Command: "echo hi", RetryPolicy: "none", Durability: "always", Timeout: 5 * time.Second,
+						MemoryMB: 64, Env: map[string]string{"A": "a", "B": "bb", "C": "c"}, WorkingDir: ".."},
+					{ID: "c", Line: 20, Lua: "return 1", RetryPolicy: "fixed", MaxRetries: 2, Durability: "always", Timeout: 30 * time.Second,
+						MemoryMB: 64, Env: map[string]string{"A": "a", "B": "b"}},
+				}},
+		},
+		{
 			name: "spec example",
 			src: `task_name: daily_data_pipeline      # required; [A-Za-z0-9_.-]+
 max_retries: 3                      # default 0; a step may override
@@ -745,6 +781,23 @@ steps:
 			},
 		},
 		{
+			name: "working_dir",
+			src: `task_name: t
+working_dir: nowhere
+steps:
+  - {id: a, command: echo hi}
+  - {id: b, command: echo hi, working_dir: pipeline.yaml}
+  - {id: c, command: echo hi, working_dir: sub}
+`,
+			setup: func(t *testing.T, ws, proj, outside string) {
+				writeFile(t, filepath.Join(proj, "sub", "x"), nil)
+			},
+			want: []string{
+				`:2: working_dir "nowhere" does not exist (it is relative to the pipeline's folder, <proj>); create it or fix the path`,
+				`:5: step "b": working_dir "pipeline.yaml" is not a folder`,
+			},
+		},
+		{
 			name: "no modules folder and no bundled modules",
 			src:  "task_name: t\nsteps:\n  - {id: a, uses: helper}\n",
 			want: []string{`:3: step "a": uses "helper": no such module: the pipeline has no modules folder; add modules: [lib] and lib/helper.lua`},
@@ -777,7 +830,7 @@ steps:
 			checkPipelineErrors(t, err, path)
 			var want []string
 			for _, w := range tt.want {
-				want = append(want, path+w)
+				want = append(want, path+strings.ReplaceAll(w, "<proj>", proj))
 			}
 			if got := strings.Split(err.Error(), "\n"); !slices.Equal(got, want) {
 				t.Errorf("Load() error =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -35,7 +35,21 @@ type Pipeline struct {
 	MaxDirtyRestarts int
 	Modules          []string // folders, relative to Dir
 	Isolation        string   // "" or "process": default for Lua steps
-	Steps            []*Step
+	// Defaults are the step settings that defaults: (and env:, working_dir:
+	// at the top level) give every step; already applied to Steps.
+	Defaults Defaults
+	Steps    []*Step
+}
+
+// Defaults are what the top level sets for every step that does not set it
+// itself (docs/spec.md §2).
+type Defaults struct {
+	RetryPolicy string
+	MaxRetries  int
+	Timeout     time.Duration
+	MemoryMB    int
+	Env         map[string]string // defaults.env, then the top-level env:
+	WorkingDir  string
 }
 
 // Step is one node of the DAG.
@@ -64,6 +78,9 @@ type Step struct {
 	With        map[string]any // parameters for uses, as decoded from YAML
 	MemoryMB    int            // 0: default
 	Isolation   string
+	// WorkingDir is where a shell body runs, relative to the pipeline's
+	// folder (or absolute); "" is the workspace.
+	WorkingDir string
 
 	// depIdx holds the indexes in Pipeline.Steps of DependsOn, as Load
 	// resolved them.

@@ -71,6 +71,29 @@ const pipelineSchema = `{
       "description": "process: run every Lua step in a child apollo process with a hard memory limit.",
       "enum": ["", "process"]
     },
+    "defaults": {
+      "description": "Settings every step gets unless it sets its own.",
+      "type": ["object", "null"],
+      "additionalProperties": false,
+      "properties": {
+        "retry_policy": {"$ref": "#/$defs/retryPolicy"},
+        "max_retries": {"$ref": "#/$defs/retries"},
+        "timeout_seconds": {"$ref": "#/$defs/seconds"},
+        "env": {"$ref": "#/$defs/env"},
+        "memory_mb": {"$ref": "#/$defs/memoryMB"},
+        "working_dir": {"$ref": "#/$defs/workingDir"}
+      },
+      "if": {"required": ["max_retries"], "properties": {"max_retries": {"minimum": 1}}},
+      "then": {"required": ["retry_policy"]}
+    },
+    "env": {
+      "description": "Environment variables of every step (a step's env: adds to them).",
+      "$ref": "#/$defs/env"
+    },
+    "working_dir": {
+      "description": "Where shell steps run, relative to the pipeline file's folder (default: the folder apollo runs in).",
+      "$ref": "#/$defs/workingDir"
+    },
     "steps": {
       "description": "The steps of the DAG.",
       "type": "array",
@@ -92,6 +115,15 @@ const pipelineSchema = `{
       "minLength": 1
     },
     "retries": {"type": "integer", "minimum": 0, "maximum": 10000},
+    "retryPolicy": {"description": "none (default), fixed or exponential.", "enum": ["none", "fixed", "exponential"]},
+    "memoryMB": {"description": "Memory bound of a Lua step (default 256).", "type": "integer", "minimum": 1, "maximum": 1048576},
+    "workingDir": {"description": "A folder, relative to the pipeline file's folder.", "$ref": "#/$defs/nonEmpty"},
+    "env": {
+      "description": "Environment variables. Templates: {{name}}.",
+      "type": ["object", "null"],
+      "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+      "additionalProperties": {"$ref": "#/$defs/text"}
+    },
     "seconds": {"type": "number", "minimum": 0, "maximum": 1000000000},
     "durability": {"enum": ["always", "batch"]},
     "localPath": {
@@ -132,20 +164,16 @@ const pipelineSchema = `{
         },
         "optional": {"description": "Its failure is reported, not fatal; its dependents still run.", "type": "boolean"},
         "timeout_seconds": {"description": "Per attempt; 0 or absent: none.", "$ref": "#/$defs/seconds"},
-        "retry_policy": {"description": "none (default), fixed or exponential.", "enum": ["none", "fixed", "exponential"]},
+        "retry_policy": {"$ref": "#/$defs/retryPolicy"},
         "max_retries": {"$ref": "#/$defs/retries"},
         "durability": {"$ref": "#/$defs/durability"},
         "cleanup_command": {"description": "Runs before a failed or cut-off attempt is run again.", "$ref": "#/$defs/nonEmpty"},
         "cleanup_lua": {"$ref": "#/$defs/nonEmpty"},
         "cleanup_script": {"$ref": "#/$defs/luaFile"},
-        "env": {
-          "description": "Environment variables of the step. Templates: {{name}}.",
-          "type": ["object", "null"],
-          "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
-          "additionalProperties": {"$ref": "#/$defs/text"}
-        },
-        "memory_mb": {"description": "Memory bound of a Lua step (default 256).", "type": "integer", "minimum": 1, "maximum": 1048576},
-        "isolation": {"description": "process: run this Lua step in a child apollo process.", "enum": ["", "inprocess", "process"]}
+        "env": {"$ref": "#/$defs/env"},
+        "memory_mb": {"$ref": "#/$defs/memoryMB"},
+        "isolation": {"description": "process: run this Lua step in a child apollo process.", "enum": ["", "inprocess", "process"]},
+        "working_dir": {"description": "Where this shell step runs, relative to the pipeline file's folder.", "$ref": "#/$defs/workingDir"}
       },
       "oneOf": [
         {"required": ["command"]},
@@ -166,11 +194,20 @@ const pipelineSchema = `{
           "then": {"not": {"anyOf": [{"required": ["with"]}, {"required": ["memory_mb"]}, {"required": ["isolation"]}]}}
         },
         {
-          "if": {"required": ["max_retries"], "properties": {"max_retries": {"minimum": 1}}},
-          "then": {"required": ["retry_policy"]}
+          "if": {"required": ["working_dir"]},
+          "then": {"not": {"anyOf": [{"required": ["lua"]}, {"required": ["script"]}, {"required": ["uses"]}]}}
         }
       ]
     }
-  }
+  },
+  "allOf": [
+    {
+      "if": {"not": {"required": ["defaults"], "properties": {"defaults": {"type": "object", "required": ["retry_policy"]}}}},
+      "then": {"properties": {"steps": {"items": {
+        "if": {"required": ["max_retries"], "properties": {"max_retries": {"minimum": 1}}},
+        "then": {"required": ["retry_policy"]}
+      }}}}
+    }
+  ]
 }
 `

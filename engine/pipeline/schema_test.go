@@ -324,7 +324,7 @@ func TestSchemaMatchesLoaderTables(t *testing.T) {
 		{"required top-level keys", strs(sv.root["required"]), []string{"task_name", "steps"}},
 		{"required step keys", strs(step["required"]), []string{"id"}},
 		{"durability", strs(schemaObject(t, sv, "$defs", "durability")["enum"]), []string{DurabilityAlways, DurabilityBatch}},
-		{"retry_policy", strs(schemaObject(t, sv, "$defs", "step", "properties", "retry_policy")["enum"]), []string{RetryNone, RetryFixed, RetryExponential}},
+		{"retry_policy", strs(schemaObject(t, sv, "$defs", "retryPolicy")["enum"]), []string{RetryNone, RetryFixed, RetryExponential}},
 		{"top-level isolation", strs(schemaObject(t, sv, "properties", "isolation")["enum"]), []string{"", "process"}},
 		{"step isolation", strs(schemaObject(t, sv, "$defs", "step", "properties", "isolation")["enum"]), []string{"", "inprocess", "process"}},
 		{"built-in vars that vars: cannot set", strs(schemaObject(t, sv, "properties", "vars", "propertyNames", "not")["enum"]),
@@ -360,7 +360,7 @@ func TestSchemaMatchesLoaderTables(t *testing.T) {
 		{[]string{"$defs", "seconds"}, 0, maxSeconds},
 		{[]string{"properties", "parallelism"}, 1, math.MaxInt32},
 		{[]string{"properties", "max_dirty_restarts"}, 1, math.MaxInt32},
-		{[]string{"$defs", "step", "properties", "memory_mb"}, 1, maxMemoryMB},
+		{[]string{"$defs", "memoryMB"}, 1, maxMemoryMB},
 	}
 	for _, b := range bounds {
 		o := schemaObject(t, sv, b.path...)

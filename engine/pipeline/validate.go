@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -365,6 +366,7 @@ func (l *loader) checkRefs() {
 			dirs, dirNames = append(dirs, dir), append(dirNames, m)
 		}
 	}
+	l.checkWorkingDirs()
 	if len(l.refs) == 0 {
 		return
 	}
@@ -604,4 +606,43 @@ func pathCause(err error) string {
 func escapes(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// checkWorkingDirs checks that each working_dir names a folder, once per
+// place it is written: under defaults (or at the top level), or on a step.
+func (l *loader) checkWorkingDirs() {
+	seen := map[string]bool{}
+	check := func(at where, line int, dir string) {
+		if dir == "" || seen[dir+"\x00"+strconv.Itoa(line)] {
+			return
+		}
+		seen[dir+"\x00"+strconv.Itoa(line)] = true
+		path := dir
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(l.p.Dir, dir)
+		}
+		fi, err := os.Stat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			at.errf(line, "working_dir %q does not exist (it is relative to the pipeline's folder, %s); create it or fix the path", dir, l.p.Dir)
+		case err != nil:
+			at.errf(line, "working_dir %q cannot be read: %s", dir, pathCause(err))
+		case !fi.IsDir():
+			at.errf(line, "working_dir %q is not a folder", dir)
+		}
+	}
+	defLine := 0
+	for _, si := range []*stepInfo{l.def, l.topDir} {
+		if si != nil {
+			if line, ok := si.lineOf("working_dir"); ok {
+				defLine = line
+			}
+		}
+	}
+	check(l.top(), defLine, l.p.Defaults.WorkingDir)
+	for _, si := range l.steps {
+		if line, ok := si.lineOf("working_dir"); ok {
+			check(si.at, line, si.s.WorkingDir)
+		}
+	}
 }
