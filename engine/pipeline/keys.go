@@ -194,6 +194,9 @@ func luaHook(field func(*Step) *string) func(*stepInfo, keyValue) {
 	return func(si *stepInfo, kv keyValue) {
 		*field(si.s), _ = si.at.nonEmpty(kv.key, kv.v)
 		si.l.addRef(si, kv.key, kv.v, *field(si.s))
+		for _, r := range luaOutputRefs(*field(si.s)) {
+			si.at.outputRef(kv.key, r.step, r.text, lineIn(deref(kv.v), *field(si.s), r.off))
+		}
 	}
 }
 
@@ -407,6 +410,7 @@ func (si *stepInfo) stepID(n *yaml.Node, index int) []keyValue {
 			at.errf(kv.k.Line, "id is %d bytes; the limit is %d", len(id), maxStepIDLen)
 		}
 	}
+	at.si = si
 	si.at = at
 	return kvs
 }

@@ -251,6 +251,8 @@ type loader struct {
 	// working_dir:, and the line of max_retries
 	def, topEnv, topDir *stepInfo
 	maxRetriesLine      int
+	// references to upstream outputs, checked once the graph is known
+	outputRefs []outputRef
 	// the template variables steps may use
 	known     map[string]bool
 	knownList []string
@@ -280,6 +282,7 @@ func (l *loader) hint(word string, candidates []string) string {
 // id is named by its position instead.
 type where struct {
 	l     *loader
+	si    *stepInfo // the step, when problems belong to one
 	step  string
 	index int // the step's position (1-based), named when step is ""
 }

@@ -81,6 +81,10 @@ type Step struct {
 	// WorkingDir is where a shell body runs, relative to the pipeline's
 	// folder (or absolute); "" is the workspace.
 	WorkingDir string
+	// OutputRefs are the ancestors, beyond DependsOn, whose outputs the
+	// step names ({{outputs.STEP}}, ctx.outputs.STEP), as validation found
+	// them.
+	OutputRefs []string
 
 	// depIdx holds the indexes in Pipeline.Steps of DependsOn, as Load
 	// resolved them.

@@ -101,6 +101,10 @@ func (w where) template(key string, n *yaml.Node, s string, shell bool) {
 		if sg.Name == "" || w.l.known[sg.Name] || reported[sg.Name] {
 			continue
 		}
+		if step, _, ok := template.OutputRef(sg.Name); ok {
+			w.outputRef(key, step, "{{"+sg.Name+"}}", lineIn(n, s, sg.Offset))
+			continue
+		}
 		reported[sg.Name] = true
 		hint := w.l.hint(sg.Name, w.l.knownList)
 		if hint == "" {
@@ -190,7 +194,11 @@ func (l *loader) validate() {
 			si.s.DependsOn, si.s.depIdx = nil, nil // as a step with no depends_on
 		}
 	}
+	before := len(l.probs.list)
 	l.cycles()
+	if len(l.probs.list) == before {
+		l.checkOutputRefs(ids) // ancestors are known only in an acyclic graph
+	}
 	if r := l.p.ResumeFrom; r != "" {
 		if _, ok := ids[r]; !ok {
 			where{l: l}.errf(l.resumeLine, "resume_from names unknown step %q%s", snippet(r), l.hint(r, order))

@@ -152,6 +152,10 @@ func Parse(tmpl string) ([]Segment, error) {
 		switch {
 		case name == "":
 			return nil, &Error{Offset: start, Msg: fmt.Sprintf("empty placeholder %q; write {{name}}", raw)}
+		case strings.HasPrefix(name, outputsPrefix):
+			if _, _, ok := OutputRef(name); !ok {
+				return nil, &Error{Offset: start, Msg: fmt.Sprintf("invalid placeholder %q: an upstream output is {{outputs.STEP}} or {{outputs.STEP.KEY}}", snippet(raw))}
+			}
 		case !ValidName(name):
 			return nil, &Error{Offset: start, Msg: fmt.Sprintf("invalid placeholder %q: a name is letters, digits and _, not starting with a digit; for literal braces, put them in a var", snippet(raw))}
 		}
@@ -179,6 +183,39 @@ func snippet(s string) string {
 	return s
 }
 
+// outputsPrefix starts the placeholders of upstream steps' outputs.
+const outputsPrefix = "outputs."
+
+// OutputRef parses the name of an upstream output's placeholder,
+// outputs.STEP or outputs.STEP.KEY (STEP a step id, KEY letters, digits, _
+// and -): the whole output of step, or the value of its key.
+func OutputRef(name string) (step, key string, ok bool) {
+	rest, ok := strings.CutPrefix(name, outputsPrefix)
+	if !ok {
+		return "", "", false
+	}
+	step, key, hasKey := strings.Cut(rest, ".")
+	if !refPart(step) || (hasKey && !refPart(key)) {
+		return "", "", false
+	}
+	return step, key, true
+}
+
+// refPart reports whether s is a non-empty run of letters, digits, _ and -.
+func refPart(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := int(s[i]); !isNameChar(c) && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidName reports whether s is a variable's name: letters, digits and _,
+// not starting with a digit.
 func ValidName(s string) bool {
 	if s == "" || !isNameStart(int(s[0])) {
 		return false

@@ -301,3 +301,31 @@ func TestRenderShellWord(t *testing.T) {
 		}
 	}
 }
+
+func TestOutputRef(t *testing.T) {
+	tests := []struct {
+		name, step, key string
+		ok              bool
+	}{
+		{name: "outputs.fetch", step: "fetch", ok: true},
+		{name: "outputs.fetch.rows", step: "fetch", key: "rows", ok: true},
+		{name: "outputs.fetch-2.row_count", step: "fetch-2", key: "row_count", ok: true},
+		{name: "outputs."},
+		{name: "outputs.a.b.c"},
+		{name: "outputs.a b"},
+		{name: "vars.x"},
+	}
+	for _, tt := range tests {
+		step, key, ok := OutputRef(tt.name)
+		if step != tt.step || key != tt.key || ok != tt.ok {
+			t.Errorf("OutputRef(%q) = %q, %q, %v; want %q, %q, %v", tt.name, step, key, ok, tt.step, tt.key, tt.ok)
+		}
+	}
+	got, err := RenderShell("wc -l {{outputs.fetch.file}}", map[string]string{"outputs.fetch.file": "a b.csv"})
+	if want := "wc -l 'a b.csv'"; err != nil || got != want {
+		t.Errorf("RenderShell with an output = %q, %v; want %q", got, err, want)
+	}
+	if _, err := Parse("{{outputs.a.b.c}}"); err == nil || !strings.Contains(err.Error(), "{{outputs.STEP.KEY}}") {
+		t.Errorf("Parse(outputs.a.b.c) error = %v, want the form of an output placeholder", err)
+	}
+}
