@@ -199,17 +199,6 @@ func (p place) explain(err error) error {
 	return err
 }
 
-// isEscape reports os.Root's refusal of a path that leaves the root. The error value is not
-// exported, so its text is matched.
-func isEscape(err error) bool {
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		if e.Error() == "path escapes from parent" {
-			return true
-		}
-	}
-	return false
-}
-
 // pathError is an operating-system error about a script's path.
 type pathError struct {
 	path string
