@@ -232,7 +232,7 @@ func (e *pathError) Unwrap() error { return e.err }
 
 // syncDir fsyncs folder rel of r, so a rename or a creation in it survives power loss.
 func syncDir(r *os.Root, rel string) error {
-	d, err := r.Open(rel)
+	d, err := openDir(r, rel)
 	if err != nil {
 		return err
 	}
