@@ -3,6 +3,7 @@ package stdlib
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -95,6 +96,66 @@ func openDir(r *os.Root, rel string) (*os.File, error) {
 		rel = "."
 	}
 	return r.OpenFile(rel, os.O_RDONLY|openFolder, 0)
+}
+
+// lockName is the sidecar lock file of rel: ".<name>.lock" beside it.
+func lockName(rel string) string {
+	dir, name := filepath.Split(rel)
+	return filepath.Join(dir, "."+name+".lock")
+}
+
+// lockBeside serialises the writers of file rel of r: it takes an exclusive flock on the
+// sidecar lockName(rel), waiting while another holder (a step of this runner, another
+// runner, `apollo script`) has it, until ctx ends, and returns the function that releases
+// it. With create, the lock file is made if missing (it is left in place: removing it would
+// let two writers lock two files); without, a missing lock file means there is nobody to
+// wait for and nothing is locked. It is never opened through a link and must be a regular
+// file. A lock file removed or replaced while this one waited is not trusted: the lock is
+// taken again on the file now at the path. The folder must exist.
+func lockBeside(ctx context.Context, r *os.Root, rel string, create bool) (unlock func(), err error) {
+	name := lockName(rel)
+	// Errors name the lock file, in the script's terms: "data.jsonl": lock file ".data.jsonl.lock": ...
+	lockErr := func(err error) error {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return &fs.PathError{Op: "lock", Path: rel, Err: fmt.Errorf("lock file %q: %w", filepath.Base(name), err)}
+	}
+	flag := os.O_RDWR
+	if create {
+		flag |= os.O_CREATE
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, context.Cause(ctx)
+		}
+		f, err := openLeaf(r, name, flag, 0o644)
+		if !create && errors.Is(err, fs.ErrNotExist) {
+			return func() {}, nil
+		}
+		if err != nil {
+			return nil, lockErr(err)
+		}
+		if err := flockWait(ctx, f); err != nil {
+			f.Close()
+			return nil, lockErr(err)
+		}
+		held, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, lockErr(err)
+		}
+		now, err := r.Lstat(name)
+		if err == nil && os.SameFile(held, now) {
+			// Closing the descriptor releases the flock.
+			return func() { f.Close() }, nil
+		}
+		f.Close()
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, lockErr(err)
+		}
+	}
 }
 
 // removeAll removes rel of r and everything under it, following no link and stopping when

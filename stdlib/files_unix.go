@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -114,6 +115,48 @@ func unixFileType(m uint32) fs.FileMode {
 		return fs.ModeDevice
 	}
 	return fs.ModeIrregular
+}
+
+// flockPoll bounds the pause between two tries of a held lock.
+const flockPoll = 20 * time.Millisecond
+
+// flockWait takes an exclusive flock on f, waiting while another open file description
+// holds it (another process, or another step of this one), until ctx ends. It tries without
+// blocking and sleeps between tries, so the wait ends with the step's context: a blocking
+// flock cannot be interrupted.
+func flockWait(ctx context.Context, f *os.File) error {
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	pause := time.Millisecond
+	for {
+		var lerr error
+		if err := sc.Control(func(fd uintptr) {
+			for {
+				lerr = unix.Flock(int(fd), unix.LOCK_EX|unix.LOCK_NB)
+				if lerr != unix.EINTR {
+					return
+				}
+			}
+		}); err != nil {
+			return err
+		}
+		if lerr == nil {
+			return nil
+		}
+		if lerr != unix.EWOULDBLOCK {
+			return &fs.PathError{Op: "flock", Path: f.Name(), Err: lerr}
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return context.Cause(ctx)
+		case <-t.C:
+		}
+		pause = min(2*pause, flockPoll)
+	}
 }
 
 // removeTree removes name, in the folder d, and everything under it. Nothing is followed:

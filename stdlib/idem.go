@@ -100,8 +100,9 @@ func (lib *library) idemWrite(L *lua.LState) int {
 	if err != nil {
 		raise(L, fn, "%v", err)
 	}
+	ctx := stepContext(L)
 	err = p.with(func(r *os.Root, rel string) error {
-		return atomicWrite(r, rel, func(w io.Writer) error {
+		return lockedWrite(ctx, r, rel, func(w io.Writer) error {
 			_, err := io.WriteString(w, data)
 			return err
 		})
@@ -110,6 +111,24 @@ func (lib *library) idemWrite(L *lua.LState) int {
 		raise(L, fn, "%v", err)
 	}
 	return 0
+}
+
+// lockedWrite is atomicWrite under the lock of rel (lockBeside) when rel has one, that is,
+// when idem.replace has been used on it: a write never lands between a replace's read and
+// rename. A file only ever written by idem.write gets no lock file beside it.
+func lockedWrite(ctx context.Context, r *os.Root, rel string, write func(w io.Writer) error) error {
+	if rel == "." {
+		return &fs.PathError{Op: "write", Path: rel, Err: errIsFolder}
+	}
+	if err := mkdirAll(r, filepath.Dir(rel)); err != nil {
+		return err
+	}
+	unlock, err := lockBeside(ctx, r, rel, false)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return atomicWrite(r, rel, write)
 }
 
 // atomicWrite replaces file rel of r with what write writes: a temporary file in the same
@@ -191,6 +210,20 @@ func (lib *library) idemReplace(L *lua.LState) int {
 	}
 	ctx := stepContext(L)
 	err = p.with(func(r *os.Root, rel string) error {
+		if rel == "." {
+			return &fs.PathError{Op: "write", Path: rel, Err: errIsFolder}
+		}
+		if err := mkdirAll(r, filepath.Dir(rel)); err != nil {
+			return err
+		}
+		// The lock is held from the read to the rename: two replaces of one file, from
+		// parallel steps or other processes, would otherwise each keep the lines they read
+		// and drop the other's records.
+		unlock, err := lockBeside(ctx, r, rel, true)
+		if err != nil {
+			return err
+		}
+		defer unlock()
 		old, err := openLeaf(r, rel, os.O_RDONLY, 0)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
