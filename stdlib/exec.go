@@ -324,6 +324,7 @@ func (lib *library) execRun(L *lua.LState) int {
 		argError(L, fn, 1, "command must be an argv table or a shell string, got %s", typeName(v))
 	}
 	opts := optTable(L, fn, 2, "options")
+	checkOptions(L, fn, opts, "timeout", "env", "dir", "stdin")
 	c.Timeout = optSeconds(L, fn, opts, "timeout", 0)
 	if in, ok := optStringField(L, fn, opts, "stdin"); ok {
 		c.Stdin = in

@@ -57,6 +57,8 @@ func TestExec(t *testing.T) {
 		{"bad env", `{"true"}, {env = {X = {}}}`, "env.X must be a string"},
 		{"missing dir", `{"true"}, {dir = "nope"}`, "no such file"},
 		{"dir a file", `"true", {dir = "sub/f"}`, "not a folder"},
+		{"unknown option", `{"true"}, {timout = 1}`, `unknown option "timout" (the options are dir, env, stdin, timeout)`},
+		{"option not named", `{"true"}, {1}`, `unknown option "1"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			wantError(t, env, `require("apollo.exec").run(`+tt.call+`)`, "exec.run", tt.want)

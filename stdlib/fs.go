@@ -123,6 +123,7 @@ func (lib *library) fsRemove(L *lua.LState) int {
 	const fn = "fs.remove"
 	recursive := false
 	if opts := optTable(L, fn, 2, "options"); opts != nil {
+		checkOptions(L, fn, opts, "recursive")
 		recursive = lua.LVAsBool(opts.RawGetString("recursive"))
 	}
 	ctx := stepContext(L)

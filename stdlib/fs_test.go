@@ -53,6 +53,7 @@ func TestFS(t *testing.T) {
 		{"path not a string", `fs.read({})`, "path must be a string"},
 		{"write data nil", `fs.write("x")`, "data must be a string"},
 		{"list a file", `fs.list("a/log.txt")`, "fs.list"},
+		{"remove unknown option", `fs.remove("a", {recursiv = true})`, `unknown option "recursiv" (the options are recursive)`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			wantError(t, env, `local fs = require("apollo.fs"); `+tt.src, tt.want)

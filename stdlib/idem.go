@@ -419,6 +419,7 @@ func (lib *library) guard(L *lua.LState, what, name string, f *lua.LFunction, op
 	checkContext(L, what)
 	var verify *lua.LFunction
 	if opts != nil {
+		checkOptions(L, what, opts, "verify")
 		switch v := opts.RawGetString("verify").(type) {
 		case *lua.LNilType:
 		case *lua.LFunction:

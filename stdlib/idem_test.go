@@ -373,6 +373,7 @@ func TestOnceArguments(t *testing.T) {
 		{`"x"`, "fn must be a function"},
 		{`"x", function() end, 3`, "options must be a table"},
 		{`"x", function() end, {verify = 1}`, "verify must be a function"},
+		{`"x", function() end, {verfy = function() end}`, `unknown option "verfy" (the options are verify)`},
 	} {
 		wantError(t, env, `require("apollo.idem").once(`+tt.args+`)`, "idem.once", tt.want)
 	}
