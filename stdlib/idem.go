@@ -428,6 +428,12 @@ func (lib *library) guard(L *lua.LState, what, name string, f *lua.LFunction, op
 			raise(L, what, "options.verify must be a function, got %s", typeName(v))
 		}
 	}
+	// While fn (or verify) runs, the marker is pending: a call of the same name inside it
+	// would find that and wrongly blame an earlier attempt.
+	if !lib.enterGuard(name) {
+		L.RaiseError("%s called inside itself", what)
+	}
+	defer lib.leaveGuard(name)
 
 	if m, ok := lib.env.Marker(name); ok {
 		switch m.State {
@@ -500,6 +506,26 @@ func (lib *library) guard(L *lua.LState, what, name string, f *lua.LFunction, op
 	// The result a later call returns, so the first call returns the same value.
 	L.Push(decodeResult(L, what, enc))
 	return 1
+}
+
+// enterGuard marks name's guarded call as running; false when it already is.
+func (lib *library) enterGuard(name string) bool {
+	lib.mu.Lock()
+	defer lib.mu.Unlock()
+	if lib.guarding[name] {
+		return false
+	}
+	if lib.guarding == nil {
+		lib.guarding = map[string]bool{}
+	}
+	lib.guarding[name] = true
+	return true
+}
+
+func (lib *library) leaveGuard(name string) {
+	lib.mu.Lock()
+	defer lib.mu.Unlock()
+	delete(lib.guarding, name)
 }
 
 func encodeResultErr(v lua.LValue) (json.RawMessage, error) {

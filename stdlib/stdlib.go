@@ -58,6 +58,11 @@ type library struct {
 	env Env
 	// confine returns the workspace and state directory areas, resolved on first use.
 	confine func() *confinement
+
+	mu sync.Mutex
+	// guarding holds the markers whose idem.once (or idem.resource) call is running, to
+	// refuse a call of the same name inside it.
+	guarding map[string]bool
 }
 
 // loader returns a module loader that builds the module's table from funcs when a script
