@@ -2,9 +2,12 @@
 // with require("apollo.<name>"). Modules(env) returns their loaders for one step, to pass
 // as luart.StateOptions.Modules; env (an Env) is the step's view of the task: its ids, its
 // workspace and state directory, its markers in the event log and its output file. Every
-// helper honours the step's context (L.Context(): its timeout and cancellation) and reports
-// a bad call or a failure as a Lua error that names the function ("fs.read: ...") and, through
-// gopher-lua, the script's line. None panics.
+// helper honours the step's context (L.Context(): its timeout and cancellation) wherever it
+// can wait or loop (reads, digests, listings, removals, lock waits, commands, requests) and
+// reports a bad call or a failure as a Lua error that names the function ("fs.read: ...")
+// and, through gopher-lua, the script's line. None panics. An option table's unknown key is
+// an error naming it and the known ones ("exec.run: unknown option \"timout\" (the options
+// are dir, env, stdin, timeout)"), never silently ignored.
 //
 // # Files: the confinement rule
 //
@@ -13,8 +16,29 @@
 // of the two (".." that leaves them, an absolute path elsewhere: "path ... is outside the
 // workspace and the state directory"). Every operation then runs through an os.Root opened on
 // that folder, so a symbolic link that points out (even one swapped in while the step runs) is
-// refused the same way, and links that stay inside work. When the state directory lies inside
-// the workspace (the usual .apollo/), its files are reached through either.
+// refused the same way, and links that stay inside work for reading. When the state directory
+// lies inside the workspace (the usual .apollo/), its files are reached through either.
+//
+// # Files: only regular files, never written through a link
+//
+// A helper that reads or writes a file's content (fs.read, fs.write, fs.append, idem.write,
+// idem.replace, digest.file) takes only a regular file: a FIFO, a socket or a device is
+// refused ("\"p\": is a named pipe (FIFO), not a regular file"), since reading a FIFO waits
+// for a writer forever and a device never ends. The type is checked before opening, so a
+// device is not even opened, and again on the opened descriptor, which is opened
+// non-blocking, so one swapped in meanwhile cannot hold the step. The helpers that do not
+// open the file (exists, stat, remove, rename, mkdir) work on any kind; list and exec's dir
+// take only folders. The writing helpers (fs.write, fs.append, idem.write, idem.replace)
+// also refuse a symbolic link as the path's last component, even one that stays inside
+// ("is a symbolic link, which apollo does not write through or replace"): its last name is
+// opened with O_NOFOLLOW from its folder's descriptor, so a link planted in the state
+// folder, or swapped in between a check and the open, is never written through. Links in
+// the folders above it are followed while they stay inside, as for reads.
+//
+// Reads are bounded: fs.read returns at most MaxReadBytes (64 MiB), idem.replace rewrites
+// files of at most MaxReplaceBytes (1 GiB) with lines of at most MaxLineBytes (64 MiB), and
+// fs.list returns at most MaxListNames (1,048,576) names; anything larger is an error that
+// says so. A huge sparse file is refused by its size, not read.
 //
 // # apollo.idem: the four idempotency patterns
 //
@@ -32,13 +56,19 @@
 // write replaces a file atomically: a temporary file in the same folder, write, fsync, rename
 // over the file, fsync of the folder, so the rename is durable before the step's STEP_END.
 // Missing parent folders are made, and their parents fsynced; an existing file keeps its
-// permissions. Readers see the old file or the new one, never half of it.
+// permissions. Readers see the old file or the new one, never half of it. When the file has
+// a lock file (replace has been used on it), write takes the lock too, so it never lands
+// between a replace's read and rename.
 //
 // replace rewrites a JSON Lines data file the same way: every line holding a JSON object
 // whose "_key" is key is dropped, the other lines are kept byte for byte (blank lines are
 // dropped), then each record of recs (a Lua array of tables) is appended as one line of
 // canonical JSON with "_key" set to key. A missing file is empty. Running it again with the
-// same records leaves the same file: no duplicates.
+// same records leaves the same file: no duplicates. Writers of one file are serialised by an
+// exclusive flock on a lock file beside it, ".<name>.lock" (made on first use, never through a
+// link, and left in place), held from the read to the rename: replaces of one file from
+// parallel steps, from other runners and from `apollo script` each keep the others' records.
+// A replace waits for the lock until the step's context ends.
 //
 // once guards a side effect with a marker in the event log (MARKER records; marker names are
 // per task). A marker "done" returns the result it recorded without calling fn. Otherwise a
@@ -53,6 +83,8 @@
 // also clear the marker (apollo script, apollo.state.clear_marker). When the step's context
 // ends while fn runs (its timeout, an interruption), the marker is left pending, as after a
 // crash. resource is once under the marker "resource:"+key, for creating something once.
+// once called inside its own fn (or verify) with the same name raises
+// "idem.once \"name\" called inside itself" (the outer call then fails as with any error).
 //
 // # apollo.fs
 //
@@ -64,7 +96,8 @@
 // write and append are plain writes (use idem.write to overwrite atomically); they make
 // missing parent folders. remove of a missing path is not an error; of the workspace or the
 // state directory itself it is. stat and read of a missing path are errors (use exists).
-// mtime is in Unix seconds. rename needs both paths in one area.
+// mtime is in Unix seconds. rename needs both paths in one area. A recursive remove follows
+// no link (a link is removed, not its target) and stops when the step's context ends.
 //
 // # apollo.exec
 //
@@ -79,8 +112,14 @@
 // true. A command killed by a signal has code -1 and signal set ("killed"). stdout and stderr
 // keep MaxOutputBytes (16 MiB) each, then a note says how many bytes were dropped. When the
 // command exits, what it left running in its group (`sleep 100 &`) is ended the same way
-// (SIGTERM, SIGKILL after KillGrace), so nothing it started outlives it; a process that left
-// the group (setsid) and still holds its output delays the result by at most two seconds.
+// (SIGTERM, SIGKILL after KillGrace). Every process of the command carries the attempt's
+// tags (the Env's ExecEnv, added after env so that env cannot change them: a resume finds
+// what a crashed attempt left running by them) and a tag of its own, APOLLO_EXEC_<random>=1;
+// on Linux, processes carrying it that left the group (setsid, a daemon's double fork) are
+// found in /proc and ended too, when the command exits or is stopped. So nothing a command
+// starts outlives exec.run, except, on systems without /proc (macOS), a process that left
+// the group, and anywhere one that left it and also cleared its environment. Such a process
+// that still holds the command's output delays the result by at most two seconds.
 //
 // # apollo.http
 //

@@ -1,14 +1,13 @@
 package stdlib
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,8 +55,11 @@ type CommandResult struct {
 // RunCommand runs c in its own process group. When c.Timeout expires or ctx ends, the whole
 // group gets SIGTERM, then SIGKILL after KillGrace, so grandchildren (`sleep 30 & wait`) die
 // too. When the command itself exits, what it left running in its group (`sleep 100 &`) is
-// ended the same way: nothing a command starts outlives it, or the step. A non-zero exit is a
-// result, not an error; the error is for a command that could not start.
+// ended the same way. Every process of the command also carries a variable of its own
+// (APOLLO_EXEC_<random>=1, after c.Env); on Linux, the processes that carry it and left the
+// group (setsid, daemons) are then found in /proc and ended too. So nothing a command starts
+// outlives RunCommand, unless it left the group and also cleared its environment. A non-zero
+// exit is a result, not an error; the error is for a command that could not start.
 func RunCommand(ctx context.Context, c Command) (CommandResult, error) {
 	if len(c.Args) == 0 {
 		return CommandResult{}, errors.New("empty command")
@@ -74,7 +76,8 @@ func RunCommand(ctx context.Context, c Command) (CommandResult, error) {
 	}
 	cmd := exec.Command(c.Args[0], c.Args[1:]...)
 	cmd.Dir = c.Dir
-	cmd.Env = append(os.Environ(), c.Env...)
+	tag := newExecTag()
+	cmd.Env = append(append(os.Environ(), c.Env...), tag)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = p.inR, p.outW, p.errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	startErr := cmd.Start()
@@ -136,6 +139,7 @@ func RunCommand(ctx context.Context, c Command) (CommandResult, error) {
 	close(exited)
 	<-stopped
 	EndGroup(pgid, KillGrace)
+	endTagged(tag, KillGrace)
 	// The group is gone; a process that left it may still hold the pipes.
 	deadline := time.Now().Add(drainDelay)
 	p.outR.SetReadDeadline(deadline)
@@ -179,35 +183,46 @@ func EndGroup(pgid int, grace time.Duration) {
 
 // GroupLive reports whether process group pgid has a member that has not exited. A member
 // that exited stays a zombie until init reaps it, which some inits are slow to do (or never
-// do): it holds nothing and is not waited for. Without /proc, any member counts.
+// do): it holds nothing and is not waited for. Where zombies cannot be told apart (no /proc),
+// any member counts.
 func GroupLive(pgid int) bool {
 	if syscall.Kill(-pgid, 0) != nil {
 		return false
 	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return true
+	return groupHasLiveMember(pgid)
+}
+
+// execTagPrefix starts the name of the variable that tags every process of one exec.run
+// command, "APOLLO_EXEC_<random>=1". The name, not only the value, is random, so a command
+// that runs apollo, whose own exec.run adds its tag, keeps the outer one too.
+const execTagPrefix = "APOLLO_EXEC_"
+
+// newExecTag returns a fresh tag for one command.
+func newExecTag() string {
+	return fmt.Sprintf("%s%016x=1", execTagPrefix, rand.Uint64())
+}
+
+// endTagged ends every live process carrying the tag: SIGTERM, then SIGKILL after grace to
+// those still there. These are processes a command started that left its process group
+// (setsid, a double fork into a new session) and so outlived the group's ending. It finds
+// them where the system shows other processes' environments (Linux's /proc); elsewhere it
+// finds none.
+func endTagged(tag string, grace time.Duration) {
+	pids := findTagged(tag)
+	if len(pids) == 0 {
+		return
 	}
-	want := strconv.Itoa(pgid)
-	for _, e := range entries {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...: comm may hold anything, so split after the last ')'.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) >= 3 && f[2] == want && f[0] != "Z" && f[0] != "X" {
-			return true
-		}
+	for _, pid := range pids {
+		syscall.Kill(pid, syscall.SIGTERM)
 	}
-	return false
+	deadline := time.Now().Add(grace)
+	for len(pids) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		pids = findTagged(tag)
+	}
+	for _, pid := range findTagged(tag) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
 }
 
 // pipes are a command's standard input, output and error.
@@ -309,9 +324,7 @@ func (lib *library) execRun(L *lua.LState) int {
 		argError(L, fn, 1, "command must be an argv table or a shell string, got %s", typeName(v))
 	}
 	opts := optTable(L, fn, 2, "options")
-	if tagged, ok := lib.env.(ExecEnver); ok {
-		c.Env = append(c.Env, tagged.ExecEnv()...)
-	}
+	checkOptions(L, fn, opts, "timeout", "env", "dir", "stdin")
 	c.Timeout = optSeconds(L, fn, opts, "timeout", 0)
 	if in, ok := optStringField(L, fn, opts, "stdin"); ok {
 		c.Stdin = in
@@ -324,6 +337,11 @@ func (lib *library) execRun(L *lua.LState) int {
 			}
 			c.Env = append(c.Env, k+"="+v)
 		}
+	}
+	// The attempt's tags come last, so that env cannot change them: they are how a resume
+	// finds what an attempt left running.
+	if tagged, ok := lib.env.(ExecEnver); ok {
+		c.Env = append(c.Env, tagged.ExecEnv()...)
 	}
 	dir := "."
 	if d, ok := optStringField(L, fn, opts, "dir"); ok && d != "" {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -55,6 +57,8 @@ func TestExec(t *testing.T) {
 		{"bad env", `{"true"}, {env = {X = {}}}`, "env.X must be a string"},
 		{"missing dir", `{"true"}, {dir = "nope"}`, "no such file"},
 		{"dir a file", `"true", {dir = "sub/f"}`, "not a folder"},
+		{"unknown option", `{"true"}, {timout = 1}`, `unknown option "timout" (the options are dir, env, stdin, timeout)`},
+		{"option not named", `{"true"}, {1}`, `unknown option "1"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			wantError(t, env, `require("apollo.exec").run(`+tt.call+`)`, "exec.run", tt.want)
@@ -274,6 +278,59 @@ func TestExecEndsBackgroundProcesses(t *testing.T) {
 			if pid := readPID(t, pidFile); !pidGone(pid) {
 				syscall.Kill(pid, syscall.SIGKILL)
 				t.Errorf("exec.run(%s) returned with its background process %d still running", tt.call, pid)
+			}
+		})
+	}
+}
+
+// taggedEnv is a fakeEnv whose commands carry tags, as the engine's do.
+type taggedEnv struct {
+	*fakeEnv
+	tags []string
+}
+
+func (e *taggedEnv) ExecEnv() []string { return e.tags }
+
+// TestExecTags: every command carries the attempt's tags, which a script's env cannot
+// change (a resume finds what an attempt left running by them), and a tag of its own.
+func TestExecTags(t *testing.T) {
+	env := &taggedEnv{fakeEnv: newFakeEnv(t), tags: []string{"APOLLO_ATTEMPT=log#step#0"}}
+	got := mustRun(t, env, `
+		local r = require("apollo.exec").run("echo $APOLLO_ATTEMPT; env | grep -c '^APOLLO_EXEC_[0-9a-f]*=1$'",
+			{env = {APOLLO_ATTEMPT = "forged"}})
+		return r.stdout
+	`)
+	if got != "log#step#0\n1\n" {
+		t.Errorf("the command saw APOLLO_ATTEMPT and its own tag as %q, want %q", got, "log#step#0\n1\n")
+	}
+}
+
+// TestExecEndsEscapedProcesses: a process that left the command's process group (setsid)
+// is ended too, when the command exits and when it times out, found by the command's tag.
+func TestExecEndsEscapedProcesses(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("processes that left the group are found through /proc")
+	}
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid command")
+	}
+	env := newFakeEnv(t)
+	// The process writes its pid once it has left the group, and the command waits for
+	// that: ending the group earlier would end it too.
+	const escape = `setsid sh -c 'echo $$ > bg.tmp; mv bg.tmp bg.pid; exec sleep 100'`
+	const waitEscaped = `while [ ! -e bg.pid ]; do sleep 0.01; done`
+	for _, tt := range []struct{ name, call string }{
+		{"on exit", `"` + escape + ` >/dev/null 2>&1 </dev/null & ` + waitEscaped + `"`},
+		{"on timeout", `"` + escape + ` >/dev/null 2>&1 </dev/null & ` + waitEscaped + `; sleep 30", {timeout = 1}`},
+		{"holding stdout", `"` + escape + ` & ` + waitEscaped + `"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pidFile := filepath.Join(env.workspace, "bg.pid")
+			os.Remove(pidFile)
+			mustRun(t, env, `return require("apollo.exec").run(`+tt.call+`)`)
+			if pid := readPID(t, pidFile); !pidGone(pid) {
+				syscall.Kill(pid, syscall.SIGKILL)
+				t.Errorf("exec.run(%s) returned with the process %d that left its group still running", tt.call, pid)
 			}
 		})
 	}

@@ -1,6 +1,8 @@
 package stdlib
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,9 +13,6 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 )
-
-// MaxReadBytes is the largest file fs.read returns.
-const MaxReadBytes = 64 << 20
 
 func (lib *library) fsFuncs() map[string]lua.LGFunction {
 	return map[string]lua.LGFunction{
@@ -43,27 +42,27 @@ func (lib *library) at(L *lua.LState, fn string, op func(r *os.Root, rel string)
 }
 
 func (lib *library) fsRead(L *lua.LState) int {
+	ctx := stepContext(L)
 	var data []byte
 	lib.at(L, "fs.read", func(r *os.Root, rel string) error {
-		f, err := r.Open(rel)
+		f, fi, err := openRead(r, rel, " (use fs.list)")
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		fi, err := f.Stat()
-		if err != nil {
+		tooLarge := &fs.PathError{Op: "read", Path: rel, Err: fmt.Errorf("larger than the %d MiB fs.read reads (use digest.file, or split the file)", MaxReadBytes>>20)}
+		if fi.Size() > MaxReadBytes {
+			return tooLarge
+		}
+		var buf bytes.Buffer
+		buf.Grow(int(fi.Size()) + 1)
+		if _, err := buf.ReadFrom(io.LimitReader(&ctxReader{ctx: ctx, r: f}, MaxReadBytes+1)); err != nil {
 			return err
 		}
-		if fi.IsDir() {
-			return &fs.PathError{Op: "read", Path: rel, Err: errors.New("is a folder (use fs.list)")}
+		if buf.Len() > MaxReadBytes { // it grew meanwhile
+			return tooLarge
 		}
-		data, err = io.ReadAll(io.LimitReader(f, MaxReadBytes+1))
-		if err != nil {
-			return err
-		}
-		if len(data) > MaxReadBytes {
-			return &fs.PathError{Op: "read", Path: rel, Err: fmt.Errorf("larger than the %d MiB fs.read reads (use digest.file, or split the file)", MaxReadBytes>>20)}
-		}
+		data = buf.Bytes()
 		return nil
 	})
 	L.Push(lua.LString(data))
@@ -87,11 +86,12 @@ func (lib *library) fsAppend(L *lua.LState) int {
 }
 
 // writeFile writes data to rel (truncating or appending), creating missing parent folders.
+// Only a regular file is written, never through a link at rel (see openLeaf).
 func writeFile(r *os.Root, rel, data string, flag int) error {
 	if err := mkdirAll(r, filepath.Dir(rel)); err != nil {
 		return err
 	}
-	f, err := r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|flag, 0o644)
+	f, err := openLeaf(r, rel, os.O_WRONLY|os.O_CREATE|flag, 0o644)
 	if err != nil {
 		return err
 	}
@@ -123,18 +123,18 @@ func (lib *library) fsRemove(L *lua.LState) int {
 	const fn = "fs.remove"
 	recursive := false
 	if opts := optTable(L, fn, 2, "options"); opts != nil {
+		checkOptions(L, fn, opts, "recursive")
 		recursive = lua.LVAsBool(opts.RawGetString("recursive"))
 	}
+	ctx := stepContext(L)
 	lib.at(L, fn, func(r *os.Root, rel string) error {
 		if rel == "." {
 			return &fs.PathError{Op: "remove", Path: rel, Err: errors.New("refusing to remove the workspace or the state directory itself")}
 		}
-		var err error
 		if recursive {
-			err = r.RemoveAll(rel)
-		} else {
-			err = r.Remove(rel)
+			return removeAll(ctx, r, rel)
 		}
+		err := r.Remove(rel)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
@@ -149,16 +149,29 @@ func (lib *library) fsMkdir(L *lua.LState) int {
 }
 
 func (lib *library) fsList(L *lua.LState) int {
+	ctx := stepContext(L)
 	var names []string
 	lib.at(L, "fs.list", func(r *os.Root, rel string) error {
-		d, err := r.Open(rel)
+		d, err := openDir(r, rel)
 		if err != nil {
 			return err
 		}
 		defer d.Close()
-		names, err = d.Readdirnames(-1)
-		if err != nil {
-			return err
+		for {
+			if err := ctx.Err(); err != nil {
+				return context.Cause(ctx)
+			}
+			batch, err := d.Readdirnames(4096)
+			names = append(names, batch...)
+			if len(names) > MaxListNames {
+				return &fs.PathError{Op: "list", Path: rel, Err: fmt.Errorf("holds more than the %d names fs.list returns", MaxListNames)}
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return err
+			}
 		}
 		slices.Sort(names)
 		return nil

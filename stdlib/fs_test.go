@@ -1,6 +1,7 @@
 package stdlib
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -52,6 +53,7 @@ func TestFS(t *testing.T) {
 		{"path not a string", `fs.read({})`, "path must be a string"},
 		{"write data nil", `fs.write("x")`, "data must be a string"},
 		{"list a file", `fs.list("a/log.txt")`, "fs.list"},
+		{"remove unknown option", `fs.remove("a", {recursiv = true})`, `unknown option "recursiv" (the options are recursive)`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			wantError(t, env, `local fs = require("apollo.fs"); `+tt.src, tt.want)
@@ -178,4 +180,118 @@ func TestFSReadCap(t *testing.T) {
 	}
 	f.Close()
 	wantError(t, env, `require("apollo.fs").read("big")`, "fs.read", "larger than the 64 MiB")
+}
+
+// TestWritesRefuseLinks: the writing helpers never write through, or replace, a symbolic
+// link at the path's last component, even one that stays inside the workspace (a link
+// planted in the state folder pointing at the event log, say). Reads still follow links
+// that stay inside.
+func TestWritesRefuseLinks(t *testing.T) {
+	env := newFakeEnv(t)
+	victim := filepath.Join(env.stateDir, "victim.jsonl")
+	if err := os.WriteFile(victim, []byte(`{"_key":"a"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Relative targets: os.Root takes an absolute one as leading out.
+	for name, target := range map[string]string{"inlink": "victim.jsonl", "dangling": "nothing-here"} {
+		if err := os.Symlink(target, filepath.Join(env.stateDir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"inlink", "dangling"} {
+		p := filepath.Join(env.stateDir, name)
+		for _, call := range []struct{ name, src string }{
+			{"fs.write", `require("apollo.fs").write(%q, "x")`},
+			{"fs.append", `require("apollo.fs").append(%q, "x")`},
+			{"idem.write", `require("apollo.idem").write(%q, "x")`},
+			{"idem.replace", `require("apollo.idem").replace(%q, "k", {{b = 1}})`},
+		} {
+			t.Run(name+"/"+call.name, func(t *testing.T) {
+				wantError(t, env, fmt.Sprintf(call.src, p), call.name, "is a symbolic link")
+			})
+		}
+		if fi, err := os.Lstat(p); err != nil || fi.Mode().Type() != os.ModeSymlink {
+			t.Errorf("%s was replaced: %v, %v", name, fi, err)
+		}
+	}
+	if got, _ := os.ReadFile(victim); string(got) != `{"_key":"a"}`+"\n" {
+		t.Errorf("the link's target was written: %q", got)
+	}
+	if _, err := os.Lstat(filepath.Join(env.stateDir, "nothing-here")); err == nil {
+		t.Errorf("a write through the dangling link created its target")
+	}
+	got := mustRun(t, env, `return require("apollo.fs").read("`+filepath.Join(env.stateDir, "inlink")+`")`)
+	if got != `{"_key":"a"}`+"\n" {
+		t.Errorf("fs.read through a link inside = %q", got)
+	}
+}
+
+// TestLinkSwapRace swaps a path between a regular file and links (to a file inside the
+// workspace, to one outside) while the writing helpers write it: whatever the timing, no
+// write lands in a link's target. A second path swaps a folder with a link out.
+func TestLinkSwapRace(t *testing.T) {
+	env := newFakeEnv(t)
+	outside := filepath.Join(t.TempDir(), "secret")
+	victim := filepath.Join(env.workspace, "victim")
+	for _, f := range []string{outside, victim} {
+		if err := os.WriteFile(f, []byte("untouched"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outDir := t.TempDir()
+	p, d := filepath.Join(env.workspace, "p"), filepath.Join(env.workspace, "d")
+	stop := make(chan struct{})
+	swapped := make(chan int)
+	go func() {
+		n := 0
+		defer func() { swapped <- n }()
+		tmp := filepath.Join(env.workspace, "swap.tmp")
+		for ; ; n++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			os.Remove(tmp)
+			switch n % 3 {
+			case 0:
+				os.WriteFile(tmp, []byte("regular"), 0o644)
+			case 1:
+				os.Symlink("victim", tmp) // relative: inside the workspace
+			case 2:
+				os.Symlink(outside, tmp)
+			}
+			os.Rename(tmp, p)
+			// The folder: a real one, then a link out.
+			if n%2 == 0 {
+				os.RemoveAll(d)
+				os.Mkdir(d, 0o755)
+			} else {
+				os.RemoveAll(d)
+				os.Symlink(outDir, d)
+			}
+		}
+	}()
+	mustRun(t, env, `
+		local fs, idem = require("apollo.fs"), require("apollo.idem")
+		for i = 1, 300 do
+			pcall(fs.write, "p", "w")
+			pcall(fs.append, "p", "a")
+			pcall(idem.write, "p", "i")
+			pcall(idem.replace, "p", "k", {{i = i}})
+			pcall(fs.write, "d/f", "w")
+			pcall(idem.write, "d/g", "i")
+			pcall(idem.replace, "d/h", "k", {{i = i}})
+		end
+	`)
+	close(stop)
+	t.Logf("%d swaps", <-swapped)
+	for _, f := range []string{outside, victim} {
+		if got, _ := os.ReadFile(f); string(got) != "untouched" {
+			t.Errorf("%s = %q: a write went through a link", f, got)
+		}
+	}
+	if names, _ := os.ReadDir(outDir); len(names) != 0 {
+		t.Errorf("writes landed outside, through the swapped folder: %v", names)
+	}
 }

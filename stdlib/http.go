@@ -44,6 +44,11 @@ func readHTTPOptions(L *lua.LState, fn string, t *lua.LTable, c *httpCall) {
 	if t == nil {
 		return
 	}
+	if fn == "http.request" {
+		checkOptions(L, fn, t, "method", "url", "headers", "body", "timeout")
+	} else {
+		checkOptions(L, fn, t, "method", "headers", "body", "timeout")
+	}
 	if m, ok := optStringField(L, fn, t, "method"); ok && m != "" {
 		c.method = strings.ToUpper(m)
 	}

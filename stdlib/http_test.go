@@ -94,6 +94,8 @@ func TestHTTPErrors(t *testing.T) {
 		{"request not a table", `http.request("x")`, []string{"http.request", "must be a table"}},
 		{"bad timeout", `http.get("` + srv.URL + `", {timeout = 0})`, []string{"timeout must be a positive number"}},
 		{"bad headers", `http.get("` + srv.URL + `", {headers = {X = {}}})`, []string{"headers.X must be a string"}},
+		{"unknown option", `http.get("` + srv.URL + `", {header = {}})`, []string{"http.get", `unknown option "header" (the options are body, headers, method, timeout)`}},
+		{"unknown request field", `http.request{url = "` + srv.URL + `", timout = 1}`, []string{"http.request", `unknown option "timout" (the options are body, headers, method, timeout, url)`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			wantError(t, env, `local http = require("apollo.http"); `+tt.call, tt.want...)

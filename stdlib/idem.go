@@ -3,6 +3,7 @@ package stdlib
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	lua "github.com/yuin/gopher-lua"
@@ -98,8 +100,9 @@ func (lib *library) idemWrite(L *lua.LState) int {
 	if err != nil {
 		raise(L, fn, "%v", err)
 	}
+	ctx := stepContext(L)
 	err = p.with(func(r *os.Root, rel string) error {
-		return atomicWrite(r, rel, func(w io.Writer) error {
+		return lockedWrite(ctx, r, rel, func(w io.Writer) error {
 			_, err := io.WriteString(w, data)
 			return err
 		})
@@ -110,13 +113,34 @@ func (lib *library) idemWrite(L *lua.LState) int {
 	return 0
 }
 
+// lockedWrite is atomicWrite under the lock of rel (lockBeside) when rel has one, that is,
+// when idem.replace has been used on it: a write never lands between a replace's read and
+// rename. A file only ever written by idem.write gets no lock file beside it.
+func lockedWrite(ctx context.Context, r *os.Root, rel string, write func(w io.Writer) error) error {
+	if rel == "." {
+		return &fs.PathError{Op: "write", Path: rel, Err: errIsFolder}
+	}
+	if err := mkdirAll(r, filepath.Dir(rel)); err != nil {
+		return err
+	}
+	unlock, err := lockBeside(ctx, r, rel, false)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return atomicWrite(r, rel, write)
+}
+
 // atomicWrite replaces file rel of r with what write writes: a temporary file in the same
 // folder, fsync, rename over rel, fsync of the folder. Missing parent folders are created
-// (and their parents fsynced). An existing file's permissions are kept. On any error the
-// temporary file is removed and rel is untouched.
+// (and their parents fsynced). An existing file's permissions are kept. What is at rel must
+// be a regular file, or nothing: a symbolic link is not replaced (a script that writes
+// "out.json" must not turn a link someone planted into its file, nor be told it wrote the
+// target), nor is a FIFO, socket or device. On any error the temporary file is removed and
+// rel is untouched.
 func atomicWrite(r *os.Root, rel string, write func(w io.Writer) error) (err error) {
 	if rel == "." {
-		return &fs.PathError{Op: "write", Path: rel, Err: errors.New("is a folder")}
+		return &fs.PathError{Op: "write", Path: rel, Err: errIsFolder}
 	}
 	dir := filepath.Dir(rel)
 	if err := mkdirAll(r, dir); err != nil {
@@ -124,11 +148,13 @@ func atomicWrite(r *os.Root, rel string, write func(w io.Writer) error) (err err
 	}
 	mode := fs.FileMode(0o644)
 	keep := false
-	if fi, err := r.Stat(rel); err == nil {
-		if fi.IsDir() {
-			return &fs.PathError{Op: "write", Path: rel, Err: errors.New("is a folder")}
+	if fi, err := r.Lstat(rel); err == nil {
+		if err := checkRegular(rel, fi, ""); err != nil {
+			return err
 		}
 		mode, keep = fi.Mode().Perm(), true
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	tmp := filepath.Join(dir, fmt.Sprintf(".%s.tmp-%016x", filepath.Base(rel), rand.Uint64()))
 	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
@@ -184,7 +210,21 @@ func (lib *library) idemReplace(L *lua.LState) int {
 	}
 	ctx := stepContext(L)
 	err = p.with(func(r *os.Root, rel string) error {
-		old, err := r.Open(rel)
+		if rel == "." {
+			return &fs.PathError{Op: "write", Path: rel, Err: errIsFolder}
+		}
+		if err := mkdirAll(r, filepath.Dir(rel)); err != nil {
+			return err
+		}
+		// The lock is held from the read to the rename: two replaces of one file, from
+		// parallel steps or other processes, would otherwise each keep the lines they read
+		// and drop the other's records.
+		unlock, err := lockBeside(ctx, r, rel, true)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		old, err := openLeaf(r, rel, os.O_RDONLY, 0)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			old = nil
@@ -193,11 +233,18 @@ func (lib *library) idemReplace(L *lua.LState) int {
 		}
 		if old != nil {
 			defer old.Close()
+			fi, err := old.Stat()
+			if err != nil {
+				return err
+			}
+			if fi.Size() > MaxReplaceBytes {
+				return &fs.PathError{Op: "read", Path: rel, Err: fmt.Errorf("larger than the %d MiB idem.replace rewrites (split the data into several files)", MaxReplaceBytes>>20)}
+			}
 		}
 		return atomicWrite(r, rel, func(w io.Writer) error {
 			if old != nil {
-				if err := keepOtherLines(ctx.Err, old, w, key); err != nil {
-					return err
+				if err := keepOtherLines(ctx, old, w, key); err != nil {
+					return &fs.PathError{Op: "read", Path: rel, Err: err}
 				}
 			}
 			for _, l := range lines {
@@ -205,7 +252,10 @@ func (lib *library) idemReplace(L *lua.LState) int {
 					return err
 				}
 			}
-			return ctx.Err()
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			return nil
 		})
 	})
 	if err != nil {
@@ -265,17 +315,30 @@ func goTypeName(v any) string {
 
 // keepOtherLines copies the lines of old to w, except those holding a JSON object whose
 // _key is key, and blank lines. Other lines, JSON or not, are copied byte for byte: the
-// step owns only its own key's records. A last line without a newline gets one.
-func keepOtherLines(stopped func() error, old io.Reader, w io.Writer, key string) error {
-	br := bufio.NewReaderSize(old, 256<<10)
-	for n := 0; ; n++ {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
-			if n%1024 == 0 {
-				if err := stopped(); err != nil {
-					return err
-				}
+// step owns only its own key's records. A last line without a newline gets one. It reads
+// at most MaxReplaceBytes, refuses a line longer than MaxLineBytes (a file of zeros has no
+// lines), and stops when ctx ends.
+func keepOtherLines(ctx context.Context, old io.Reader, w io.Writer, key string) error {
+	lr := &io.LimitedReader{R: &ctxReader{ctx: ctx, r: old}, N: MaxReplaceBytes + 1}
+	br := bufio.NewReaderSize(lr, 256<<10)
+	var long []byte // a line longer than br's buffer, gathered
+	for n := 1; ; {
+		frag, err := br.ReadSlice('\n')
+		line := frag
+		if err == bufio.ErrBufferFull || len(long) > 0 {
+			if len(long)+len(frag) > MaxLineBytes {
+				return fmt.Errorf("line %d is longer than the %d MiB idem.replace reads", n, MaxLineBytes>>20)
 			}
+			if len(long)+len(frag) > cap(long) {
+				long = slices.Grow(long, max(len(long), len(frag))) // double: append grows big slices by a quarter
+			}
+			long = append(long, frag...)
+			if err == bufio.ErrBufferFull {
+				continue
+			}
+			line = long
+		}
+		if len(line) > 0 {
 			body := bytes.TrimRight(line, "\r\n")
 			if len(bytes.TrimSpace(body)) > 0 && !hasKey(body, key) {
 				if _, err := w.Write(body); err != nil {
@@ -285,8 +348,13 @@ func keepOtherLines(stopped func() error, old io.Reader, w io.Writer, key string
 					return err
 				}
 			}
+			n++
 		}
+		long = long[:0]
 		if err == io.EOF {
+			if lr.N <= 0 {
+				return fmt.Errorf("larger than the %d MiB idem.replace rewrites", MaxReplaceBytes>>20)
+			}
 			return nil
 		}
 		if err != nil {
@@ -351,6 +419,7 @@ func (lib *library) guard(L *lua.LState, what, name string, f *lua.LFunction, op
 	checkContext(L, what)
 	var verify *lua.LFunction
 	if opts != nil {
+		checkOptions(L, what, opts, "verify")
 		switch v := opts.RawGetString("verify").(type) {
 		case *lua.LNilType:
 		case *lua.LFunction:
@@ -359,6 +428,12 @@ func (lib *library) guard(L *lua.LState, what, name string, f *lua.LFunction, op
 			raise(L, what, "options.verify must be a function, got %s", typeName(v))
 		}
 	}
+	// While fn (or verify) runs, the marker is pending: a call of the same name inside it
+	// would find that and wrongly blame an earlier attempt.
+	if !lib.enterGuard(name) {
+		L.RaiseError("%s called inside itself", what)
+	}
+	defer lib.leaveGuard(name)
 
 	if m, ok := lib.env.Marker(name); ok {
 		switch m.State {
@@ -431,6 +506,26 @@ func (lib *library) guard(L *lua.LState, what, name string, f *lua.LFunction, op
 	// The result a later call returns, so the first call returns the same value.
 	L.Push(decodeResult(L, what, enc))
 	return 1
+}
+
+// enterGuard marks name's guarded call as running; false when it already is.
+func (lib *library) enterGuard(name string) bool {
+	lib.mu.Lock()
+	defer lib.mu.Unlock()
+	if lib.guarding[name] {
+		return false
+	}
+	if lib.guarding == nil {
+		lib.guarding = map[string]bool{}
+	}
+	lib.guarding[name] = true
+	return true
+}
+
+func (lib *library) leaveGuard(name string) {
+	lib.mu.Lock()
+	defer lib.mu.Unlock()
+	delete(lib.guarding, name)
 }
 
 func encodeResultErr(v lua.LValue) (json.RawMessage, error) {

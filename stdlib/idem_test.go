@@ -373,6 +373,7 @@ func TestOnceArguments(t *testing.T) {
 		{`"x"`, "fn must be a function"},
 		{`"x", function() end, 3`, "options must be a table"},
 		{`"x", function() end, {verify = 1}`, "verify must be a function"},
+		{`"x", function() end, {verfy = function() end}`, `unknown option "verfy" (the options are verify)`},
 	} {
 		wantError(t, env, `require("apollo.idem").once(`+tt.args+`)`, "idem.once", tt.want)
 	}
@@ -407,5 +408,36 @@ func TestResource(t *testing.T) {
 	got := mustRun(t, env, `return require("apollo.idem").resource("r2", function() return 1 end, {verify = function() return false end})`)
 	if got != 1.0 {
 		t.Errorf("resource after verify false = %v, want 1", got)
+	}
+}
+
+// TestOnceNested: idem.once (or idem.resource) called inside itself with the same name says
+// so, rather than calling its own pending marker an earlier attempt's; the outer call fails
+// with that error and clears its marker, and the name can be used again afterwards.
+func TestOnceNested(t *testing.T) {
+	env := newFakeEnv(t)
+	for _, tt := range []struct{ src, want, marker string }{
+		{`idem.once("x", function() return idem.once("x", function() return 1 end) end)`, `idem.once "x" called inside itself`, "x"},
+		{`idem.resource("r", function() return idem.resource("r", function() return 1 end) end)`, `idem.resource "r" called inside itself`, "resource:r"},
+		{`idem.once("v", function() return 1 end, {verify = function() return idem.once("v", function() end) end})`, `idem.once "v" called inside itself`, "v"},
+	} {
+		if tt.marker == "v" {
+			env.markers["v"] = Marker{Name: "v", State: MarkerPending}
+		}
+		err := wantError(t, env, `local idem = require("apollo.idem"); `+tt.src, tt.want)
+		if strings.Contains(err.Error(), "uncertain") {
+			t.Errorf("%s: %v, want no talk of an uncertain earlier attempt", tt.src, err)
+		}
+	}
+	if got, want := env.states("x"), []string{"pending", "cleared"}; !slices.Equal(got, want) {
+		t.Errorf("marker states = %q, want %q", got, want)
+	}
+	got := mustRun(t, env, `
+		local idem = require("apollo.idem")
+		local inner = idem.once("a", function() return idem.once("b", function() return 2 end) + 1 end)
+		return {inner, idem.once("x", function() return "again" end)}
+	`)
+	if !jsonEqual(t, got, `[3, "again"]`) {
+		t.Errorf("nested once of other names, then x again = %v", got)
 	}
 }

@@ -199,17 +199,6 @@ func (p place) explain(err error) error {
 	return err
 }
 
-// isEscape reports os.Root's refusal of a path that leaves the root. The error value is not
-// exported, so its text is matched.
-func isEscape(err error) bool {
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		if e.Error() == "path escapes from parent" {
-			return true
-		}
-	}
-	return false
-}
-
 // pathError is an operating-system error about a script's path.
 type pathError struct {
 	path string
@@ -243,7 +232,7 @@ func (e *pathError) Unwrap() error { return e.err }
 
 // syncDir fsyncs folder rel of r, so a rename or a creation in it survives power loss.
 func syncDir(r *os.Root, rel string) error {
-	d, err := r.Open(rel)
+	d, err := openDir(r, rel)
 	if err != nil {
 		return err
 	}

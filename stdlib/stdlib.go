@@ -3,6 +3,8 @@ package stdlib
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +58,11 @@ type library struct {
 	env Env
 	// confine returns the workspace and state directory areas, resolved on first use.
 	confine func() *confinement
+
+	mu sync.Mutex
+	// guarding holds the markers whose idem.once (or idem.resource) call is running, to
+	// refuse a call of the same name inside it.
+	guarding map[string]bool
 }
 
 // loader returns a module loader that builds the module's table from funcs when a script
@@ -128,6 +135,25 @@ func optTable(L *lua.LState, fn string, n int, what string) *lua.LTable {
 	default:
 		argError(L, fn, n, "%s must be a table, got %s", what, typeName(v))
 		return nil
+	}
+}
+
+// checkOptions raises an error naming the first key of opts that is not one of known (in
+// sorted order, for a stable message), so a misspelt option is never silently ignored.
+func checkOptions(L *lua.LState, fn string, opts *lua.LTable, known ...string) {
+	if opts == nil {
+		return
+	}
+	var unknown []string
+	opts.ForEach(func(k, _ lua.LValue) {
+		if s, ok := k.(lua.LString); !ok || !slices.Contains(known, string(s)) {
+			unknown = append(unknown, L.ToStringMeta(k).String())
+		}
+	})
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		known = slices.Sorted(slices.Values(known))
+		raise(L, fn, "unknown option %q (the options are %s)", unknown[0], strings.Join(known, ", "))
 	}
 }
 
