@@ -96,18 +96,21 @@ func (r *run) cleanup(ctx context.Context, n *node, ended int) (nodeDone, bool) 
 func (r *run) runCleanup(ctx context.Context, n *node) executor.Result {
 	s := n.rs.step
 	retry := max(n.retry-1, 0)
-	a := r.newAttempt(n, retry)
-	a.Upstream = upstreamOutputs(n)
+	rs, err := r.late(n)
+	if err != nil {
+		return executor.Result{Err: err, ExitCode: -1}
+	}
+	a := r.newAttempt(n, rs, retry)
+	a.Upstream = r.upstreamOutputs(n)
 	a.OutputPath = strings.TrimSuffix(a.OutputPath, ".log") + ".cleanup.log"
 	a.PublishPath = ""
 	a.Started = func(int) error { return nil }
 	a.Cleanup = true
 	var ex executor.Executor
 	if s.CleanupCommand != "" {
-		a.Command = n.rs.cleanupCommand
+		a.Command = rs.cleanupCommand
 		ex = r.e.opts.Executors["shell"]
 	} else {
-		var err error
 		if ex, err = r.luaExecutor(s); err != nil {
 			return executor.Result{Err: err, ExitCode: -1}
 		}
@@ -117,30 +120,50 @@ func (r *run) runCleanup(ctx context.Context, n *node) executor.Result {
 	return ex.Run(actx, a)
 }
 
-// upstreamOutputs is what n's dependencies published, by step id.
-func upstreamOutputs(n *node) map[string]json.RawMessage {
-	upstream := make(map[string]json.RawMessage, len(n.deps))
+// upstreamOutputs is what n's dependencies published, and the other
+// ancestors its code names (Step.OutputRefs), by step id.
+func (r *run) upstreamOutputs(n *node) map[string]json.RawMessage {
+	refs := n.rs.step.OutputRefs
+	upstream := make(map[string]json.RawMessage, len(n.deps)+len(refs))
 	for _, d := range n.deps {
 		upstream[d.id()] = d.output
+	}
+	for _, id := range refs {
+		upstream[id] = r.byID[id].output
 	}
 	return upstream
 }
 
-// newAttempt describes attempt retry of n for an executor, all but its
-// Upstream (upstreamOutputs): it reads nothing a running step may change,
-// so that warmUp can call it while n's dependencies run.
-func (r *run) newAttempt(n *node, retry int) *executor.Attempt {
-	s := n.rs.step
+// upstreamDigests are the output digests of the same steps, for the input
+// digest.
+func (r *run) upstreamDigests(n *node) map[string]string {
+	refs := n.rs.step.OutputRefs
+	upstream := make(map[string]string, len(n.deps)+len(refs))
+	for _, d := range n.deps {
+		upstream[d.id()] = d.outDigest
+	}
+	for _, id := range refs {
+		upstream[id] = r.byID[id].outDigest
+	}
+	return upstream
+}
+
+// newAttempt describes attempt retry of n, rendered as rs, for an
+// executor, all but its Upstream (upstreamOutputs): it reads nothing a
+// running step may change, so that warmUp can call it while n's
+// dependencies run.
+func (r *run) newAttempt(n *node, rs *renderedStep, retry int) *executor.Attempt {
+	s := rs.step
 	t := r.t
-	keys := make([]string, 0, len(n.rs.env))
-	for k := range n.rs.env {
+	keys := make([]string, 0, len(rs.env))
+	for k := range rs.env {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	env := make([]string, 0, len(r.baseEnv)+len(keys)+7)
 	env = append(env, r.baseEnv...)
 	for _, k := range keys {
-		env = append(env, k+"="+n.rs.env[k])
+		env = append(env, k+"="+rs.env[k])
 	}
 	out := t.dir.Output(t.id, s.ID, retry)
 	publish := strings.TrimSuffix(out, ".log") + ".out"
@@ -158,10 +181,10 @@ func (r *run) newAttempt(n *node, retry int) *executor.Attempt {
 		vars[k] = v
 	}
 	vars["step_id"] = s.ID
-	return &executor.Attempt{TaskID: t.id, StepID: s.ID, RetryCount: retry, Step: s, Command: n.rs.command,
+	return &executor.Attempt{TaskID: t.id, StepID: s.ID, RetryCount: retry, Step: s, Command: rs.command,
 		Env: env, Dir: r.stepDir(s), OutputPath: out, OutputLimit: max(r.e.opts.MaxOutputBytes, 0),
 		PublishPath: publish, KillGrace: r.e.opts.KillGrace,
-		Pipeline: t.p, Vars: vars, Params: n.rs.with,
+		Pipeline: t.p, Vars: vars, Params: rs.with,
 		ArtifactsDir: t.dir.Artifacts(t.id), StateDir: t.dir.Root, Markers: r.markers}
 }
 
@@ -216,6 +239,9 @@ type attemptRun struct {
 	ahead executor.Ahead // its shell, started ahead (warmUp), or nil
 	began time.Time      // when its body was released
 	pgid  int            // its process group, once it runs
+	// lateErr says why the step's upstream outputs could not be rendered
+	// into it: the attempt fails without running.
+	lateErr error
 }
 
 // appendStart appends the attempt's STEP_START and prepares the attempt.
@@ -230,11 +256,8 @@ type attemptRun struct {
 // for any dirty step.
 func (r *run) appendStart(n *node, retry int) (*attemptRun, error) {
 	s := n.rs.step
-	upstream := make(map[string]string, len(n.deps))
-	for _, d := range n.deps {
-		upstream[d.id()] = d.outDigest
-	}
-	at := &attemptRun{n: n, retry: retry, input: inputDigest(n.rs, upstream), ahead: r.takeWarm(n)}
+	rs, lateErr := r.late(n)
+	at := &attemptRun{n: n, retry: retry, input: inputDigest(rs, r.upstreamDigests(n)), ahead: r.takeWarm(n), lateErr: lateErr}
 	start := &eventlog.Record{EventType: eventlog.StepStart, StepID: s.ID, Status: eventlog.Running,
 		RetryCount: retry, InputDigest: at.input}
 	appendStart := r.w.AppendSyncing
@@ -248,9 +271,9 @@ func (r *run) appendStart(n *node, retry int) (*attemptRun, error) {
 	if at.ahead != nil {
 		at.a = at.ahead.Attempt()
 	} else {
-		at.a = r.newAttempt(n, retry)
+		at.a = r.newAttempt(n, rs, retry)
 	}
-	at.a.Upstream = upstreamOutputs(n)
+	at.a.Upstream = r.upstreamOutputs(n)
 	at.a.InputDigest = at.input
 	if err := r.makeDirs(filepath.Dir(at.a.OutputPath), r.t.dir.Artifacts(r.t.id)); err != nil {
 		at.close()
@@ -298,6 +321,9 @@ func (at *attemptRun) close() {
 func (r *run) runBody(ctx context.Context, at *attemptRun) (executor.Result, error) {
 	s := at.n.rs.step
 	ex, err := r.executorFor(s)
+	if at.lateErr != nil {
+		err = at.lateErr
+	}
 	if err != nil {
 		at.close()
 		if serr := at.a.Started(0); serr != nil {

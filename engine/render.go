@@ -4,10 +4,14 @@ import (
 	"apollo/engine/pipeline"
 	"apollo/engine/statedir"
 	"apollo/engine/template"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -19,6 +23,10 @@ type renderedStep struct {
 	env            map[string]string
 	with           map[string]any
 	defDigest      string
+	// lateVars is set for a step whose command, cleanup or env names an
+	// upstream output: those are rendered again, with the outputs, when
+	// the step runs (late); until then they hold stand-ins, <outputs.ID.KEY>.
+	lateVars map[string]string
 }
 
 // body is what the step runs, as text, for digests and the plan.
@@ -87,6 +95,13 @@ func renderSteps(p *pipeline.Pipeline, vars map[string]string) ([]*renderedStep,
 		sv["step_id"] = s.ID
 		rs := &slab[i]
 		rs.step, rs.env = s, noEnv
+		refs := outputPlaceholders(s)
+		if len(refs) > 0 {
+			rs.lateVars = maps.Clone(sv)
+			for _, name := range refs {
+				sv[name] = "<" + name + ">"
+			}
+		}
 		if len(s.Env) > 0 {
 			rs.env = make(map[string]string, len(s.Env))
 		}
@@ -121,6 +136,9 @@ func renderSteps(p *pipeline.Pipeline, vars map[string]string) ([]*renderedStep,
 		}
 		rs.defDigest = definitionDigest(rs)
 		out[i] = rs
+		for _, name := range refs {
+			delete(sv, name)
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -156,4 +174,89 @@ func renderValue(v any, vars map[string]string) (any, error) {
 	default:
 		return v, nil
 	}
+}
+
+// outputPlaceholders lists the {{outputs...}} placeholders in a shell step's
+// command, cleanup and env.
+func outputPlaceholders(s *pipeline.Step) []string {
+	if s.Command == "" {
+		return nil
+	}
+	var names []string
+	add := func(tmpl string) {
+		segs, _ := template.Parse(tmpl) // a bad template was reported by Load
+		for _, sg := range segs {
+			if _, _, ok := template.OutputRef(sg.Name); ok && !slices.Contains(names, sg.Name) {
+				names = append(names, sg.Name)
+			}
+		}
+	}
+	add(s.Command)
+	add(s.CleanupCommand)
+	for _, v := range s.Env {
+		add(v)
+	}
+	return names
+}
+
+// late returns n's rendered step for the attempt about to run: n.rs, or,
+// for a step that names upstream outputs, n.rs rendered again with their
+// values. Its dependencies have ended, so their outputs are known.
+func (r *run) late(n *node) (*renderedStep, error) {
+	rs := n.rs
+	if rs.lateVars == nil {
+		return rs, nil
+	}
+	s := rs.step
+	vars := maps.Clone(rs.lateVars)
+	for _, name := range outputPlaceholders(s) {
+		step, key, _ := template.OutputRef(name)
+		v, err := outputText(r.byID[step].output, step, key)
+		if err != nil {
+			return rs, fmt.Errorf("{{%s}}: %w", name, err)
+		}
+		vars[name] = v
+	}
+	out := *rs
+	var err error
+	if out.command, err = template.RenderShell(s.Command, vars); err != nil {
+		return rs, fmt.Errorf("command: %w", err)
+	}
+	if s.CleanupCommand != "" {
+		if out.cleanupCommand, err = template.RenderShell(s.CleanupCommand, vars); err != nil {
+			return rs, fmt.Errorf("cleanup_command: %w", err)
+		}
+	}
+	out.env = make(map[string]string, len(s.Env))
+	for k, v := range s.Env {
+		if out.env[k], err = template.RenderPlain(v, vars); err != nil {
+			return rs, fmt.Errorf("env %s: %w", k, err)
+		}
+	}
+	return &out, nil
+}
+
+// outputText is the text an {{outputs.STEP[.KEY]}} placeholder stands
+// for: a string as it is, any other JSON value as JSON.
+func outputText(raw json.RawMessage, step, key string) (string, error) {
+	if len(raw) == 0 {
+		return "", fmt.Errorf("step %q published no output", step)
+	}
+	if key != "" {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) != nil {
+			return "", fmt.Errorf("the output of step %q is not an object with keys", step)
+		}
+		v, ok := m[key]
+		if !ok {
+			return "", fmt.Errorf("the output of step %q has no key %q (it has %s)", step, key,
+				strings.Join(slices.Sorted(maps.Keys(m)), ", "))
+		}
+		raw = v
+	}
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		return text, nil
+	}
+	return string(raw), nil
 }

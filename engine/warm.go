@@ -38,7 +38,7 @@ func (r *run) warmUp(n *node) bool {
 	for _, c := range n.children {
 		// c.started first: a started step's fields belong to its worker.
 		if c.started || c.waiting != 1 || c.warm != nil || c.blocked || c.final != "" ||
-			c.rs.step.Command == "" || c.dirty || c.unclean || c.plan.WaitMS > 0 {
+			c.rs.step.Command == "" || c.rs.lateVars != nil || c.dirty || c.unclean || c.plan.WaitMS > 0 {
 			continue
 		}
 		w := &warmShell{ready: make(chan struct{})}
@@ -47,7 +47,7 @@ func (r *run) warmUp(n *node) bool {
 		n.warmedChild = true
 		go func() {
 			defer close(w.ready)
-			w.ahead, w.err = starter.StartAhead(r.newAttempt(c, retry))
+			w.ahead, w.err = starter.StartAhead(r.newAttempt(c, c.rs, retry))
 		}()
 		return true
 	}
