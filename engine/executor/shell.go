@@ -38,7 +38,7 @@ type heldShell struct {
 	cmd   *exec.Cmd
 	hold  *os.File // the hold pipe's write end; nil once released
 	pipes *bodyPipes
-	pidfd int // -1 when the kernel gives none
+	pidfd int // -1 when the system gives none (macOS, Linux before 5.3)
 	out   *lazyOutput
 	hash  hash.Hash // of stdout
 }
@@ -64,7 +64,7 @@ func startHeld(a *Attempt) (*heldShell, error) {
 	h.cmd.Stdout = h.pipes.w[0]
 	h.cmd.Stderr = h.pipes.w[1]
 	h.cmd.ExtraFiles = []*os.File{holdR}
-	h.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, PidFD: &h.pidfd}
+	h.cmd.SysProcAttr = startAttr(&h.pidfd)
 	err = h.cmd.Start()
 	holdR.Close()
 	h.pipes.closeWriters()
