@@ -13,7 +13,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -385,18 +384,4 @@ func (o *lazyOutput) Close() error {
 		fmt.Fprintf(o.f, "\n[apollo: output cut at %d bytes; %d more bytes were dropped]\n", o.limit, o.dropped)
 	}
 	return o.f.Close()
-}
-
-// inFolder reports whether process pid's working folder is the one dir
-// names now ("" is this process's own). Without /proc it says false.
-func inFolder(pid int, dir string) bool {
-	cwd, err := os.Stat("/proc/" + strconv.Itoa(pid) + "/cwd")
-	if err != nil {
-		return false
-	}
-	if dir == "" {
-		dir = "."
-	}
-	now, err := os.Stat(dir)
-	return err == nil && os.SameFile(cwd, now)
 }
