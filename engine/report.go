@@ -9,9 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
-	"unsafe"
 )
 
 // Progress modes for apollo run's output.
@@ -34,12 +32,7 @@ type reporter interface {
 // isTerminal reports whether w is a terminal.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	var t syscall.Termios
-	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), uintptr(syscall.TCGETS), uintptr(unsafe.Pointer(&t)))
-	return errno == 0
+	return ok && isTerminalFd(int(f.Fd()))
 }
 
 func newReporter(mode string, w io.Writer, color bool, clk clock.Clock) reporter {

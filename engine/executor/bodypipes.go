@@ -3,18 +3,19 @@ package executor
 import (
 	"io"
 	"os"
-	"syscall"
 	"time"
-	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // bodyPipes carries a process body's stdout and stderr to the engine through
-// two pipes that the attempt's own goroutine reads: it waits in one ppoll(2)
-// on both pipes and on the body's pidfd, so it learns of output and of the
-// body's exit in the same blocking call. Two copying goroutines (what
+// two pipes that the attempt's own goroutine reads: on Linux it waits in one
+// ppoll(2) on both pipes and on the body's pidfd, so it learns of output and
+// of the body's exit in the same blocking call. Two copying goroutines (what
 // exec.Cmd or io.Copy would use) cost two goroutine wake-ups per step, on a
 // small machine each a wake of another thread: about a fifth of a `true`
-// step's time.
+// step's time. Where there is no pidfd (macOS, Linux before 5.3) it polls the
+// pipes with a timeout and checks for the exit between polls.
 type bodyPipes struct {
 	// r holds the read ends, stdout then stderr; -1 once closed.
 	r [2]int
@@ -23,10 +24,15 @@ type bodyPipes struct {
 	// to receives what each pipe carries.
 	to  [2]io.Writer
 	buf []byte
+	// portablePoll has poll wait in pollMillis rather than in this
+	// system's waitFds: tests set it to run macOS's wait on Linux too. (A
+	// func field would be simpler, but the pollfds handed to it through an
+	// unknown call would escape to the heap, an allocation per poll.)
+	portablePoll bool
 }
 
-// bodyPollEvery is how often the body's exit is checked for when the kernel
-// gives no pidfd (Linux before 5.3).
+// bodyPollEvery is how often the body's exit is checked for when the system
+// gives no pidfd (macOS, Linux before 5.3).
 const bodyPollEvery = 10 * time.Millisecond
 
 // openBodyPipes makes the pipes; stdout's output goes to stdout and
@@ -35,7 +41,7 @@ func openBodyPipes(stdout, stderr io.Writer) (*bodyPipes, error) {
 	p := &bodyPipes{r: [2]int{-1, -1}, to: [2]io.Writer{stdout, stderr}}
 	for i := range p.r {
 		var fds [2]int
-		if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
+		if err := pipe(&fds); err != nil {
 			p.close()
 			return nil, err
 		}
@@ -61,7 +67,7 @@ func (p *bodyPipes) close() {
 	p.closeWriters()
 	for i, fd := range p.r {
 		if fd >= 0 {
-			syscall.Close(fd)
+			unix.Close(fd)
 			p.r[i] = -1
 		}
 	}
@@ -106,46 +112,48 @@ func (p *bodyPipes) drain(deadline time.Time) {
 	}
 }
 
-// pollFd is struct pollfd of poll(2).
-type pollFd struct {
-	fd      int32
-	events  int16
-	revents int16
-}
-
-const pollIn = 0x1
-
 // poll waits up to timeout (forever when negative) for output, an end of
 // a pipe or, when watch ≥ 0, for watch (a pidfd) to become readable,
 // copies the output that is ready and closes the pipes that ended. It
-// reports whether watch became readable, and ppoll's error unless it was
-// interrupted by a signal (the caller polls again).
+// reports whether watch became readable, and the poll's error unless it
+// was interrupted by a signal (the caller polls again).
 func (p *bodyPipes) poll(watch int, timeout time.Duration) (watched bool, err error) {
-	var fds [3]pollFd
-	for i, fd := range p.r {
-		// A closed pipe is left out by the kernel (negative fd).
-		fds[i] = pollFd{fd: int32(fd), events: pollIn}
+	// A closed pipe (fd -1) is left out by the kernel, as is a missing
+	// pidfd.
+	fds := [3]unix.PollFd{
+		{Fd: int32(p.r[0]), Events: unix.POLLIN},
+		{Fd: int32(p.r[1]), Events: unix.POLLIN},
+		{Fd: int32(watch), Events: unix.POLLIN},
 	}
-	fds[2] = pollFd{fd: int32(watch), events: pollIn}
-	var ts *syscall.Timespec
-	if timeout >= 0 {
-		t := syscall.NsecToTimespec(int64(timeout))
-		ts = &t
+	if p.portablePoll {
+		err = pollMillis(fds[:], timeout)
+	} else {
+		err = waitFds(fds[:], timeout)
 	}
-	_, _, errno := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)),
-		uintptr(unsafe.Pointer(ts)), 0, 0, 0)
-	if errno == syscall.EINTR {
+	if err == unix.EINTR {
 		return false, nil
 	}
-	if errno != 0 {
-		return false, errno
+	if err != nil {
+		return false, err
 	}
 	for i := range p.r {
-		if fds[i].revents != 0 {
+		if fds[i].Revents != 0 {
 			p.read(i)
 		}
 	}
-	return watch >= 0 && fds[2].revents != 0, nil
+	return watch >= 0 && fds[2].Revents != 0, nil
+}
+
+// pollMillis is poll(2) with its timeout rounded up to a millisecond, so
+// that a short wait does not become a busy loop: the wait of systems
+// without ppoll(2), and run on Linux by the tests.
+func pollMillis(fds []unix.PollFd, timeout time.Duration) error {
+	ms := -1
+	if timeout >= 0 {
+		ms = int(min((timeout+time.Millisecond-1)/time.Millisecond, 1<<31-1))
+	}
+	_, err := unix.Poll(fds, ms)
+	return err
 }
 
 // read copies one read's worth from pipe i, closing it at its end.
@@ -153,30 +161,16 @@ func (p *bodyPipes) read(i int) {
 	if p.buf == nil {
 		p.buf = make([]byte, 64<<10)
 	}
-	n, err := syscall.Read(p.r[i], p.buf)
+	n, err := unix.Read(p.r[i], p.buf)
 	if n > 0 {
 		// A write error (a full disk) must not stop the reading: the body
 		// would block on a full pipe. The output file notes what it lost.
 		p.to[i].Write(p.buf[:n])
 		return
 	}
-	if err == syscall.EINTR || err == syscall.EAGAIN {
+	if err == unix.EINTR || err == unix.EAGAIN {
 		return
 	}
-	syscall.Close(p.r[i])
+	unix.Close(p.r[i])
 	p.r[i] = -1
-}
-
-// exited reports whether process pid has exited, without reaping it.
-func exited(pid int) bool {
-	const pPID, wExited, wNoHang, wNoWait = 1, 0x4, 0x1, 0x1000000
-	var info [128]byte // siginfo_t; si_pid stays 0 unless a child has exited
-	_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid), uintptr(unsafe.Pointer(&info[0])),
-		wExited|wNoHang|wNoWait, 0, 0)
-	if errno != 0 {
-		return errno == syscall.ECHILD // already reaped, or not ours: nothing to wait for
-	}
-	// si_pid follows si_signo, si_errno and si_code, aligned for a pointer.
-	siPID := (12 + unsafe.Sizeof(uintptr(0)) - 1) &^ (unsafe.Sizeof(uintptr(0)) - 1)
-	return *(*int32)(unsafe.Pointer(&info[siPID])) != 0
 }

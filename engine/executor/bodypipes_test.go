@@ -11,24 +11,39 @@ import (
 )
 
 // TestBodyPipes runs a body through bodyPipes with the kernel's pidfd and
-// without it (the fallback for kernels before 5.3): stdout and stderr reach
-// their writers whole, the exit is noticed while a background process still
-// holds stdout, and drain gives up on that process at its deadline.
+// without it (the fallback for kernels before 5.3 and for macOS, which has
+// none), waiting in this system's poll and in the portable one (poll(2)
+// with a timeout in milliseconds, what macOS uses): stdout and stderr reach
+// their writers whole, the exit is noticed while a background process
+// still holds stdout, and drain gives up on that process at its deadline.
 func TestBodyPipes(t *testing.T) {
-	for _, withPidfd := range []bool{true, false} {
-		t.Run("pidfd="+strconv.FormatBool(withPidfd), func(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		withPidfd bool
+		portable  bool
+	}{
+		{"pidfd", true, false},
+		{"no-pidfd", false, false},
+		{"pidfd/portable-poll", true, true},
+		{"no-pidfd/portable-poll", false, true},
+	} {
+		withPidfd := c.withPidfd
+		t.Run(c.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			p, err := openBodyPipes(&stdout, &stderr)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer p.close()
+			if c.portable {
+				p.portablePoll = true
+			}
 			pidfd := -1
 			// 70 kB of stdout: more than a pipe holds, so the body blocks
 			// unless it is read while it runs.
 			cmd := exec.Command("/bin/sh", "-c", `sleep 30 2>/dev/null & echo "$!"; head -c 70000 /dev/zero | tr '\0' x; echo; echo oops >&2; exit 3`)
 			cmd.Stdout, cmd.Stderr = p.w[0], p.w[1]
-			cmd.SysProcAttr = &syscall.SysProcAttr{PidFD: &pidfd}
+			cmd.SysProcAttr = startAttr(&pidfd) // no pidfd off Linux
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}

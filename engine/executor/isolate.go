@@ -52,8 +52,8 @@ type isolatedResult struct {
 }
 
 // Isolated runs a Lua attempt in a child apollo process with a hard memory
-// limit (RLIMIT_DATA) and a hard kill: for scripts whose cost cannot be
-// bounded inside the runner. The child appends its MARKER records to the log
+// limit (on Linux, see limitData) and a hard kill: for scripts whose cost
+// cannot be bounded inside the runner. The child appends its MARKER records to the log
 // itself, under the log's flock, as apollo script does.
 type Isolated struct {
 	// Binary is the apollo executable to start.
@@ -135,13 +135,10 @@ func RunIsolatedChild(ctx context.Context, stdin io.Reader, stdout io.Writer, bu
 		return fmt.Errorf("%s: read the job: %w", IsolatedCommand, err)
 	}
 	limit := uint64(job.MemoryMB) << 20
-	// RLIMIT_DATA bounds the writable memory the process can map (Linux ≥
-	// 4.7); RLIMIT_AS would also count the Go runtime's address-space
-	// reservations (over a GiB before any work). The runtime needs some room
-	// beyond the script's data; the soft limit makes the GC work hard first.
+	// The runtime needs some room beyond the script's data; the soft limit
+	// makes the GC work hard first.
 	debug.SetMemoryLimit(int64(limit))
-	rl := syscall.Rlimit{Cur: limit + 192<<20, Max: limit + 192<<20}
-	if err := syscall.Setrlimit(syscall.RLIMIT_DATA, &rl); err != nil {
+	if err := limitData(limit + 192<<20); err != nil {
 		return fmt.Errorf("%s: set the memory limit: %w", IsolatedCommand, err)
 	}
 	step := job.Pipeline.Step(job.StepID)

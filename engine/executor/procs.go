@@ -2,7 +2,7 @@ package executor
 
 import (
 	"bytes"
-	"os"
+	"encoding/binary"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -23,32 +23,6 @@ func AttemptToken(logPath, stepID string, retry int) string {
 		logPath = abs
 	}
 	return logPath + "#" + stepID + "#" + strconv.Itoa(retry)
-}
-
-// findTagged lists the pids whose environment carries AttemptEnv=token.
-// It reads /proc; where there is none it finds nothing.
-func findTagged(token string) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	want := []byte(AttemptEnv + "=" + token + "\x00")
-	self := os.Getpid()
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil {
-			continue
-		}
-		if (bytes.Contains(env, want) || bytes.HasSuffix(env, want[:len(want)-1])) && !zombie(pid) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
 
 // EndLeftovers ends every process of an attempt that outlived the runner
@@ -88,14 +62,65 @@ func EndLeftovers(token string, pgid int, grace time.Duration) int {
 	return len(pids)
 }
 
-// zombie reports whether pid has exited and waits to be reaped: it holds
-// nothing and needs no ending.
-func zombie(pid int) bool {
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return true // gone
+// hasTag reports whether env, a process's environment as NUL-terminated
+// KEY=VALUE entries, holds want (the tag's entry, NUL included); the last
+// entry may lack its NUL.
+func hasTag(env, want []byte) bool {
+	return bytes.Contains(env, want) || bytes.HasSuffix(env, want[:len(want)-1])
+}
+
+// procStat is what apollo reads of /proc/<pid>/stat (proc(5)).
+type procStat struct {
+	// State is R (running), S (sleeping), Z (zombie: exited, not yet
+	// reaped), X (dead), and so on.
+	State byte
+	// Pgrp is the process group.
+	Pgrp int
+}
+
+// parseProcStat parses /proc/<pid>/stat, "pid (comm) state ppid pgrp ...".
+// It is the one reader of that format in the engine. The command name may
+// hold anything, spaces and parentheses too, so fields count from its last
+// ')'. It reports false when b is not of that form.
+func parseProcStat(b []byte) (procStat, bool) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStat{}, false
 	}
-	// The state follows the command name, which is in parentheses.
-	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' || stat[i+2] == 'X'
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 3 || len(f[0]) != 1 {
+		return procStat{}, false
+	}
+	pgrp, err := strconv.Atoi(string(f[2]))
+	if err != nil {
+		return procStat{}, false
+	}
+	return procStat{State: f[0][0], Pgrp: pgrp}, true
+}
+
+// procargsEnv returns the environment part of a macOS kern.procargs2
+// sysctl's answer: argc (a 32-bit integer), the executable's path, NUL
+// padding, argc NUL-terminated arguments, then the environment's entries,
+// each NUL-terminated (followed by an empty entry and the system's own
+// key=value strings, harmless to a search for one exact entry). It returns
+// nil when buf is not of that form.
+func procargsEnv(buf []byte) []byte {
+	if len(buf) < 4 {
+		return nil
+	}
+	argc := int(binary.NativeEndian.Uint32(buf))
+	rest := buf[4:]
+	i := bytes.IndexByte(rest, 0)
+	if i < 0 {
+		return nil
+	}
+	rest = bytes.TrimLeft(rest[i:], "\x00")
+	for range argc {
+		i := bytes.IndexByte(rest, 0)
+		if i < 0 {
+			return nil
+		}
+		rest = rest[i+1:]
+	}
+	return rest
 }

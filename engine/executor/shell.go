@@ -13,7 +13,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,7 +37,7 @@ type heldShell struct {
 	cmd   *exec.Cmd
 	hold  *os.File // the hold pipe's write end; nil once released
 	pipes *bodyPipes
-	pidfd int // -1 when the kernel gives none
+	pidfd int // -1 when the system gives none (macOS, Linux before 5.3)
 	out   *lazyOutput
 	hash  hash.Hash // of stdout
 }
@@ -64,7 +63,7 @@ func startHeld(a *Attempt) (*heldShell, error) {
 	h.cmd.Stdout = h.pipes.w[0]
 	h.cmd.Stderr = h.pipes.w[1]
 	h.cmd.ExtraFiles = []*os.File{holdR}
-	h.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, PidFD: &h.pidfd}
+	h.cmd.SysProcAttr = startAttr(&h.pidfd)
 	err = h.cmd.Start()
 	holdR.Close()
 	h.pipes.closeWriters()
@@ -391,18 +390,4 @@ func (o *lazyOutput) Close() error {
 		fmt.Fprintf(o.f, "\n[apollo: output cut at %d bytes; %d more bytes were dropped]\n", o.limit, o.dropped)
 	}
 	return o.f.Close()
-}
-
-// inFolder reports whether process pid's working folder is the one dir
-// names now ("" is this process's own). Without /proc it says false.
-func inFolder(pid int, dir string) bool {
-	cwd, err := os.Stat("/proc/" + strconv.Itoa(pid) + "/cwd")
-	if err != nil {
-		return false
-	}
-	if dir == "" {
-		dir = "."
-	}
-	now, err := os.Stat(dir)
-	return err == nil && os.SameFile(cwd, now)
 }

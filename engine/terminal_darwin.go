@@ -1,0 +1,10 @@
+package engine
+
+import "golang.org/x/sys/unix"
+
+// isTerminalFd reports whether fd is a terminal: whether it has terminal
+// attributes to read (the TIOCGETA ioctl).
+func isTerminalFd(fd int) bool {
+	_, err := unix.IoctlGetTermios(fd, unix.TIOCGETA)
+	return err == nil
+}

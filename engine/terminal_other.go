@@ -1,0 +1,7 @@
+//go:build !linux && !darwin
+
+package engine
+
+// isTerminalFd says false where apollo does not know how to ask: apollo
+// run then prints plain lines unless --progress board asks for the board.
+func isTerminalFd(fd int) bool { return false }
