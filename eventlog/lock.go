@@ -1,15 +1,15 @@
 package eventlog
 
 import (
-	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gofrs/flock"
+	"golang.org/x/sys/unix"
 )
 
 // LockedError says another process runs the task.
@@ -85,56 +85,23 @@ func readPID(path string) int {
 }
 
 // Holder reports whether a process holds the task lock at path, and its pid,
-// without taking the lock: it reads /proc/locks, so it can never make a
-// starting runner fail. Where /proc/locks is missing it falls back to a
-// brief try-lock.
+// without taking the lock where it can: on Linux it reads /proc/locks, so it
+// can never make a starting runner fail. Elsewhere, or without /proc, it
+// falls back to a brief try-lock.
 func Holder(path string) (pid int, held bool) {
-	fi, err := os.Stat(path)
-	if err != nil {
+	var st unix.Stat_t
+	if err := ignoringEINTR(func() error { return unix.Stat(path, &st) }); err != nil {
 		return 0, false
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return probeHolder(path)
-	}
-	f, err := os.Open("/proc/locks")
-	if err != nil {
-		return probeHolder(path)
-	}
-	defer f.Close()
-	// Lines look like: "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF",
-	// the fourth field being the pid and the fifth major:minor:inode.
-	want := ":" + strconv.FormatUint(st.Ino, 10)
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 || fields[1] != "FLOCK" || fields[3] != "WRITE" {
-			continue
+	if pid, held, ok := lockHolder(uint64(st.Dev), uint64(st.Ino)); ok {
+		if held {
+			if p := readPID(path); p > 0 {
+				pid = p
+			}
 		}
-		if !strings.HasSuffix(fields[5], want) {
-			continue
-		}
-		if dev := strings.Split(fields[5], ":"); len(dev) == 3 && !sameDev(dev[0], dev[1], st.Dev) {
-			continue
-		}
-		pid, _ := strconv.Atoi(fields[4])
-		if p := readPID(path); p > 0 {
-			pid = p
-		}
-		return pid, true
+		return pid, held
 	}
-	return 0, false
-}
-
-func sameDev(major, minor string, dev uint64) bool {
-	ma, err1 := strconv.ParseUint(major, 16, 32)
-	mi, err2 := strconv.ParseUint(minor, 16, 32)
-	if err1 != nil || err2 != nil {
-		return true // cannot tell: trust the inode
-	}
-	devMajor := (dev >> 8) & 0xfff
-	devMinor := (dev & 0xff) | ((dev >> 12) & 0xfff00)
-	return ma == devMajor && mi == devMinor
+	return probeHolder(path)
 }
 
 func probeHolder(path string) (int, bool) {
@@ -148,4 +115,18 @@ func probeHolder(path string) (int, bool) {
 		return 0, false
 	}
 	return readPID(path), true
+}
+
+// flockFD applies a flock(2) operation to fd, retrying when a signal
+// interrupts it.
+func flockFD(fd, how int) error {
+	return ignoringEINTR(func() error { return unix.Flock(fd, how) })
+}
+
+func ignoringEINTR(f func() error) error {
+	for {
+		if err := f(); !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
 }

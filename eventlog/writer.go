@@ -8,8 +8,9 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Durability settings (SPEC §4).
@@ -618,7 +619,7 @@ func (w *Writer) repairLocked(end, n int64) error {
 }
 
 func (w *Writer) flock() error {
-	if err := flockFD(w.f.Fd(), syscall.LOCK_EX); err != nil {
+	if err := flockFD(int(w.f.Fd()), unix.LOCK_EX); err != nil {
 		return fmt.Errorf("lock event log %s: %w", w.path, err)
 	}
 	w.flocked = true
@@ -627,29 +628,7 @@ func (w *Writer) flock() error {
 
 func (w *Writer) funlock() {
 	if w.flocked {
-		_ = flockFD(w.f.Fd(), syscall.LOCK_UN)
+		_ = flockFD(int(w.f.Fd()), unix.LOCK_UN)
 		w.flocked = false
 	}
-}
-
-func flockFD(fd uintptr, how int) error {
-	for {
-		err := syscall.Flock(int(fd), how)
-		if err != syscall.EINTR {
-			return err
-		}
-	}
-}
-
-// datasync flushes a file's data (and the size needed to read it back).
-func datasync(f File) error {
-	if of, ok := f.(*os.File); ok {
-		for {
-			err := syscall.Fdatasync(int(of.Fd()))
-			if err != syscall.EINTR {
-				return err
-			}
-		}
-	}
-	return f.Sync()
 }
