@@ -162,6 +162,24 @@ func (c *crashFS) Rename(oldpath, newpath string) error {
 	return nil
 }
 
+func (c *crashFS) Remove(name string) error {
+	if err := c.call(); err != nil {
+		return err
+	}
+	if err := os.Remove(name); err != nil {
+		return err
+	}
+	// Gone at once; whether a power loss brings it back does not matter
+	// to the files crashFS checks.
+	c.mu.Lock()
+	delete(c.durable, name)
+	delete(c.named, name)
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *crashFS) Lstat(name string) (os.FileInfo, error) { return os.Lstat(name) }
+
 func (c *crashFS) SyncDir(dir string) error {
 	if err := c.call(); err != nil {
 		return err

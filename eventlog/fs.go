@@ -14,16 +14,26 @@ type File interface {
 	Sync() error
 	Truncate(size int64) error
 	Stat() (os.FileInfo, error)
+	Chmod(mode os.FileMode) error
 	Fd() uintptr
 	Close() error
 }
 
-// FS is the file-system seam of the log writer and snapshots: every
-// operation whose failure matters goes through it.
+// FS is the file-system seam of the log writer, snapshots and
+// WriteFileAtomic: every operation whose failure matters goes through it.
+// A test double embeds OS and overrides what it observes or fails.
 type FS interface {
+	// OpenFile opens a file as os.OpenFile does, passing flag through
+	// (O_NOFOLLOW and O_EXCL included).
 	OpenFile(name string, flag int, perm os.FileMode) (File, error)
+	// WriteFile writes and fsyncs a whole file. eventlog no longer calls
+	// it (WriteFileAtomic replaces it); it stays for implementations
+	// written against it.
 	WriteFile(name string, data []byte, perm os.FileMode) error
 	Rename(oldpath, newpath string) error
+	Remove(name string) error
+	// Lstat describes a file without following a symbolic link.
+	Lstat(name string) (os.FileInfo, error)
 	SyncDir(dir string) error
 }
 
@@ -58,6 +68,12 @@ func (OS) WriteFile(name string, data []byte, perm os.FileMode) error {
 
 // Rename renames a file.
 func (OS) Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
+
+// Remove removes a file (a symbolic link itself, not its target).
+func (OS) Remove(name string) error { return os.Remove(name) }
+
+// Lstat describes a file without following a symbolic link.
+func (OS) Lstat(name string) (os.FileInfo, error) { return os.Lstat(name) }
 
 // SyncDir fsyncs a directory, so that a file created or renamed in it
 // survives a power loss.

@@ -82,38 +82,18 @@ func NewSnapshot(logPath string, offset, seq int64, logVersion int, st *State) (
 		Offset: offset, Seq: seq, RecordCRC: crc, LogVersion: logVersion, State: st}, nil
 }
 
-// WriteSnapshot writes s to path atomically through fsys: a temporary file,
-// streamed and fsynced, renamed over path, and the folder fsynced. A failure
-// leaves path as it was.
+// WriteSnapshot writes s to path with WriteFileAtomic through fsys, making
+// path's folder first if need be. A failure leaves path as it was; a
+// symbolic link planted at path is replaced, its target never written.
 func WriteSnapshot(fsys FS, path string, s *Snapshot) error {
 	if fsys == nil {
 		fsys = OS{}
 	}
-	dir := filepath.Dir(path)
-	if err := MkdirAll(fsys, dir); err != nil {
+	if err := MkdirAll(fsys, filepath.Dir(path)); err != nil {
 		return fmt.Errorf("write snapshot %s: %w", path, err)
 	}
-	tmp := path + ".tmp"
-	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("write snapshot %s: %w", path, err)
-	}
-	err = s.encode(f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(tmp) // a snapshot of a big task is big: leave no half of one
-		return fmt.Errorf("write snapshot %s: %w", path, err)
-	}
-	if err := fsys.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write snapshot %s: %w", path, err)
-	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return fmt.Errorf("write snapshot %s: sync folder: %w", path, err)
+	if err := WriteFileAtomic(fsys, path, 0o644, s.encode); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
 	}
 	return nil
 }

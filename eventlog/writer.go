@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -234,12 +235,11 @@ func Open(path string, opts WriterOptions, visit func(*Record) error) (*Writer, 
 	return w, nil
 }
 
-// createWith creates the log holding only first (seq 1): written to a
-// temporary file beside it, fsynced, renamed into place, and the folder
-// fsynced. A crash before the rename leaves only the temporary file, which
-// no reader looks at and the next creation overwrites.
+// createWith creates the log holding only first (seq 1) with
+// WriteFileAtomic: a crash before its rename leaves only a temporary file,
+// which no reader looks at (TempPattern names it).
 func (w *Writer) createWith(first *Record) error {
-	if _, err := os.Lstat(w.path); err == nil {
+	if _, err := w.fsys.Lstat(w.path); err == nil {
 		return fmt.Errorf("create event log %s: %w", w.path, os.ErrExist)
 	}
 	first.Seq = 1
@@ -251,29 +251,14 @@ func (w *Writer) createWith(first *Record) error {
 	if err != nil {
 		return fmt.Errorf("create event log %s: %w", w.path, err)
 	}
-	tmp := w.path + ".new"
-	f, err := w.fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("create event log: %w", err)
-	}
-	n, err := f.Write(line)
-	if err == nil && n != len(line) {
-		err = fmt.Errorf("short write (%d of %d bytes)", n, len(line))
-	}
-	if err == nil {
+	w.fsyncs.Add(1)
+	err = WriteFileAtomic(w.fsys, w.path, 0o644, func(f io.Writer) error {
+		if _, err := f.Write(line); err != nil {
+			return err
+		}
 		w.crash("write:" + first.EventType)
-		w.fsyncs.Add(1)
-		err = datasync(f)
-	}
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	if err == nil {
-		err = w.fsys.Rename(tmp, w.path)
-	}
-	if err == nil {
-		err = w.fsys.SyncDir(filepath.Dir(w.path))
-	}
+		return nil
+	})
 	if err != nil {
 		// Nothing of this log exists yet: no record may be trusted.
 		return &WriteError{Path: w.path, Err: fmt.Errorf("create: %w", err)}
@@ -581,11 +566,12 @@ func (w *Writer) repairLocked(end, n int64) error {
 		return fmt.Errorf("repair torn tail: read: %w", err)
 	}
 	side := fmt.Sprintf("%s.torn-%d", w.path, end)
-	if err := w.fsys.WriteFile(side, torn, 0o644); err != nil {
-		return fmt.Errorf("repair torn tail: save cut bytes to %s: %w", side, err)
-	}
-	if err := w.fsys.SyncDir(filepath.Dir(side)); err != nil {
-		return fmt.Errorf("repair torn tail: sync folder: %w", err)
+	err := WriteFileAtomic(w.fsys, side, 0o644, func(f io.Writer) error {
+		_, err := f.Write(torn)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("repair torn tail: save cut bytes: %w", err)
 	}
 	if err := w.f.Truncate(end); err != nil {
 		return fmt.Errorf("repair torn tail: truncate to %d: %w", end, err)
@@ -600,7 +586,7 @@ func (w *Writer) repairLocked(end, n int64) error {
 		// side file alone tells of this repair.
 		return nil
 	}
-	_, err := w.writeLocked(&Record{
+	_, err = w.writeLocked(&Record{
 		EventType: Warning,
 		Status:    Running,
 		Message: fmt.Sprintf("torn tail repaired: %d bytes at offset %d (a write cut off by a crash) were cut and saved to %s",
