@@ -1,9 +1,13 @@
 package eventlog
 
 import (
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // File is what the writer needs of an open file. *os.File satisfies it; a
@@ -49,9 +53,11 @@ func (OS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	return f, nil
 }
 
-// WriteFile writes and fsyncs a whole file.
+// WriteFile writes and fsyncs a whole file. It does not follow a symbolic
+// link at name. A crash can leave the file cut short: WriteFileAtomic
+// cannot.
 func (OS) WriteFile(name string, data []byte, perm os.FileMode) error {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, perm)
 	if err != nil {
 		return err
 	}
@@ -106,4 +112,79 @@ func MkdirAll(fsys FS, dir string) error {
 		return err
 	}
 	return fsys.SyncDir(parent)
+}
+
+// UnsafeFileError says a file apollo would write (a log, a lock, a snapshot)
+// or read from its state folder is not a regular file: a symbolic link, a
+// folder, a named pipe, a device — or, for a lock file, one with other hard
+// links. apollo refuses it rather than write through it to another file or
+// block on it. Symbolic links to folders above the file (a state folder that
+// is a link) are followed as usual: only the file's own name is checked.
+type UnsafeFileError struct {
+	Path   string
+	Reason string // "it is a symbolic link, not a regular file", …
+	Err    error  // the failed open that revealed it, if any
+}
+
+func (e *UnsafeFileError) Error() string {
+	return fmt.Sprintf("%s: refused: %s", e.Path, e.Reason)
+}
+
+func (e *UnsafeFileError) Unwrap() error { return e.Err }
+
+// notRegular is the *UnsafeFileError of a file of type m at path.
+func notRegular(path string, m fs.FileMode, err error) *UnsafeFileError {
+	what := "something else"
+	switch {
+	case m&fs.ModeSymlink != 0:
+		what = "a symbolic link"
+	case m.IsDir():
+		what = "a folder"
+	case m&fs.ModeNamedPipe != 0:
+		what = "a named pipe"
+	case m&fs.ModeSocket != 0:
+		what = "a socket"
+	case m&fs.ModeDevice != 0:
+		what = "a device"
+	}
+	return &UnsafeFileError{Path: path, Reason: "it is " + what + ", not a regular file", Err: err}
+}
+
+// unsafeAt explains a failed open of path (with O_NOFOLLOW): an
+// *UnsafeFileError when what is there is not a regular file, else nil.
+func unsafeAt(fsys FS, path string, openErr error) error {
+	fi, err := fsys.Lstat(path)
+	if err != nil || fi.Mode().IsRegular() {
+		return nil
+	}
+	return notRegular(path, fi.Mode().Type(), openErr)
+}
+
+// openRegular opens path to read it, refusing anything but a regular file
+// with an *UnsafeFileError: opened non-blocking, a named pipe planted there
+// cannot hang the reader. follow says whether a symbolic link at path is
+// followed (a path the user gave) or refused (one in the state folder).
+func openRegular(path string, follow bool) (*os.File, error) {
+	flag := os.O_RDONLY | unix.O_NONBLOCK
+	if !follow {
+		flag |= unix.O_NOFOLLOW
+	}
+	f, err := os.OpenFile(path, flag, 0)
+	if err != nil {
+		if !follow {
+			if ue := unsafeAt(OS{}, path, err); ue != nil {
+				return nil, ue
+			}
+		}
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = notRegular(path, fi.Mode().Type(), nil)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }

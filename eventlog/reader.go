@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
+	"math"
 	"runtime"
 	"sync"
 )
@@ -58,28 +58,33 @@ type ReadOptions struct {
 
 // Read reads the log at path, calling visit for each good record in order.
 // A torn tail is reported in the returned Tail and not visited; any other
-// damage is a *CorruptError. Read never modifies the file.
+// damage is a *CorruptError. Read never modifies the file. It follows a
+// symbolic link at path (reading is harmless, and the path may be one a user
+// gave), but reads nothing but a regular file: a named pipe there is an
+// *UnsafeFileError, not a reader blocked for ever.
 func Read(path string, opts ReadOptions, visit func(*Record) error) (Tail, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path, true)
 	if err != nil {
 		return Tail{}, fmt.Errorf("open event log: %w", err)
 	}
 	defer f.Close()
+	return read(f, path, opts, visit)
+}
+
+// read is Read of the log open as f, from opts.Offset to its end, at least
+// the size it has now.
+func read(f File, path string, opts ReadOptions, visit func(*Record) error) (Tail, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return Tail{}, fmt.Errorf("read event log %s: %w", path, err)
 	}
-	if opts.Offset > 0 {
-		// A prefix (a snapshot) that ends past the log's end is not a prefix
-		// of this log; reading on would report an End beyond the file.
-		if opts.Offset > fi.Size() {
-			return Tail{}, fmt.Errorf("read event log %s: offset %d is past its end (%d bytes)", path, opts.Offset, fi.Size())
-		}
-		if _, err := f.Seek(opts.Offset, io.SeekStart); err != nil {
-			return Tail{}, fmt.Errorf("read event log %s: %w", path, err)
-		}
+	// A prefix (a snapshot) that ends past the log's end is not a prefix
+	// of this log; reading on would report an End beyond the file.
+	if opts.Offset > fi.Size() {
+		return Tail{}, fmt.Errorf("read event log %s: offset %d is past its end (%d bytes)", path, opts.Offset, fi.Size())
 	}
-	return scan(f, fi.Size()-opts.Offset, path, opts, int(opts.Seq), visit) // one line per seq before Offset
+	r := io.NewSectionReader(f, opts.Offset, math.MaxInt64-opts.Offset)
+	return scan(r, fi.Size()-opts.Offset, path, opts, int(opts.Seq), visit) // one line per seq before Offset
 }
 
 // ReadAll reads every good record of the log at path.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -58,7 +59,7 @@ var ErrNoSnapshot = errors.New("no snapshot")
 // offset with record seq, whose replay is st. It reads the log twice (its
 // first line and the line ending at offset) to name the prefix.
 func NewSnapshot(logPath string, offset, seq int64, logVersion int, st *State) (*Snapshot, error) {
-	f, err := os.Open(logPath)
+	f, err := openRegular(logPath, false)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
@@ -284,8 +285,8 @@ func elements[T any](e *snapshotEncoder, s []T) {
 // another error saying why when the snapshot does not match the log: then
 // the caller must replay the whole log.
 func LoadSnapshot(path, logPath, taskID string) (*Snapshot, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
+	data, err := readSnapshotFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrNoSnapshot
 	}
 	if err != nil {
@@ -299,6 +300,25 @@ func LoadSnapshot(path, logPath, taskID string) (*Snapshot, error) {
 		return nil, fmt.Errorf("snapshot %s does not match log %s: %w", path, logPath, err)
 	}
 	return s, nil
+}
+
+// readSnapshotFile reads the snapshot file at path, which must be a regular
+// file: a link or a named pipe planted there is refused, not followed.
+func readSnapshotFile(path string) ([]byte, error) {
+	f, err := openRegular(path, false)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	data := make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 func decodeSnapshot(data []byte) (*Snapshot, error) {
@@ -347,7 +367,7 @@ func (s *Snapshot) check(logPath, taskID string) error {
 	case s.LogVersion > Version:
 		return fmt.Errorf("its log has format v%d, newer than this apollo (v%d)", s.LogVersion, Version)
 	}
-	f, err := os.Open(logPath)
+	f, err := openRegular(logPath, false)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -155,7 +156,8 @@ type Writer struct {
 // folder) when it does not exist. Under the log's flock it reads every record
 // (visit sees each), refuses a damaged log or one of another task, and repairs
 // a torn tail: the cut bytes are saved to a side file and a WARNING is
-// appended.
+// appended. It never follows a symbolic link at path, and refuses anything
+// but a regular file there (an *UnsafeFileError).
 func Open(path string, opts WriterOptions, visit func(*Record) error) (*Writer, error) {
 	fsys := opts.FS
 	if fsys == nil {
@@ -170,10 +172,10 @@ func Open(path string, opts WriterOptions, visit func(*Record) error) (*Writer, 
 	w := &Writer{path: path, opts: opts, fsys: fsys}
 	w.cond.L = &w.mu
 
-	flag := os.O_RDWR | os.O_APPEND
-	_, statErr := os.Stat(path)
+	flag := os.O_RDWR | os.O_APPEND | unix.O_NOFOLLOW
+	_, statErr := fsys.Lstat(path)
 	created := false
-	if opts.Create || errors.Is(statErr, os.ErrNotExist) {
+	if opts.Create || errors.Is(statErr, fs.ErrNotExist) {
 		flag |= os.O_CREATE | os.O_EXCL
 		created = true
 	}
@@ -189,6 +191,17 @@ func Open(path string, opts WriterOptions, visit func(*Record) error) (*Writer, 
 	}
 	f, err := fsys.OpenFile(path, flag, 0o644)
 	if err != nil {
+		if ue := unsafeAt(fsys, path, err); ue != nil {
+			return nil, ue
+		}
+		return nil, fmt.Errorf("open event log: %w", err)
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = notRegular(path, fi.Mode().Type(), nil)
+	}
+	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("open event log: %w", err)
 	}
 	w.f = f
@@ -211,7 +224,9 @@ func Open(path string, opts WriterOptions, visit func(*Record) error) (*Writer, 
 		f.Close()
 		return nil, &NewerFormatError{Path: path, Version: opts.After.Version}
 	}
-	tail, err := Read(path, ReadOptions{TaskID: opts.TaskID, Offset: opts.After.Offset, Seq: opts.After.Seq}, func(r *Record) error {
+	// Read through the file this writer appends to, not by name: the name
+	// could be made to point elsewhere meanwhile.
+	tail, err := read(f, path, ReadOptions{TaskID: opts.TaskID, Offset: opts.After.Offset, Seq: opts.After.Seq}, func(r *Record) error {
 		// Stop at the first TASK_START of a newer apollo: what follows it
 		// is in a format this one may misread.
 		if err := CheckFormat(path, r); err != nil {
@@ -239,7 +254,10 @@ func Open(path string, opts WriterOptions, visit func(*Record) error) (*Writer, 
 // WriteFileAtomic: a crash before its rename leaves only a temporary file,
 // which no reader looks at (TempPattern names it).
 func (w *Writer) createWith(first *Record) error {
-	if _, err := w.fsys.Lstat(w.path); err == nil {
+	if fi, err := w.fsys.Lstat(w.path); err == nil {
+		if !fi.Mode().IsRegular() {
+			return notRegular(w.path, fi.Mode().Type(), nil)
+		}
 		return fmt.Errorf("create event log %s: %w", w.path, os.ErrExist)
 	}
 	first.Seq = 1
