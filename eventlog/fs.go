@@ -150,6 +150,35 @@ func notRegular(path string, m fs.FileMode, err error) *UnsafeFileError {
 	return &UnsafeFileError{Path: path, Reason: "it is " + what + ", not a regular file", Err: err}
 }
 
+// modeType is the fs.FileMode type bits of a stat(2) result.
+func modeType(st *unix.Stat_t) fs.FileMode {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return 0
+	case unix.S_IFDIR:
+		return fs.ModeDir
+	case unix.S_IFLNK:
+		return fs.ModeSymlink
+	case unix.S_IFIFO:
+		return fs.ModeNamedPipe
+	case unix.S_IFSOCK:
+		return fs.ModeSocket
+	case unix.S_IFCHR:
+		return fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFBLK:
+		return fs.ModeDevice
+	}
+	return fs.ModeIrregular
+}
+
+// regular returns an *UnsafeFileError unless st is a regular file's.
+func regular(path string, st *unix.Stat_t) error {
+	if m := modeType(st); m != 0 {
+		return notRegular(path, m, nil)
+	}
+	return nil
+}
+
 // unsafeAt explains a failed open of path (with O_NOFOLLOW): an
 // *UnsafeFileError when what is there is not a regular file, else nil.
 func unsafeAt(fsys FS, path string, openErr error) error {

@@ -15,7 +15,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"syscall"
 )
 
 // SnapshotVersion is the format version of snapshot files. A snapshot of
@@ -427,15 +426,11 @@ func recordEndingAt(f *os.File, offset int64) (*Record, string, error) {
 
 // fileID names the file f is, whatever its name: device and inode.
 func fileID(f *os.File) (string, error) {
-	fi, err := f.Stat()
+	st, err := fstat(int(f.Fd()))
 	if err != nil {
 		return "", err
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return "", errors.New("no inode number on this system")
-	}
-	return fmt.Sprintf("%d:%d", st.Dev, st.Ino), nil
+	return fmt.Sprintf("%d:%d", uint64(st.Dev), uint64(st.Ino)), nil
 }
 
 // firstNonce returns the run_nonce of the TASK_START on f's first line.

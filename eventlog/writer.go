@@ -38,6 +38,14 @@ type WriterOptions struct {
 	First *Record
 	// FS is the file-system seam; nil means the real one.
 	FS FS
+	// Lock, when set, is the task lock the writer's process holds (the
+	// runner's; apollo script holds none). Open and every append first
+	// check, under the log's flock and before the record is written, that
+	// it is still the file at the lock's path (TaskLock.Check, one
+	// lstat(2)): if someone deleted or replaced the lock file, another
+	// runner may be in, and the writer stops with a *LockLostError, its
+	// sticky error, so two runners never write one log.
+	Lock *TaskLock
 	// Now is the clock for timestamps; nil means time.Now.
 	Now func() time.Time
 	// OnForeign is called, in order and under the writer's lock, with each
@@ -171,6 +179,11 @@ func Open(path string, opts WriterOptions, visit func(*Record) error) (*Writer, 
 	}
 	w := &Writer{path: path, opts: opts, fsys: fsys}
 	w.cond.L = &w.mu
+	if opts.Lock != nil {
+		if err := opts.Lock.Check(); err != nil {
+			return nil, err
+		}
+	}
 
 	flag := os.O_RDWR | os.O_APPEND | unix.O_NOFOLLOW
 	_, statErr := fsys.Lstat(path)
@@ -216,6 +229,15 @@ func Open(path string, opts WriterOptions, visit func(*Record) error) (*Writer, 
 		return nil, err
 	}
 	defer w.funlock()
+	if opts.Lock != nil {
+		// Checked again under the log's flock: a runner that took a new
+		// lock file has either not read the log yet or will see all this
+		// writer does to it.
+		if err := opts.Lock.Check(); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
 
 	if visit == nil {
 		visit = func(*Record) error { return nil }
@@ -426,6 +448,14 @@ func (w *Writer) write(r *Record) (int64, error) {
 		w.mu.Unlock()
 		return 0, w.err
 	}
+	if w.opts.Lock != nil {
+		if err := w.opts.Lock.Check(); err != nil {
+			w.funlock()
+			w.failLocked(err)
+			w.mu.Unlock()
+			return 0, w.err
+		}
+	}
 	if err := w.catchUp(); err != nil {
 		w.funlock()
 		w.failLocked(err)
@@ -518,16 +548,22 @@ func (w *Writer) crash(point string) {
 	}
 }
 
-// failLocked makes err the writer's sticky error. Its LastSeq is the last
-// record known to be durable: records written since may not be on disk.
+// failLocked makes err the writer's sticky error: a *LockLostError as it
+// is, anything else a *WriteError whose LastSeq is the last record known to
+// be durable (records written since may not be on disk).
 func (w *Writer) failLocked(err error) {
-	if w.err == nil {
-		var we *WriteError
-		if errors.As(err, &we) {
-			w.err = we
-		} else {
-			w.err = &WriteError{Path: w.path, LastSeq: w.syncedSeq, Err: err}
-		}
+	if w.err != nil {
+		return
+	}
+	var we *WriteError
+	var lost *LockLostError
+	switch {
+	case errors.As(err, &we):
+		w.err = we
+	case errors.As(err, &lost):
+		w.err = lost
+	default:
+		w.err = &WriteError{Path: w.path, LastSeq: w.syncedSeq, Err: err}
 	}
 }
 
@@ -623,7 +659,7 @@ func (w *Writer) repairLocked(end, n int64) error {
 }
 
 func (w *Writer) flock() error {
-	if err := flockFD(int(w.f.Fd()), unix.LOCK_EX); err != nil {
+	if err := flock(int(w.f.Fd()), unix.LOCK_EX); err != nil {
 		return fmt.Errorf("lock event log %s: %w", w.path, err)
 	}
 	w.flocked = true
@@ -632,7 +668,7 @@ func (w *Writer) flock() error {
 
 func (w *Writer) funlock() {
 	if w.flocked {
-		_ = flockFD(int(w.f.Fd()), unix.LOCK_UN)
+		_ = flock(int(w.f.Fd()), unix.LOCK_UN)
 		w.flocked = false
 	}
 }
