@@ -19,17 +19,23 @@ const MaxTornTail = MaxLineBytes + 4096
 
 // CorruptError reports damage that is not a torn tail: a bad line in the
 // middle of a log, a gap in seq, or a log that belongs to another task.
-// Nothing is written when it is returned.
+// Nothing is written when it is returned. Its message states the damage;
+// the caller says what to do (restore the log, or start the task over in a
+// new log).
 type CorruptError struct {
 	Path   string
 	Line   int
 	Reason string
+	// Err is the error that decoding the line returned, nil when the line
+	// decoded but is in the wrong place (a gap in seq, another task).
+	Err error
 }
 
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("%s:%d: %s; the log was damaged after it was written, so apollo changes nothing: "+
-		"restore it from a copy, or start over with --fresh (the damaged log stays as it is)", e.Path, e.Line, e.Reason)
+	return fmt.Sprintf("%s:%d: %s; the log was damaged after it was written, so nothing was written to it", e.Path, e.Line, e.Reason)
 }
+
+func (e *CorruptError) Unwrap() error { return e.Err }
 
 // Tail describes what a reader found after the last good record.
 type Tail struct {
@@ -143,7 +149,7 @@ func scanLines(r io.Reader, bufSize int, path string, opts ReadOptions, tail Tai
 			// is two good records with the line end between them damaged.
 			if _, err := Decode(line); err != nil {
 				if r := splitRecord(line); r != nil {
-					return tail, &CorruptError{Path: path, Line: lineNo,
+					return tail, &CorruptError{Path: path, Line: lineNo, Err: err,
 						Reason: fmt.Sprintf("%v; the line holds record seq %d and another: the line end after it was damaged", err, r.Seq)}
 				}
 			}
@@ -152,7 +158,7 @@ func scanLines(r io.Reader, bufSize int, path string, opts ReadOptions, tail Tai
 		}
 		rec, err := decode(line[:len(line)-1], &a)
 		if err != nil {
-			bad := &CorruptError{Path: path, Line: lineNo, Reason: err.Error()}
+			bad := &CorruptError{Path: path, Line: lineNo, Reason: err.Error(), Err: err}
 			first := lineNo == 1 && opts.Offset == 0
 			torn, err := classifyTail(br, bytes.Clone(line), first, bad)
 			tail.Torn = torn

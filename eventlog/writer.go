@@ -75,7 +75,8 @@ type Prefix struct {
 
 // WriteError is the sticky error of a writer whose write or fsync failed.
 // After it, the writer refuses every append: what follows the last synced
-// record is not known to be on disk.
+// record is not known to be on disk. Its message states the problem; what
+// to do about it (fix the disk, run again to resume) is the caller's to say.
 type WriteError struct {
 	Path string
 	// LastSeq is the seq of the last record known to be on disk (fsynced).
@@ -84,14 +85,16 @@ type WriteError struct {
 }
 
 func (e *WriteError) Error() string {
-	return fmt.Sprintf("event log %s: %v; the run stopped: nothing after record seq %d is known to be on disk; "+
-		"fix the disk, then run apollo again to resume", e.Path, e.Err, e.LastSeq)
+	return fmt.Sprintf("event log %s: %v; the run stopped: nothing after record seq %d is known to be on disk",
+		e.Path, e.Err, e.LastSeq)
 }
 
 func (e *WriteError) Unwrap() error { return e.Err }
 
 // NewerFormatError is a log that a newer apollo wrote to: this one must not
-// append to it.
+// append to it. Its message states the problem; the caller says what to do
+// (continue with that apollo or a later one, or start the task over in a new
+// log), in the terms of its commands.
 type NewerFormatError struct {
 	Path string
 	// Line is the line of the newer TASK_START (its seq), 0 when it is not
@@ -111,8 +114,7 @@ func (e *NewerFormatError) Error() string {
 		what = fmt.Sprintf("%s:%d: this TASK_START is in log format v%d, newer than this apollo's v%d (written by %s)",
 			e.Path, e.Line, e.Version, Version, by)
 	}
-	return what + ": continue the task with that apollo or a later one (apollo inspect can still read the log), " +
-		"or start it over with `apollo run --fresh` (the log stays as it is)"
+	return what
 }
 
 // CheckFormat returns a *NewerFormatError when r, read from the log at path,
