@@ -3,7 +3,6 @@ module apollo
 go 1.26.8
 
 require (
-	github.com/gofrs/flock v0.13.2
 	github.com/rogpeppe/go-internal v1.16.0
 	github.com/spf13/pflag v1.1.0
 	github.com/yuin/gopher-lua v1.1.2

@@ -10,6 +10,25 @@ under the state directory. The runner holds logs/task_<task_id>.lock (flock,
 with its pid as the file's content) for as long as it runs; the kernel drops
 the lock when the process dies, so a killed runner never blocks the next.
 
+A flock holds a file, not a name. The lock file is opened without following
+a symbolic link and must be a regular file with one link (else an
+UnsafeFileError: a link planted there must not have the pid written through
+it); once locked, it must still be the file the name points to, else it was
+deleted or replaced meanwhile and the lock is taken again on the new one.
+A writer given the task lock (WriterOptions.Lock: the runner's) checks
+before every append that the lock file is still its own (one lstat); a lock
+file deleted or replaced during the run may have let a second runner in, so
+the first stops at its next append with a LockLostError and writes nothing
+more: a log never has two runners.
+
+The writer opens the log without following a symbolic link and only if it
+is a regular file (the state folder itself may be a link). Whole files —
+the log's first record, snapshots, the side files of torn tails — are
+written by WriteFileAtomic: a temporary file .<name>.tmp-<random> beside
+the file, created exclusively, fsynced, renamed over the name (which
+replaces a link there, never its target), and the folder fsynced. A crash
+can leave such a temporary file; TempPattern matches them.
+
 # Lines
 
 Each line is one JSON object followed by "\n"; the newline is the only
@@ -20,7 +39,8 @@ fields, in this order, are always present:
 	timestamp      RFC 3339 with nanoseconds, UTC
 	task_id        the task the record belongs to
 	step_id        the step, or "" for task-level records
-	event_type     TASK_START STEP_START STEP_END CLEANUP MARKER WARNING TASK_SUMMARY
+	event_type     TASK_START STEP_START STEP_PROCESS STEP_END CLEANUP MARKER
+	               WARNING TASK_SUMMARY (see Records)
 	status         the step's (or the task's) state after this event
 	retry_count    the attempt number, 0 for the first
 	input_digest   sha256:<hex> of what determines the step's result
@@ -49,43 +69,96 @@ is rather than split across lines: one record stays one line and one fsync.
 
 # Records
 
+Each event type below lists what it sets; the fields not named keep their
+zero value ("" or 0), and a reader must not read meaning into them. status
+is the step's state after the event (the task's for TASK_START and
+TASK_SUMMARY); retry_count is the attempt the event belongs to.
+
 TASK_START opens every invocation of apollo run on the log and makes the log
-self-describing: start.v (format version, 1), the pipeline's path and digest,
-every step's id, depends_on, optional flag and definition digest, the
-variables, pid, host, a random run_nonce, the invocation number, durability
-and parallelism. Per step it holds only the id, the edges, the definition
-digest (which tells a resume that a step changed) and the optional and
-has_cleanup flags, which are left out when false. The first line of a log
+self-describing. step_id is "", status RUNNING. start holds:
+
+	v                format version (Version, 1)
+	task_name        the pipeline's task name
+	pipeline         the pipeline file's path, as given
+	pipeline_digest  sha256:<hex> of the pipeline file
+	steps            every step, in the pipeline's order: id, depends_on
+	                 (never null), definition_digest (sha256:<hex> of what
+	                 defines the step: a resume compares it to refuse a step
+	                 changed since it succeeded), and optional and
+	                 has_cleanup, left out when false
+	vars             the variables, name to value
+	pid, host        the runner's process and host
+	run_nonce        16 random hex digits, naming this log (a snapshot checks
+	                 it)
+	invocation       1 for the run that created the log, then 2, 3 …
+	durability       the pipeline's default, always or batch (a step may
+	                 override it)
+	parallelism      how many steps may run at once
+	apollo_version   the apollo that wrote it
+
+Per step it holds only what replay and resume need. The first line of a log
 is always a TASK_START. A writer refuses a log in which any TASK_START has a
-newer start.v than its own: a newer apollo may have written records whose
-meaning this one does not know.
+newer v than its own: a newer apollo may have written records whose meaning
+this one does not know.
 
-STEP_START (status RUNNING) is written and fsynced before the step's body
-starts, under every durability setting. For a shell step it names the
-attempt's process group (pgid): the process is created first and held until
-the record is durable, so a crash can never leave a body running that the
-log does not show.
+STEP_START (status RUNNING) begins an attempt: step_id, retry_count and
+input_digest (sha256:<hex> of what determines the attempt's result: its
+rendered body, environment, parameters, upstream outputs' digests and
+declared input files). It is fsynced before the attempt's body starts, under
+every durability setting, so that a crash never leaves a body that ran
+where the log shows none. A STEP_START of an older apollo may carry pgid.
 
-STEP_END closes an attempt: SUCCESS, FAILED, or RUNNING with error_message
-and next_delay_ms when the attempt failed and will be retried after that
-delay. A skip is a STEP_END with status SKIPPED. interrupted and timed_out
-say how an attempt was ended; output holds a succeeded step's published
-value.
+STEP_PROCESS (status RUNNING) names the process group (pgid) of a shell
+attempt's body, with the step_id and retry_count of its STEP_START, once
+the body's process exists. It is not fsynced on its own: a later fsync
+carries it, and if a crash loses it the attempt's processes are still found
+by their environment tag. Replay takes its pgid only while the attempt it
+names is the step's latest and is still running.
 
-CLEANUP records a step's cleanup hook before a rerun of an attempt that
-failed or was cut off (dirty: true when a crash cut it off). Its status is
-PENDING when the step may run again, FAILED when the cleanup failed.
+STEP_END closes an attempt, or settles a step this invocation does not run.
+status is SUCCESS; FAILED; RUNNING when the attempt failed and will be
+retried after next_delay_ms; or SKIPPED. It carries the attempt's
+retry_count, input_digest, output_digest (sha256:<hex> of the attempt's
+output: a shell body's stdout, a Lua body's returned value), duration_ms,
+and where they apply: error_message (why the attempt failed), exit_code
+(the body's exit status when not 0: 1 for a failed Lua body, -1 when the
+body never started or a signal killed it), timed_out and interrupted (how
+it was ended: its timeout, or a signal to apollo), message (what the
+attempt's output lost to the output limit) and output (a succeeded step's
+published value, JSON). A step skipped or failed without
+running (not part of a resume_from; a crash loop) has a STEP_END with only
+its status, its last retry_count and error_message saying why.
 
-MARKER records an idempotency marker (marker.name, marker.state pending, done
-or cleared, marker.result).
+CLEANUP records what was done before a step runs again after an attempt
+that failed or was cut off: the step_id and the retry_count of that
+attempt; dirty when a crash cut the attempt off; message saying what
+happened (the cut-off attempt, leftover processes ended, the cleanup hook's
+outcome, or that there is none); duration_ms and exit_code (when not 0) of
+the hook. Its status is PENDING when the step may run again, FAILED (with
+error_message) when the hook failed: the step is not run again, its state
+being unknown.
+
+MARKER records an idempotency marker's change by a step's attempt (step_id,
+retry_count, status RUNNING): marker.name, marker.state (pending before the
+guarded code runs, done after it, cleared when it failed or its result was
+disowned) and marker.result (the guarded code's result, JSON, when done). A
+MARKER is fsynced before the code it guards runs.
 
 WARNING carries a human message and, when it changes replayed state, an
-intervention: resume_from, reset and skip (with the steps), clear_marker,
-accept_changes, or torn_tail (informational).
+intervention: action, steps, marker, why and by (who: "apollo run",
+"apollo" or user@host for apollo script). The actions: resume_from (steps:
+the step resumed from, then its descendants), accept_changes (steps: the
+changed steps whose results are kept), reset and skip (steps: one step,
+which then runs again or counts as SKIPPED), clear_marker (marker), and
+torn_tail (informational: a torn tail was cut). step_id names the step of a
+reset or skip, else it is "". status is RUNNING.
 
-TASK_SUMMARY closes an invocation: summary.counts per state, failed,
-failed_optional and blocked steps, and interrupted. Its status is SUCCESS
-when the task is complete.
+TASK_SUMMARY closes an invocation: status SUCCESS when the task is
+complete, else FAILED; duration_ms, the invocation's; error_message why it
+is not complete; and summary: counts (steps per state), failed and
+failed_optional (the steps that failed, required or optional), blocked
+(steps not run because a required dependency failed) and interrupted (a
+signal stopped the run).
 
 # Replay
 
@@ -98,12 +171,18 @@ With durability always every record is fsynced before the engine goes on;
 parallel steps share fsyncs (group commit). With batch, records may share a
 later fsync, but a STEP_START is durable before its body starts, a STEP_END
 before any dependent step starts, and a MARKER before the code it guards.
-A log is created with its first record (its TASK_START) already durable: the
-record is written to <log>.new, fsynced, renamed to the log's name, and the
-folder fsynced. A crash during creation leaves no log, only the .new file,
-which no reader looks at. A failed write or fsync is final: the
+A log is created with its first record (its TASK_START) already durable,
+by WriteFileAtomic: a crash during creation leaves no log, only a temporary
+file, which no reader looks at. A failed write or fsync is final: the
 writer refuses every later append (see WriteError), and says which record is
 the last known to be on disk.
+
+An fsync of the log is fdatasync(2) on Linux (the data, and the size needed
+to read it back). Elsewhere it is the file's Sync, which on macOS is
+fcntl(F_FULLFSYNC): macOS's fsync(2) leaves the data in the drive's cache,
+which a power loss empties, so a STEP_START could vanish with the attempt
+it records. F_FULLFSYNC costs more; group commit shares each among the
+records of parallel steps.
 
 # Damage
 
@@ -112,7 +191,7 @@ in which no line decodes as a record, at most MaxTornTail (MaxLineBytes and
 4 KiB) long, so that a crash while writing the longest TASK_START still
 counts — is what a crash mid-write leaves. Readers ignore it. The next
 writer cuts it under the flock, after saving the bytes to
-<log>.torn-<offset> and fsyncing that, and appends a WARNING saying so.
+<log>.torn-<offset> (by WriteFileAtomic), and appends a WARNING saying so.
 Anything else — a damaged line followed by good ones, a checksum mismatch
 in the middle, a gap in seq, a record of another task, a first line that is
 not a TASK_START — is corruption: a CorruptError naming the file and line,
@@ -133,6 +212,8 @@ TASK_START; the side file is the record of that repair.
 
 Every append takes the log's flock, so lines of the runner and of apollo
 script never interleave. Inside the lock a writer first reads what other
-processes appended, so seq stays contiguous. One Writer per process and log.
+processes appended, so seq stays contiguous; a writer given the task lock
+also checks that the lock is still its own (see Files); apollo script holds
+no task lock. One Writer per process and log.
 */
 package eventlog

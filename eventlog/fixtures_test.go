@@ -169,3 +169,41 @@ func oneToN(n int) []int64 {
 	}
 	return out
 }
+
+// plantTarget writes a file that a link planted in the state folder points
+// to, and returns a check that it is untouched.
+func plantTarget(t *testing.T, content []byte) (path string, untouched func()) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "precious")
+	if err := os.WriteFile(path, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, func() {
+		t.Helper()
+		after, err := os.Stat(path)
+		if err != nil {
+			t.Fatalf("the link's target: %v", err)
+		}
+		if got := readFile(t, path); !bytes.Equal(got, content) || !after.ModTime().Equal(before.ModTime()) {
+			t.Errorf("the link's target was written: it holds %q", got)
+		}
+	}
+}
+
+func mustRemove(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustSymlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}

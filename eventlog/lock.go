@@ -1,15 +1,17 @@
 package eventlog
 
 import (
-	"bufio"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
+	"sync/atomic"
 	"time"
 
-	"github.com/gofrs/flock"
+	"golang.org/x/sys/unix"
 )
 
 // LockedError says another process runs the task.
@@ -26,126 +28,280 @@ func (e *LockedError) Error() string {
 	return fmt.Sprintf("task is already being run by %s (lock %s); wait for it to end, or stop it", who, e.Path)
 }
 
-// TaskLock is the runner's exclusive hold on a task. The kernel releases it
-// when the process dies, so a killed runner never leaves a stale lock.
+// LockLostError says the task lock this process holds is no longer the file
+// at the lock's path: someone deleted or replaced it while the task ran, so
+// another process may have locked the new file and be running the task too.
+// A Writer given the lock (WriterOptions.Lock) returns it from every append
+// once it happens, and writes nothing more, so that two runners never write
+// one log.
+type LockLostError struct {
+	Path string
+	// Err is why the path names no file, fs.ErrNotExist when the lock file
+	// was deleted; nil when another file took its place.
+	Err error
+}
+
+func (e *LockLostError) Error() string {
+	how := "replaced by another file"
+	switch {
+	case errors.Is(e.Err, fs.ErrNotExist):
+		how = "deleted"
+	case e.Err != nil:
+		how = fmt.Sprintf("made unreadable (%v)", e.Err)
+	}
+	return fmt.Sprintf("task lock %s was %s while this process held it: another process may be running the task, "+
+		"so this one writes nothing more to its log", e.Path, how)
+}
+
+func (e *LockLostError) Unwrap() error { return e.Err }
+
+// TaskLock is the runner's exclusive hold on a task: a flock on the lock
+// file, which the kernel releases when the process dies, so a killed runner
+// never leaves a stale lock.
+//
+// A flock holds an open file, not a name: a lock file deleted or replaced
+// while held leaves the holder locking a file nobody else can find, and the
+// next runner creates and locks a new one. So the lock remembers which file
+// it holds (device and inode), LockTask makes sure that file is the one at
+// the path once it holds it, and Check tells whether it still is.
 type TaskLock struct {
-	fl *flock.Flock
+	path     string
+	f        *os.File
+	dev, ino uint64
+	released atomic.Bool
 }
 
 // LockTask takes the task lock at path without waiting (beyond a brief
 // retry, so that a concurrent inspect probing the lock does not turn a start
-// into a refusal) and writes this process's pid into it.
+// into a refusal) and writes this process's pid into it. It never follows a
+// symbolic link at path and refuses anything but a regular file with one
+// link (an *UnsafeFileError), so a link planted there cannot make it write
+// to another file; and it locks only the file that path names once the lock
+// is held, so a lock file deleted or replaced meanwhile is not mistaken for
+// the task's.
 func LockTask(path string) (*TaskLock, error) {
-	fl := flock.New(path, flock.SetFlag(os.O_CREATE|os.O_RDWR))
 	deadline := time.Now().Add(150 * time.Millisecond)
 	for {
-		ok, err := fl.TryLock()
+		l, busy, err := tryLockTask(path)
 		if err != nil {
-			return nil, fmt.Errorf("lock task: %w", err)
+			return nil, err
 		}
-		if ok {
-			break
+		if l != nil {
+			if err := l.writePID(); err != nil {
+				l.Unlock()
+				return nil, fmt.Errorf("lock task: write pid: %w", err)
+			}
+			return l, nil
 		}
 		if time.Now().After(deadline) {
+			if errors.Is(busy, errLockMoved) {
+				return nil, fmt.Errorf("lock task: %s: %w", path, busy)
+			}
 			return nil, &LockedError{Path: path, PID: readPID(path)}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err == nil {
-		_, err = f.Write(pid)
-		if cerr := f.Close(); err == nil {
-			err = cerr
+}
+
+// errLockMoved: the lock file was deleted or replaced between its open and
+// its flock.
+var errLockMoved = errors.New("the lock file was deleted or replaced by another while being locked")
+
+// tryLockTask makes one attempt at the lock. It returns the lock, or why it
+// is busy (another holder, or errLockMoved), or an error that retrying does
+// not cure.
+func tryLockTask(path string) (l *TaskLock, busy, err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0o644)
+	if err != nil {
+		if ue := unsafeAt(OS{}, path, err); ue != nil {
+			return nil, nil, ue
 		}
+		return nil, nil, fmt.Errorf("lock task: %w", err)
+	}
+	fd := int(f.Fd())
+	st, err := fstat(fd)
+	if err == nil {
+		err = regular(path, st)
 	}
 	if err != nil {
-		fl.Unlock()
-		return nil, fmt.Errorf("lock task: write pid: %w", err)
+		f.Close()
+		return nil, nil, err
 	}
-	return &TaskLock{fl: fl}, nil
+	if err := flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, err, nil
+		}
+		return nil, nil, fmt.Errorf("lock task %s: %w", path, err)
+	}
+	// Held. Whoever deleted or replaced the file since the open locks (or
+	// already locked) the file the path names now: start over with it.
+	if now, err := lstat(path); err != nil || !sameFile(now, st) {
+		f.Close()
+		return nil, errLockMoved, nil
+	}
+	if st, err = fstat(fd); err == nil && st.Nlink != 1 {
+		// A hard link planted at the path would have the pid written
+		// into the file it shares.
+		err = &UnsafeFileError{Path: path, Reason: fmt.Sprintf("it has %d hard links, and a lock file has one", st.Nlink)}
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return &TaskLock{path: path, f: f, dev: uint64(st.Dev), ino: uint64(st.Ino)}, nil, nil
 }
 
-// Unlock releases the lock.
+// writePID writes this process's pid into the locked file, through the
+// locked descriptor (never by name).
+func (l *TaskLock) writePID() error {
+	if err := l.f.Truncate(0); err != nil {
+		return err
+	}
+	_, err := l.f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return err
+}
+
+// Path is the lock file's name.
+func (l *TaskLock) Path() string { return l.path }
+
+// Check reports whether the lock is still the file at its path: nil if so,
+// a *LockLostError if the file was deleted or another took its place. It
+// costs one lstat(2).
+func (l *TaskLock) Check() error {
+	if l.released.Load() {
+		return fmt.Errorf("task lock %s: %w", l.path, os.ErrClosed)
+	}
+	var st unix.Stat_t // on the stack: Check runs before every append
+	if err := lstatInto(l.path, &st); err != nil {
+		return &LockLostError{Path: l.path, Err: err}
+	}
+	if uint64(st.Dev) != l.dev || uint64(st.Ino) != l.ino {
+		return &LockLostError{Path: l.path}
+	}
+	return nil
+}
+
+// Unlock releases the lock. The file stays: removing it would let a runner
+// that opened it just before lock a file nobody else can find.
 func (l *TaskLock) Unlock() error {
-	return l.fl.Unlock()
+	if l.released.Swap(true) {
+		return nil
+	}
+	err := flock(int(l.f.Fd()), unix.LOCK_UN)
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
+// readPID reads the pid a holder wrote into the lock file at path, 0 if
+// there is none. It never follows a link, nor opens anything but a regular
+// file (a named pipe would block it).
 func readPID(path string) int {
-	for i := 0; i < 5; i++ {
-		b, err := os.ReadFile(path)
-		if err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
-				return pid
-			}
+	for range 5 {
+		if pid := readPIDOnce(path); pid > 0 {
+			return pid
 		}
 		time.Sleep(5 * time.Millisecond) // the holder may be writing it
 	}
 	return 0
 }
 
-// Holder reports whether a process holds the task lock at path, and its pid,
-// without taking the lock: it reads /proc/locks, so it can never make a
-// starting runner fail. Where /proc/locks is missing it falls back to a
-// brief try-lock.
-func Holder(path string) (pid int, held bool) {
-	fi, err := os.Stat(path)
+func readPIDOnce(path string) int {
+	f, err := openRegular(path, false)
 	if err != nil {
-		return 0, false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return probeHolder(path)
-	}
-	f, err := os.Open("/proc/locks")
-	if err != nil {
-		return probeHolder(path)
+		return 0
 	}
 	defer f.Close()
-	// Lines look like: "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF",
-	// the fourth field being the pid and the fifth major:minor:inode.
-	want := ":" + strconv.FormatUint(st.Ino, 10)
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 || fields[1] != "FLOCK" || fields[3] != "WRITE" {
-			continue
-		}
-		if !strings.HasSuffix(fields[5], want) {
-			continue
-		}
-		if dev := strings.Split(fields[5], ":"); len(dev) == 3 && !sameDev(dev[0], dev[1], st.Dev) {
-			continue
-		}
-		pid, _ := strconv.Atoi(fields[4])
-		if p := readPID(path); p > 0 {
-			pid = p
-		}
-		return pid, true
+	b, err := io.ReadAll(io.LimitReader(f, 32))
+	if err != nil {
+		return 0
 	}
-	return 0, false
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
 }
 
-func sameDev(major, minor string, dev uint64) bool {
-	ma, err1 := strconv.ParseUint(major, 16, 32)
-	mi, err2 := strconv.ParseUint(minor, 16, 32)
-	if err1 != nil || err2 != nil {
-		return true // cannot tell: trust the inode
+// Holder reports whether a process holds the task lock at path, and its pid,
+// without taking the lock where it can: on Linux it reads /proc/locks, so it
+// can never make a starting runner fail. Elsewhere, or without /proc, it
+// falls back to a brief try-lock (shared, so probes do not exclude each
+// other). A path that is not a regular file is never held.
+func Holder(path string) (pid int, held bool) {
+	st, err := lstat(path)
+	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return 0, false
 	}
-	devMajor := (dev >> 8) & 0xfff
-	devMinor := (dev & 0xff) | ((dev >> 12) & 0xfff00)
-	return ma == devMajor && mi == devMinor
+	if pid, held, ok := lockHolder(uint64(st.Dev), uint64(st.Ino)); ok {
+		if held {
+			if p := readPID(path); p > 0 {
+				pid = p
+			}
+		}
+		return pid, held
+	}
+	return probeHolder(path)
 }
 
 func probeHolder(path string) (int, bool) {
-	fl := flock.New(path, flock.SetFlag(os.O_RDONLY))
-	ok, err := fl.TryLock()
+	f, err := openRegular(path, false)
 	if err != nil {
 		return 0, false
 	}
-	if ok {
-		fl.Unlock()
+	defer f.Close()
+	if err := flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return readPID(path), true
+		}
 		return 0, false
 	}
-	return readPID(path), true
+	_ = flock(int(f.Fd()), unix.LOCK_UN)
+	return 0, false
+}
+
+// flock applies a flock(2) operation to fd, retrying when a signal
+// interrupts it.
+func flock(fd, how int) error {
+	return ignoringEINTR(func() error { return unix.Flock(fd, how) })
+}
+
+func fstat(fd int) (*unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := ignoringEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+func lstat(path string) (*unix.Stat_t, error) {
+	st := new(unix.Stat_t)
+	if err := lstatInto(path, st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+func lstatInto(path string, st *unix.Stat_t) error {
+	for {
+		err := unix.Lstat(path, st)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EINTR) {
+			return &fs.PathError{Op: "lstat", Path: path, Err: err}
+		}
+	}
+}
+
+func sameFile(a, b *unix.Stat_t) bool { return a.Dev == b.Dev && a.Ino == b.Ino }
+
+func ignoringEINTR(f func() error) error {
+	for {
+		if err := f(); !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
 }

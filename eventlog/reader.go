@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
+	"math"
 	"runtime"
 	"sync"
 )
@@ -19,17 +19,23 @@ const MaxTornTail = MaxLineBytes + 4096
 
 // CorruptError reports damage that is not a torn tail: a bad line in the
 // middle of a log, a gap in seq, or a log that belongs to another task.
-// Nothing is written when it is returned.
+// Nothing is written when it is returned. Its message states the damage;
+// the caller says what to do (restore the log, or start the task over in a
+// new log).
 type CorruptError struct {
 	Path   string
 	Line   int
 	Reason string
+	// Err is the error that decoding the line returned, nil when the line
+	// decoded but is in the wrong place (a gap in seq, another task).
+	Err error
 }
 
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("%s:%d: %s; the log was damaged after it was written, so apollo changes nothing: "+
-		"restore it from a copy, or start over with --fresh (the damaged log stays as it is)", e.Path, e.Line, e.Reason)
+	return fmt.Sprintf("%s:%d: %s; the log was damaged after it was written, so nothing was written to it", e.Path, e.Line, e.Reason)
 }
+
+func (e *CorruptError) Unwrap() error { return e.Err }
 
 // Tail describes what a reader found after the last good record.
 type Tail struct {
@@ -58,28 +64,33 @@ type ReadOptions struct {
 
 // Read reads the log at path, calling visit for each good record in order.
 // A torn tail is reported in the returned Tail and not visited; any other
-// damage is a *CorruptError. Read never modifies the file.
+// damage is a *CorruptError. Read never modifies the file. It follows a
+// symbolic link at path (reading is harmless, and the path may be one a user
+// gave), but reads nothing but a regular file: a named pipe there is an
+// *UnsafeFileError, not a reader blocked for ever.
 func Read(path string, opts ReadOptions, visit func(*Record) error) (Tail, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path, true)
 	if err != nil {
 		return Tail{}, fmt.Errorf("open event log: %w", err)
 	}
 	defer f.Close()
+	return read(f, path, opts, visit)
+}
+
+// read is Read of the log open as f, from opts.Offset to its end, at least
+// the size it has now.
+func read(f File, path string, opts ReadOptions, visit func(*Record) error) (Tail, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return Tail{}, fmt.Errorf("read event log %s: %w", path, err)
 	}
-	if opts.Offset > 0 {
-		// A prefix (a snapshot) that ends past the log's end is not a prefix
-		// of this log; reading on would report an End beyond the file.
-		if opts.Offset > fi.Size() {
-			return Tail{}, fmt.Errorf("read event log %s: offset %d is past its end (%d bytes)", path, opts.Offset, fi.Size())
-		}
-		if _, err := f.Seek(opts.Offset, io.SeekStart); err != nil {
-			return Tail{}, fmt.Errorf("read event log %s: %w", path, err)
-		}
+	// A prefix (a snapshot) that ends past the log's end is not a prefix
+	// of this log; reading on would report an End beyond the file.
+	if opts.Offset > fi.Size() {
+		return Tail{}, fmt.Errorf("read event log %s: offset %d is past its end (%d bytes)", path, opts.Offset, fi.Size())
 	}
-	return scan(f, fi.Size()-opts.Offset, path, opts, int(opts.Seq), visit) // one line per seq before Offset
+	r := io.NewSectionReader(f, opts.Offset, math.MaxInt64-opts.Offset)
+	return scan(r, fi.Size()-opts.Offset, path, opts, int(opts.Seq), visit) // one line per seq before Offset
 }
 
 // ReadAll reads every good record of the log at path.
@@ -138,7 +149,7 @@ func scanLines(r io.Reader, bufSize int, path string, opts ReadOptions, tail Tai
 			// is two good records with the line end between them damaged.
 			if _, err := Decode(line); err != nil {
 				if r := splitRecord(line); r != nil {
-					return tail, &CorruptError{Path: path, Line: lineNo,
+					return tail, &CorruptError{Path: path, Line: lineNo, Err: err,
 						Reason: fmt.Sprintf("%v; the line holds record seq %d and another: the line end after it was damaged", err, r.Seq)}
 				}
 			}
@@ -147,7 +158,7 @@ func scanLines(r io.Reader, bufSize int, path string, opts ReadOptions, tail Tai
 		}
 		rec, err := decode(line[:len(line)-1], &a)
 		if err != nil {
-			bad := &CorruptError{Path: path, Line: lineNo, Reason: err.Error()}
+			bad := &CorruptError{Path: path, Line: lineNo, Reason: err.Error(), Err: err}
 			first := lineNo == 1 && opts.Offset == 0
 			torn, err := classifyTail(br, bytes.Clone(line), first, bad)
 			tail.Torn = torn

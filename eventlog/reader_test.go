@@ -497,3 +497,37 @@ func TestScanAheadSame(t *testing.T) {
 		}
 	}
 }
+
+// TestCorruptErrorUnwraps: a line that does not decode keeps the decoder's
+// error in the chain (errors.Is/As reach it); a good line in the wrong place
+// has none. Neither message names a command or flag: that advice is the
+// caller's.
+func TestCorruptErrorUnwraps(t *testing.T) {
+	_, lines := sampleLog(t)
+	damaged := bytes.Clone(lines[2])
+	damaged[len(damaged)-4] ^= 1 // the crc
+	tests := []struct {
+		name    string
+		data    [][]byte
+		wantErr bool
+	}{
+		{"damaged line", [][]byte{lines[0], lines[1], damaged, lines[3]}, true},
+		{"gap in seq", [][]byte{lines[0], lines[1], lines[3]}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeLog(t, bytes.Join(tt.data, nil))
+			_, err := Read(path, ReadOptions{}, func(*Record) error { return nil })
+			var ce *CorruptError
+			if !errors.As(err, &ce) || ce.Line != 3 {
+				t.Fatalf("Read = %v, want a *CorruptError at line 3", err)
+			}
+			if got := errors.Unwrap(err) != nil; got != tt.wantErr {
+				t.Errorf("errors.Unwrap(%v) != nil is %v, want %v", err, got, tt.wantErr)
+			}
+			if strings.Contains(err.Error(), "--") || strings.Contains(err.Error(), "apollo ") {
+				t.Errorf("message %q names a command or flag", err)
+			}
+		})
+	}
+}

@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
-	"syscall"
 )
 
 // SnapshotVersion is the format version of snapshot files. A snapshot of
@@ -58,7 +58,7 @@ var ErrNoSnapshot = errors.New("no snapshot")
 // offset with record seq, whose replay is st. It reads the log twice (its
 // first line and the line ending at offset) to name the prefix.
 func NewSnapshot(logPath string, offset, seq int64, logVersion int, st *State) (*Snapshot, error) {
-	f, err := os.Open(logPath)
+	f, err := openRegular(logPath, false)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
@@ -82,38 +82,18 @@ func NewSnapshot(logPath string, offset, seq int64, logVersion int, st *State) (
 		Offset: offset, Seq: seq, RecordCRC: crc, LogVersion: logVersion, State: st}, nil
 }
 
-// WriteSnapshot writes s to path atomically through fsys: a temporary file,
-// streamed and fsynced, renamed over path, and the folder fsynced. A failure
-// leaves path as it was.
+// WriteSnapshot writes s to path with WriteFileAtomic through fsys, making
+// path's folder first if need be. A failure leaves path as it was; a
+// symbolic link planted at path is replaced, its target never written.
 func WriteSnapshot(fsys FS, path string, s *Snapshot) error {
 	if fsys == nil {
 		fsys = OS{}
 	}
-	dir := filepath.Dir(path)
-	if err := MkdirAll(fsys, dir); err != nil {
+	if err := MkdirAll(fsys, filepath.Dir(path)); err != nil {
 		return fmt.Errorf("write snapshot %s: %w", path, err)
 	}
-	tmp := path + ".tmp"
-	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("write snapshot %s: %w", path, err)
-	}
-	err = s.encode(f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(tmp) // a snapshot of a big task is big: leave no half of one
-		return fmt.Errorf("write snapshot %s: %w", path, err)
-	}
-	if err := fsys.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write snapshot %s: %w", path, err)
-	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return fmt.Errorf("write snapshot %s: sync folder: %w", path, err)
+	if err := WriteFileAtomic(fsys, path, 0o644, s.encode); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
 	}
 	return nil
 }
@@ -304,8 +284,8 @@ func elements[T any](e *snapshotEncoder, s []T) {
 // another error saying why when the snapshot does not match the log: then
 // the caller must replay the whole log.
 func LoadSnapshot(path, logPath, taskID string) (*Snapshot, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
+	data, err := readSnapshotFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrNoSnapshot
 	}
 	if err != nil {
@@ -319,6 +299,25 @@ func LoadSnapshot(path, logPath, taskID string) (*Snapshot, error) {
 		return nil, fmt.Errorf("snapshot %s does not match log %s: %w", path, logPath, err)
 	}
 	return s, nil
+}
+
+// readSnapshotFile reads the snapshot file at path, which must be a regular
+// file: a link or a named pipe planted there is refused, not followed.
+func readSnapshotFile(path string) ([]byte, error) {
+	f, err := openRegular(path, false)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	data := make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 func decodeSnapshot(data []byte) (*Snapshot, error) {
@@ -367,7 +366,7 @@ func (s *Snapshot) check(logPath, taskID string) error {
 	case s.LogVersion > Version:
 		return fmt.Errorf("its log has format v%d, newer than this apollo (v%d)", s.LogVersion, Version)
 	}
-	f, err := os.Open(logPath)
+	f, err := openRegular(logPath, false)
 	if err != nil {
 		return err
 	}
@@ -427,15 +426,11 @@ func recordEndingAt(f *os.File, offset int64) (*Record, string, error) {
 
 // fileID names the file f is, whatever its name: device and inode.
 func fileID(f *os.File) (string, error) {
-	fi, err := f.Stat()
+	st, err := fstat(int(f.Fd()))
 	if err != nil {
 		return "", err
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return "", errors.New("no inode number on this system")
-	}
-	return fmt.Sprintf("%d:%d", st.Dev, st.Ino), nil
+	return fmt.Sprintf("%d:%d", uint64(st.Dev), uint64(st.Ino)), nil
 }
 
 // firstNonce returns the run_nonce of the TASK_START on f's first line.

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Durability settings (SPEC §4).
@@ -35,6 +38,14 @@ type WriterOptions struct {
 	First *Record
 	// FS is the file-system seam; nil means the real one.
 	FS FS
+	// Lock, when set, is the task lock the writer's process holds (the
+	// runner's; apollo script holds none). Open and every append first
+	// check, under the log's flock and before the record is written, that
+	// it is still the file at the lock's path (TaskLock.Check, one
+	// lstat(2)): if someone deleted or replaced the lock file, another
+	// runner may be in, and the writer stops with a *LockLostError, its
+	// sticky error, so two runners never write one log.
+	Lock *TaskLock
 	// Now is the clock for timestamps; nil means time.Now.
 	Now func() time.Time
 	// OnForeign is called, in order and under the writer's lock, with each
@@ -64,7 +75,8 @@ type Prefix struct {
 
 // WriteError is the sticky error of a writer whose write or fsync failed.
 // After it, the writer refuses every append: what follows the last synced
-// record is not known to be on disk.
+// record is not known to be on disk. Its message states the problem; what
+// to do about it (fix the disk, run again to resume) is the caller's to say.
 type WriteError struct {
 	Path string
 	// LastSeq is the seq of the last record known to be on disk (fsynced).
@@ -73,14 +85,16 @@ type WriteError struct {
 }
 
 func (e *WriteError) Error() string {
-	return fmt.Sprintf("event log %s: %v; the run stopped: nothing after record seq %d is known to be on disk; "+
-		"fix the disk, then run apollo again to resume", e.Path, e.Err, e.LastSeq)
+	return fmt.Sprintf("event log %s: %v; the run stopped: nothing after record seq %d is known to be on disk",
+		e.Path, e.Err, e.LastSeq)
 }
 
 func (e *WriteError) Unwrap() error { return e.Err }
 
 // NewerFormatError is a log that a newer apollo wrote to: this one must not
-// append to it.
+// append to it. Its message states the problem; the caller says what to do
+// (continue with that apollo or a later one, or start the task over in a new
+// log), in the terms of its commands.
 type NewerFormatError struct {
 	Path string
 	// Line is the line of the newer TASK_START (its seq), 0 when it is not
@@ -100,8 +114,7 @@ func (e *NewerFormatError) Error() string {
 		what = fmt.Sprintf("%s:%d: this TASK_START is in log format v%d, newer than this apollo's v%d (written by %s)",
 			e.Path, e.Line, e.Version, Version, by)
 	}
-	return what + ": continue the task with that apollo or a later one (apollo inspect can still read the log), " +
-		"or start it over with `apollo run --fresh` (the log stays as it is)"
+	return what
 }
 
 // CheckFormat returns a *NewerFormatError when r, read from the log at path,
@@ -153,7 +166,8 @@ type Writer struct {
 // folder) when it does not exist. Under the log's flock it reads every record
 // (visit sees each), refuses a damaged log or one of another task, and repairs
 // a torn tail: the cut bytes are saved to a side file and a WARNING is
-// appended.
+// appended. It never follows a symbolic link at path, and refuses anything
+// but a regular file there (an *UnsafeFileError).
 func Open(path string, opts WriterOptions, visit func(*Record) error) (*Writer, error) {
 	fsys := opts.FS
 	if fsys == nil {
@@ -167,11 +181,16 @@ func Open(path string, opts WriterOptions, visit func(*Record) error) (*Writer, 
 	}
 	w := &Writer{path: path, opts: opts, fsys: fsys}
 	w.cond.L = &w.mu
+	if opts.Lock != nil {
+		if err := opts.Lock.Check(); err != nil {
+			return nil, err
+		}
+	}
 
-	flag := os.O_RDWR | os.O_APPEND
-	_, statErr := os.Stat(path)
+	flag := os.O_RDWR | os.O_APPEND | unix.O_NOFOLLOW
+	_, statErr := fsys.Lstat(path)
 	created := false
-	if opts.Create || errors.Is(statErr, os.ErrNotExist) {
+	if opts.Create || errors.Is(statErr, fs.ErrNotExist) {
 		flag |= os.O_CREATE | os.O_EXCL
 		created = true
 	}
@@ -187,6 +206,17 @@ func Open(path string, opts WriterOptions, visit func(*Record) error) (*Writer, 
 	}
 	f, err := fsys.OpenFile(path, flag, 0o644)
 	if err != nil {
+		if ue := unsafeAt(fsys, path, err); ue != nil {
+			return nil, ue
+		}
+		return nil, fmt.Errorf("open event log: %w", err)
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = notRegular(path, fi.Mode().Type(), nil)
+	}
+	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("open event log: %w", err)
 	}
 	w.f = f
@@ -201,6 +231,15 @@ func Open(path string, opts WriterOptions, visit func(*Record) error) (*Writer, 
 		return nil, err
 	}
 	defer w.funlock()
+	if opts.Lock != nil {
+		// Checked again under the log's flock: a runner that took a new
+		// lock file has either not read the log yet or will see all this
+		// writer does to it.
+		if err := opts.Lock.Check(); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
 
 	if visit == nil {
 		visit = func(*Record) error { return nil }
@@ -209,7 +248,9 @@ func Open(path string, opts WriterOptions, visit func(*Record) error) (*Writer, 
 		f.Close()
 		return nil, &NewerFormatError{Path: path, Version: opts.After.Version}
 	}
-	tail, err := Read(path, ReadOptions{TaskID: opts.TaskID, Offset: opts.After.Offset, Seq: opts.After.Seq}, func(r *Record) error {
+	// Read through the file this writer appends to, not by name: the name
+	// could be made to point elsewhere meanwhile.
+	tail, err := read(f, path, ReadOptions{TaskID: opts.TaskID, Offset: opts.After.Offset, Seq: opts.After.Seq}, func(r *Record) error {
 		// Stop at the first TASK_START of a newer apollo: what follows it
 		// is in a format this one may misread.
 		if err := CheckFormat(path, r); err != nil {
@@ -233,12 +274,14 @@ func Open(path string, opts WriterOptions, visit func(*Record) error) (*Writer, 
 	return w, nil
 }
 
-// createWith creates the log holding only first (seq 1): written to a
-// temporary file beside it, fsynced, renamed into place, and the folder
-// fsynced. A crash before the rename leaves only the temporary file, which
-// no reader looks at and the next creation overwrites.
+// createWith creates the log holding only first (seq 1) with
+// WriteFileAtomic: a crash before its rename leaves only a temporary file,
+// which no reader looks at (TempPattern names it).
 func (w *Writer) createWith(first *Record) error {
-	if _, err := os.Lstat(w.path); err == nil {
+	if fi, err := w.fsys.Lstat(w.path); err == nil {
+		if !fi.Mode().IsRegular() {
+			return notRegular(w.path, fi.Mode().Type(), nil)
+		}
 		return fmt.Errorf("create event log %s: %w", w.path, os.ErrExist)
 	}
 	first.Seq = 1
@@ -250,29 +293,14 @@ func (w *Writer) createWith(first *Record) error {
 	if err != nil {
 		return fmt.Errorf("create event log %s: %w", w.path, err)
 	}
-	tmp := w.path + ".new"
-	f, err := w.fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("create event log: %w", err)
-	}
-	n, err := f.Write(line)
-	if err == nil && n != len(line) {
-		err = fmt.Errorf("short write (%d of %d bytes)", n, len(line))
-	}
-	if err == nil {
+	w.fsyncs.Add(1)
+	err = WriteFileAtomic(w.fsys, w.path, 0o644, func(f io.Writer) error {
+		if _, err := f.Write(line); err != nil {
+			return err
+		}
 		w.crash("write:" + first.EventType)
-		w.fsyncs.Add(1)
-		err = datasync(f)
-	}
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	if err == nil {
-		err = w.fsys.Rename(tmp, w.path)
-	}
-	if err == nil {
-		err = w.fsys.SyncDir(filepath.Dir(w.path))
-	}
+		return nil
+	})
 	if err != nil {
 		// Nothing of this log exists yet: no record may be trusted.
 		return &WriteError{Path: w.path, Err: fmt.Errorf("create: %w", err)}
@@ -422,6 +450,14 @@ func (w *Writer) write(r *Record) (int64, error) {
 		w.mu.Unlock()
 		return 0, w.err
 	}
+	if w.opts.Lock != nil {
+		if err := w.opts.Lock.Check(); err != nil {
+			w.funlock()
+			w.failLocked(err)
+			w.mu.Unlock()
+			return 0, w.err
+		}
+	}
 	if err := w.catchUp(); err != nil {
 		w.funlock()
 		w.failLocked(err)
@@ -514,16 +550,22 @@ func (w *Writer) crash(point string) {
 	}
 }
 
-// failLocked makes err the writer's sticky error. Its LastSeq is the last
-// record known to be durable: records written since may not be on disk.
+// failLocked makes err the writer's sticky error: a *LockLostError as it
+// is, anything else a *WriteError whose LastSeq is the last record known to
+// be durable (records written since may not be on disk).
 func (w *Writer) failLocked(err error) {
-	if w.err == nil {
-		var we *WriteError
-		if errors.As(err, &we) {
-			w.err = we
-		} else {
-			w.err = &WriteError{Path: w.path, LastSeq: w.syncedSeq, Err: err}
-		}
+	if w.err != nil {
+		return
+	}
+	var we *WriteError
+	var lost *LockLostError
+	switch {
+	case errors.As(err, &we):
+		w.err = we
+	case errors.As(err, &lost):
+		w.err = lost
+	default:
+		w.err = &WriteError{Path: w.path, LastSeq: w.syncedSeq, Err: err}
 	}
 }
 
@@ -580,11 +622,12 @@ func (w *Writer) repairLocked(end, n int64) error {
 		return fmt.Errorf("repair torn tail: read: %w", err)
 	}
 	side := fmt.Sprintf("%s.torn-%d", w.path, end)
-	if err := w.fsys.WriteFile(side, torn, 0o644); err != nil {
-		return fmt.Errorf("repair torn tail: save cut bytes to %s: %w", side, err)
-	}
-	if err := w.fsys.SyncDir(filepath.Dir(side)); err != nil {
-		return fmt.Errorf("repair torn tail: sync folder: %w", err)
+	err := WriteFileAtomic(w.fsys, side, 0o644, func(f io.Writer) error {
+		_, err := f.Write(torn)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("repair torn tail: save cut bytes: %w", err)
 	}
 	if err := w.f.Truncate(end); err != nil {
 		return fmt.Errorf("repair torn tail: truncate to %d: %w", end, err)
@@ -599,7 +642,7 @@ func (w *Writer) repairLocked(end, n int64) error {
 		// side file alone tells of this repair.
 		return nil
 	}
-	_, err := w.writeLocked(&Record{
+	_, err = w.writeLocked(&Record{
 		EventType: Warning,
 		Status:    Running,
 		Message: fmt.Sprintf("torn tail repaired: %d bytes at offset %d (a write cut off by a crash) were cut and saved to %s",
@@ -618,7 +661,7 @@ func (w *Writer) repairLocked(end, n int64) error {
 }
 
 func (w *Writer) flock() error {
-	if err := flockFD(w.f.Fd(), syscall.LOCK_EX); err != nil {
+	if err := flock(int(w.f.Fd()), unix.LOCK_EX); err != nil {
 		return fmt.Errorf("lock event log %s: %w", w.path, err)
 	}
 	w.flocked = true
@@ -627,29 +670,7 @@ func (w *Writer) flock() error {
 
 func (w *Writer) funlock() {
 	if w.flocked {
-		_ = flockFD(w.f.Fd(), syscall.LOCK_UN)
+		_ = flock(int(w.f.Fd()), unix.LOCK_UN)
 		w.flocked = false
 	}
-}
-
-func flockFD(fd uintptr, how int) error {
-	for {
-		err := syscall.Flock(int(fd), how)
-		if err != syscall.EINTR {
-			return err
-		}
-	}
-}
-
-// datasync flushes a file's data (and the size needed to read it back).
-func datasync(f File) error {
-	if of, ok := f.(*os.File); ok {
-		for {
-			err := syscall.Fdatasync(int(of.Fd()))
-			if err != syscall.EINTR {
-				return err
-			}
-		}
-	}
-	return f.Sync()
 }
