@@ -135,8 +135,27 @@ func report(err error, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "apollo: %v\n", err)
 		return exitFailed
 	}
-	fmt.Fprintf(stderr, "apollo: %v\n", err)
+	fmt.Fprintf(stderr, "apollo: %v%s\n", err, advice(err))
 	return exitFailed
+}
+
+// advice is what to do about an error of the event log, whose own messages
+// say what happened and name no command.
+func advice(err error) string {
+	switch {
+	case errors.As(err, new(*eventlog.NewerFormatError)):
+		return ": continue the task with that apollo or a later one (apollo inspect can still read the log), " +
+			"or start it over with `apollo run --fresh` (the log stays as it is)"
+	case errors.As(err, new(*eventlog.CorruptError)):
+		return "; restore it from a copy, or start the task over with `apollo run --fresh` (the damaged log stays as it is)"
+	case errors.As(err, new(*eventlog.WriteError)):
+		return "; fix the disk, then run apollo again to resume"
+	case errors.As(err, new(*eventlog.LockLostError)):
+		return "; `apollo list` shows the runner that holds the task now; once it ends, run the same command again to resume"
+	case errors.As(err, new(*eventlog.UnsafeFileError)):
+		return "; apollo did not make it: remove it, then run again"
+	}
+	return ""
 }
 
 // stateDirDefault is --state-dir's default: APOLLO_HOME, else .apollo.

@@ -82,7 +82,7 @@ func (e *Engine) Run(ctx context.Context, path string, ro RunOptions) error {
 	}
 	defer lock.Unlock()
 
-	r := &run{e: e, t: t, ro: ro, started: e.opts.Clock.Now()}
+	r := &run{e: e, t: t, ro: ro, started: e.opts.Clock.Now(), lock: lock}
 	return r.execute(ctx)
 }
 
@@ -92,6 +92,7 @@ type run struct {
 	t       *task
 	ro      RunOptions
 	started time.Time
+	lock    *eventlog.TaskLock // the task's, held: every append checks it is still ours
 
 	w       *eventlog.Writer
 	state   *eventlog.State // the snapshotter's, which the writer's callbacks change: read it before the steps start
@@ -262,12 +263,13 @@ func (r *run) openLog(latest string) error {
 		}
 	}
 	r.markers = markers.New(maps.Clone(r.state.Markers))
+	t.dir.RemoveUnfinished(t.id) // under the task's lock: no one else writes them
 	var first *eventlog.Record
 	if create {
-		t.dir.RemoveUnfinishedLogs(t.id)
 		first = r.taskStart()
 	}
 	w, err := eventlog.Open(latest, eventlog.WriterOptions{
+		Lock:   r.lock,
 		TaskID: t.id,
 		// Each record's durability is chosen by the engine: the step's
 		// setting for its records, always for task-level ones.

@@ -1,6 +1,7 @@
 package statedir
 
 import (
+	"apollo/eventlog"
 	"errors"
 	"fmt"
 	"os"
@@ -179,13 +180,18 @@ func (d Dir) FindLog(taskID string) (path string, archived bool, err error) {
 	return logs[len(logs)-1].Path, true, nil
 }
 
-// RemoveUnfinishedLogs removes what a crash while creating one of the task's
-// logs left: a "<log>.new" file that was never renamed into place, which
-// holds at most an unsynced TASK_START and never a record of a step.
-func (d Dir) RemoveUnfinishedLogs(taskID string) {
-	leftovers, _ := filepath.Glob(filepath.Join(d.Logs(), "task_"+taskID+"_*"+liveExt+".new"))
-	for _, f := range leftovers {
-		os.Remove(f)
+// RemoveUnfinished removes what a crash while writing one of the task's
+// files left behind, under the task's lock: a log's temporary file that was
+// never renamed into place (it holds at most an unsynced TASK_START and never
+// a record of a step; "<log>.new" from older versions too), and a
+// snapshot's.
+func (d Dir) RemoveUnfinished(taskID string) {
+	logs := filepath.Join(d.Logs(), "task_"+taskID+"_*"+liveExt)
+	for _, pattern := range []string{eventlog.TempPattern(logs), logs + ".new", eventlog.TempPattern(d.Snapshot(taskID))} {
+		leftovers, _ := filepath.Glob(pattern)
+		for _, f := range leftovers {
+			os.Remove(f)
+		}
 	}
 }
 
