@@ -201,15 +201,12 @@ func (s *State) Apply(r *Record) {
 			st.Unclean = false
 		}
 	case Marker:
-		if r.Marker == nil {
-			return
-		}
-		m := *r.Marker
 		if s.Markers == nil { // a State read back from JSON omits an empty map
 			s.Markers = map[string]*MarkerInfo{}
 		}
-		s.Markers[m.Name] = &m
+		ApplyMarker(s.Markers, r)
 	case Warning:
+		ApplyMarker(s.Markers, r) // a clear_marker intervention
 		s.applyIntervention(r)
 	case TaskSummary:
 		s.Summary = r
@@ -253,8 +250,6 @@ func (s *State) applyIntervention(r *Record) {
 			st.Unclean = false
 			st.DirtyRecoveries = 0
 		}
-	case ActionClearMarker:
-		delete(s.Markers, iv.Marker)
 	}
 }
 
@@ -273,4 +268,18 @@ func (st *StepState) RemainingDelay(now time.Time) time.Duration {
 		return 0
 	}
 	return left
+}
+
+// ApplyMarker applies what r says of a task's idempotency markers to
+// markers, by name: a MARKER record sets one, a clear_marker intervention
+// removes one; other records change nothing. It is the one rule for
+// markers, of a replay (State) and of a process's live view of them.
+func ApplyMarker(markers map[string]*MarkerInfo, r *Record) {
+	switch {
+	case r.EventType == Marker && r.Marker != nil:
+		m := *r.Marker
+		markers[m.Name] = &m
+	case r.EventType == Warning && r.Intervention != nil && r.Intervention.Action == ActionClearMarker:
+		delete(markers, r.Intervention.Marker)
+	}
 }

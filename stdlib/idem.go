@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +18,7 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
+	"apollo/eventlog"
 	"apollo/luart"
 )
 
@@ -131,64 +131,29 @@ func lockedWrite(ctx context.Context, r *os.Root, rel string, write func(w io.Wr
 	return atomicWrite(r, rel, write)
 }
 
-// atomicWrite replaces file rel of r with what write writes: a temporary file in the same
-// folder, fsync, rename over rel, fsync of the folder. Missing parent folders are created
-// (and their parents fsynced). An existing file's permissions are kept. What is at rel must
-// be a regular file, or nothing: a symbolic link is not replaced (a script that writes
-// "out.json" must not turn a link someone planted into its file, nor be told it wrote the
-// target), nor is a FIFO, socket or device. On any error the temporary file is removed and
-// rel is untouched.
-func atomicWrite(r *os.Root, rel string, write func(w io.Writer) error) (err error) {
+// atomicWrite replaces file rel of r with what write writes, through
+// eventlog.WriteFileAtomic (a temporary file in the same folder, fsync,
+// rename over rel, fsync of the folder) confined to r. Missing parent
+// folders are created (and their parents fsynced). An existing file's
+// permissions are kept. What is at rel must be a regular file, or nothing: a
+// symbolic link is not replaced (a script that writes "out.json" must not
+// turn a link someone planted into its file, nor be told it wrote the
+// target), nor is a FIFO, socket or device. On any error rel is untouched.
+func atomicWrite(r *os.Root, rel string, write func(w io.Writer) error) error {
 	if rel == "." {
 		return &fs.PathError{Op: "write", Path: rel, Err: errIsFolder}
 	}
-	dir := filepath.Dir(rel)
-	if err := mkdirAll(r, dir); err != nil {
+	if err := mkdirAll(r, filepath.Dir(rel)); err != nil {
 		return err
 	}
-	mode := fs.FileMode(0o644)
-	keep := false
 	if fi, err := r.Lstat(rel); err == nil {
 		if err := checkRegular(rel, fi, ""); err != nil {
 			return err
 		}
-		mode, keep = fi.Mode().Perm(), true
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	tmp := filepath.Join(dir, fmt.Sprintf(".%s.tmp-%016x", filepath.Base(rel), rand.Uint64()))
-	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			r.Remove(tmp)
-		}
-	}()
-	if keep {
-		if err := f.Chmod(mode); err != nil {
-			return err
-		}
-	}
-	bw := bufio.NewWriterSize(f, 256<<10)
-	if err := write(bw); err != nil {
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("fsync: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := r.Rename(tmp, rel); err != nil {
-		return err
-	}
-	return syncDir(r, dir)
+	return eventlog.WriteFileAtomic(rootFS{r}, rel, 0o644, write)
 }
 
 func (lib *library) idemReplace(L *lua.LState) int {

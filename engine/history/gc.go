@@ -346,7 +346,7 @@ func archiveLog(fsys eventlog.FS, path, dir string) (int64, error) {
 	files := append([]string{path}, side...)
 	var size int64
 	for i, f := range files {
-		n, err := compressInto(f, filepath.Join(dir, filepath.Base(f)+".gz"))
+		n, err := compressInto(fsys, f, filepath.Join(dir, filepath.Base(f)+".gz"))
 		if err != nil {
 			return 0, err
 		}
@@ -359,7 +359,7 @@ func archiveLog(fsys eventlog.FS, path, dir string) (int64, error) {
 	}
 	// Only now that the copies are durable do the originals go.
 	for _, f := range files {
-		if err := os.Remove(f); err != nil {
+		if err := fsys.Remove(f); err != nil {
 			return 0, fmt.Errorf("archive: remove %s: %w", f, err)
 		}
 	}
@@ -369,9 +369,9 @@ func archiveLog(fsys eventlog.FS, path, dir string) (int64, error) {
 	return size, nil
 }
 
-// compressInto writes src gzipped to dst atomically: a temporary file in
-// dst's folder, fsynced, then renamed. It returns dst's size.
-func compressInto(src, dst string) (int64, error) {
+// compressInto writes src gzipped to dst with eventlog.WriteFileAtomic,
+// through fsys. It returns the size of what it wrote.
+func compressInto(fsys eventlog.FS, src, dst string) (int64, error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return 0, fmt.Errorf("archive: %w", err)
@@ -381,42 +381,30 @@ func compressInto(src, dst string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("archive: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-*")
+	var size countWriter
+	err = eventlog.WriteFileAtomic(fsys, dst, 0o600, func(w io.Writer) error {
+		zw, err := gzip.NewWriterLevel(io.MultiWriter(w, &size), gzip.BestCompression)
+		if err != nil {
+			return err
+		}
+		zw.Name, zw.ModTime = filepath.Base(src), fi.ModTime()
+		if _, err := io.Copy(zw, in); err != nil {
+			return err
+		}
+		return zw.Close()
+	})
 	if err != nil {
 		return 0, fmt.Errorf("archive %s: %w", src, err)
 	}
-	fail := func(err error) (int64, error) {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return 0, fmt.Errorf("archive %s: %w", src, err)
-	}
-	zw, err := gzip.NewWriterLevel(tmp, gzip.BestCompression)
-	if err != nil {
-		return fail(err)
-	}
-	zw.Name, zw.ModTime = filepath.Base(src), fi.ModTime()
-	if _, err := io.Copy(zw, in); err != nil {
-		return fail(err)
-	}
-	if err := zw.Close(); err != nil {
-		return fail(err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fail(err)
-	}
-	st, err := tmp.Stat()
-	if err != nil {
-		return fail(err)
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return 0, fmt.Errorf("archive %s: %w", src, err)
-	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
-		os.Remove(tmp.Name())
-		return 0, fmt.Errorf("archive %s: %w", src, err)
-	}
-	return st.Size(), nil
+	return int64(size), nil
+}
+
+// countWriter counts the bytes written to it.
+type countWriter int64
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	*c += countWriter(len(p))
+	return len(p), nil
 }
 
 // WriteGC prints what gc did for a person.

@@ -38,13 +38,7 @@ func (b *Book) Attach(w *eventlog.Writer, crash func(point string)) {
 func (b *Book) Observe(r *eventlog.Record) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	switch {
-	case r.EventType == eventlog.Marker && r.Marker != nil:
-		m := *r.Marker
-		b.markers[m.Name] = &m
-	case r.EventType == eventlog.Warning && r.Intervention != nil && r.Intervention.Action == eventlog.ActionClearMarker:
-		delete(b.markers, r.Intervention.Marker)
-	}
+	eventlog.ApplyMarker(b.markers, r)
 }
 
 // Marker returns the marker of that name.
