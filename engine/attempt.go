@@ -22,6 +22,14 @@ import (
 // one attempt.
 func (r *run) work(ctx context.Context, n *node) nodeDone {
 	s := n.rs.step
+	if s.When != "" && n.attempts == 0 {
+		if run, d := r.decideWhen(ctx, n); !run {
+			if n.prevToken != "" && (n.dirty || n.unclean) {
+				executor.EndLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace)
+			}
+			return d
+		}
+	}
 	ended := 0
 	if (n.dirty || n.unclean) && n.prevToken != "" {
 		// A process that left the attempt's process group (setsid, a

@@ -65,6 +65,9 @@ func definitionDigest(rs *renderedStep) string {
 	field(`,"script":`, s.Script)
 	number(`,"timeout_ms":`, s.Timeout.Milliseconds())
 	field(`,"uses":`, s.Uses)
+	if s.When != "" { // keys added since the first format: only when set (see below)
+		field(`,"when":`, s.When)
+	}
 	b = append(b, `,"with":`...)
 	b, ok := appendParams(b, rs.with)
 	if !ok {
@@ -153,6 +156,9 @@ func definitionMap(rs *renderedStep) map[string]any {
 	}
 	if s.WorkingDir != "" {
 		m["working_dir"] = s.WorkingDir
+	}
+	if s.When != "" {
+		m["when"] = s.When
 	}
 	return m
 }

@@ -94,6 +94,7 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 		if s.Command == "" {
 			ps.Body = rs.body()
 		}
+		ps.When = s.When
 		switch {
 		case s.CleanupCommand != "":
 			ps.Cleanup = rs.cleanupCommand
@@ -164,6 +165,9 @@ func writePlan(w io.Writer, pl *Plan) {
 		w.Write(append(line, '\n'))
 		if ps.Action == ActionKeep || ps.Action == ActionSkip {
 			continue
+		}
+		if ps.When != "" {
+			fmt.Fprintf(w, "       when: %s (decided when it is ready)\n", textfmt.OneLine(ps.When, 300))
 		}
 		if ps.Action == ActionCleanRerun && ps.Cleanup != "" {
 			fmt.Fprintf(w, "       cleanup: %s\n", textfmt.OneLine(ps.Cleanup, 300))

@@ -29,6 +29,7 @@ type PlanStep struct {
 	Command    string   `json:"command,omitempty"`
 	Body       string   `json:"body,omitempty"`
 	Cleanup    string   `json:"cleanup,omitempty"`
+	When       string   `json:"when,omitempty"`
 	WaitMS     int64    `json:"wait_ms,omitempty"`
 	InputReady bool     `json:"-"`
 }
@@ -100,6 +101,6 @@ const PlanJSONDoc = `JSON (--dry-run --json), one object:
    "changed"?: [step ids whose definition changed], "torn_tail_bytes"?,
    "steps": [{"id", "action": "run"|"keep"|"rerun"|"clean+rerun"|"skip"|"fail", "reason",
               "status", "next_retry_count", "depends_on": [ids], "optional": bool,
-              "command"? (rendered shell), "body"? (Lua), "cleanup"?, "wait_ms"?}]}
+              "command"? (rendered shell), "body"? (Lua), "cleanup"?, "when"? (its condition), "wait_ms"?}]}
   steps are in dependency order.
 `

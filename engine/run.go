@@ -19,6 +19,7 @@ import (
 	"apollo/engine/statedir"
 	"apollo/engine/usage"
 	"apollo/eventlog"
+	"apollo/luart"
 )
 
 // task is a pipeline bound to one task id: rendered, with its files named.
@@ -93,6 +94,9 @@ type run struct {
 	ro      RunOptions
 	started time.Time
 	lock    *eventlog.TaskLock // the task's, held: every append checks it is still ours
+
+	whenOnce sync.Once
+	whenRT   *luart.Runtime // for the steps' when: conditions
 
 	w       *eventlog.Writer
 	state   *eventlog.State // the snapshotter's, which the writer's callbacks change: read it before the steps start

@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"apollo/engine/template"
+	"apollo/luart"
 )
 
 // A pipeline file's keys are two tables, each in the order suggestions
@@ -119,6 +120,7 @@ var stepFields = []stepField{
 	{"isolation", roleOther, func(si *stepInfo, kv keyValue) {
 		si.s.Isolation, _ = si.at.choice(kv.key, kv.v, "", "inprocess", "process")
 	}},
+	{"when", roleOther, (*stepInfo).when},
 	{"working_dir", roleOther, func(si *stepInfo, kv keyValue) {
 		if d, ok := si.at.nonEmpty(kv.key, kv.v); ok {
 			si.s.WorkingDir = filepath.Clean(d)
@@ -433,3 +435,29 @@ func (si *stepInfo) luaPath(key string, v *yaml.Node) string {
 	}
 	return filepath.Clean(s)
 }
+
+// when decodes a step's condition: a Lua expression, checked to compile
+// here, whose upstream references are checked once the graph is known.
+func (si *stepInfo) when(kv keyValue) {
+	expr, ok := si.at.nonEmpty(kv.key, kv.v)
+	if !ok {
+		return
+	}
+	n := deref(kv.v)
+	if line, msg := luart.CheckSyntax(WhenChunk(expr)); msg != "" {
+		if line > 0 && n.Style&yaml.LiteralStyle != 0 {
+			line += n.Line
+		} else {
+			line = n.Line
+		}
+		si.at.errf(line, "when does not compile as a Lua expression: %s", msg)
+		return
+	}
+	si.s.When = expr
+	for _, r := range luaOutputRefs(expr) {
+		si.at.outputRef(kv.key, r.step, r.text, lineIn(n, expr, r.off))
+	}
+}
+
+// WhenChunk is the Lua chunk a when: expression is run as.
+func WhenChunk(expr string) string { return "return (" + expr + "\n)" }

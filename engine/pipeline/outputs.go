@@ -33,8 +33,9 @@ func (w where) outputRef(key, step, text string, line int) {
 	}
 }
 
-// luaRef matches ctx.outputs.ID and ctx.outputs["ID"] (or 'ID') in Lua.
-var luaRef = regexp.MustCompile(`\bctx\.outputs(?:\.([A-Za-z_][A-Za-z0-9_]*)|\[\s*["']([A-Za-z0-9_-]+)["']\s*\])`)
+// luaRef matches ctx.outputs.ID and ctx.outputs["ID"] (or 'ID') in Lua,
+// and the same of ctx.status, an upstream step's state (when:).
+var luaRef = regexp.MustCompile(`\bctx\.(?:outputs|status)(?:\.([A-Za-z_][A-Za-z0-9_]*)|\[\s*["']([A-Za-z0-9_-]+)["']\s*\])`)
 
 // luaSourceRef is one ctx.outputs reference found in Lua source.
 type luaSourceRef struct {

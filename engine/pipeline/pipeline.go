@@ -81,6 +81,9 @@ type Step struct {
 	// WorkingDir is where a shell body runs, relative to the pipeline's
 	// folder (or absolute); "" is the workspace.
 	WorkingDir string
+	// When is a Lua expression evaluated when the step becomes ready; a
+	// false value skips the step (docs/spec.md §2). "" runs it always.
+	When string
 	// OutputRefs are the ancestors, beyond DependsOn, whose outputs the
 	// step names ({{outputs.STEP}}, ctx.outputs.STEP), as validation found
 	// them.

@@ -173,7 +173,8 @@ const pipelineSchema = `{
         "env": {"$ref": "#/$defs/env"},
         "memory_mb": {"$ref": "#/$defs/memoryMB"},
         "isolation": {"description": "process: run this Lua step in a child apollo process.", "enum": ["", "inprocess", "process"]},
-        "working_dir": {"description": "Where this shell step runs, relative to the pipeline file's folder.", "$ref": "#/$defs/workingDir"}
+        "working_dir": {"description": "Where this shell step runs, relative to the pipeline file's folder.", "$ref": "#/$defs/workingDir"},
+        "when": {"description": "A Lua expression over ctx.vars, ctx.outputs and ctx.status, evaluated when the step is ready: false skips it.", "$ref": "#/$defs/nonEmpty"}
       },
       "oneOf": [
         {"required": ["command"]},

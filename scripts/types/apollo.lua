@@ -12,7 +12,8 @@
 ---@field vars table<string,string> template variables (vars:, --var, built-ins)
 ---@field params table<string,any> the step's `with:` map
 ---@field artifacts_dir string     the task's artifacts folder
----@field outputs table<string,any> upstream steps' returned values by step id
+---@field outputs table<string,any> outputs of the step's dependencies, and of any other upstream step its code names (ctx.outputs.ID), by step id
+---@field status? table<string,string> in a when: condition only: the state of each of those upstream steps ("SUCCESS", "FAILED", "SKIPPED")
 ctx = {}
 
 ---@class apollo.idem
