@@ -29,6 +29,7 @@ type runOptions struct {
 	taskID        string
 	fresh         bool
 	resumeFrom    string
+	only, until   string
 	acceptChanges bool
 	dryRun        bool
 	json          bool
@@ -43,6 +44,8 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.taskID, "task-id", "", "name the task run (default <task_name>-<task_date>)")
 	fs.BoolVar(&o.fresh, "fresh", false, "start a new log for the task instead of resuming")
 	fs.StringVar(&o.resumeFrom, "resume-from", "", "run STEP and its descendants again; skip other unfinished steps")
+	fs.StringVar(&o.only, "only", "", "run STEP alone (again, if it succeeded); leave every other step as it is")
+	fs.StringVar(&o.until, "until", "", "run STEP and the steps it depends on that are not done yet; leave the rest as it is")
 	fs.BoolVar(&o.acceptChanges, "accept-changes", false, "keep the results of succeeded steps whose definition changed")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the plan (keep / clean+rerun / rerun / skip) and write nothing")
 	fs.BoolVar(&o.json, "json", false, "with --dry-run: print the plan as JSON")
@@ -80,5 +83,5 @@ func runRun(ctx context.Context, o *runOptions, in invocation) error {
 	}
 	e := newEngine(o.stateDir, o.progress, in.stdout, in.stderr)
 	return e.Run(ctx, in.args[0], engine.RunOptions{Vars: vars, TaskID: o.taskID, Fresh: o.fresh,
-		ResumeFrom: o.resumeFrom, AcceptChanges: o.acceptChanges, Parallel: o.parallel, DryRun: o.dryRun, JSON: o.json})
+		ResumeFrom: o.resumeFrom, Only: o.only, Until: o.until, AcceptChanges: o.acceptChanges, Parallel: o.parallel, DryRun: o.dryRun, JSON: o.json})
 }

@@ -69,13 +69,13 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 		}
 	}
 	pl.ResumeFrom = resumeFrom
-	pl.Complete = state.Complete() && ro.ResumeFrom == ""
+	if err := checkOnly(t.p, ro, state); err != nil {
+		return nil, err
+	}
+	pl.Complete = state.Complete() && ro.ResumeFrom == "" && ro.Only == ""
 	r := &run{e: e, t: t, ro: ro, state: state}
 	pl.Changed = r.changedSteps()
-	var rerun map[string]bool
-	if resumeFrom != "" {
-		rerun = t.p.Descendants(resumeFrom)
-	}
+	sc := scopeOf(t.p, ro, resumeFrom)
 	pl.Steps = make([]PlanStep, 0, len(t.steps))
 	now := e.opts.Clock.Now()
 	notStarted := &eventlog.StepState{Status: eventlog.Pending} // read only
@@ -86,7 +86,7 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 		if st == nil {
 			st = notStarted
 		}
-		ps := decide(s, st, resumeFrom, rerun, t.p.MaxDirtyRestarts, now)
+		ps := decide(s, st, sc, t.p.MaxDirtyRestarts, now)
 		if pl.Complete {
 			ps.Action, ps.Reason = ActionKeep, "task complete"
 		}
@@ -163,7 +163,7 @@ func writePlan(w io.Writer, pl *Plan) {
 			line = append(line, "ms before its retry"...)
 		}
 		w.Write(append(line, '\n'))
-		if ps.Action == ActionKeep || ps.Action == ActionSkip {
+		if ps.Action == ActionKeep || ps.Action == ActionSkip || ps.Action == ActionLeave {
 			continue
 		}
 		if ps.When != "" {

@@ -103,10 +103,13 @@ func (e *Engine) loadOptions(vars map[string]string) pipeline.LoadOptions {
 
 // RunOptions are the flags of one apollo run.
 type RunOptions struct {
-	Vars          map[string]string
-	TaskID        string
-	Fresh         bool
-	ResumeFrom    string
+	Vars       map[string]string
+	TaskID     string
+	Fresh      bool
+	ResumeFrom string
+	// Only runs that step alone; Until runs that step and the steps it
+	// depends on, as needed. Other steps are left as they are.
+	Only, Until   string
 	AcceptChanges bool
 	Parallel      int
 	DryRun        bool

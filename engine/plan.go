@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"apollo/engine/pipeline"
+	"apollo/engine/usage"
 	"apollo/eventlog"
 )
 
@@ -15,6 +18,7 @@ const (
 	ActionCleanRerun = "clean+rerun" // cut off or failed: clean up, then run again
 	ActionSkip       = "skip"        // resume_from leaves it out
 	ActionCrashLoop  = "fail"        // cut off too many times in a row
+	ActionLeave      = "leave"       // outside --only or --until: left as it is
 )
 
 // PlanStep is one step of a plan.
@@ -47,8 +51,60 @@ type Plan struct {
 	Steps      []PlanStep `json:"steps"`
 }
 
+// scope is what an invocation is asked to run beyond what its log leaves
+// to do: resume_from X (X and its descendants again, other unfinished steps
+// skipped), --only X (X again, alone) or --until X (X and the steps it
+// depends on, as needed). The zero scope runs what the log leaves to do.
+type scope struct {
+	why        string          // "resume_from X", "--only X"...; "" for none
+	rerun      map[string]bool // run again, whatever their state
+	skipOthers bool            // resume_from: every other unfinished step is skipped
+	within     map[string]bool // --only, --until: steps outside are left as they are
+}
+
+// scopeOf is the scope of a run's options, given the resume_from it applies
+// ("" for none).
+func scopeOf(p *pipeline.Pipeline, ro RunOptions, resumeFrom string) scope {
+	switch {
+	case resumeFrom != "":
+		by := "resume_from " + resumeFrom
+		if ro.ResumeFrom != "" {
+			by = "--resume-from " + resumeFrom
+		}
+		return scope{why: by, rerun: p.Descendants(resumeFrom), skipOthers: true}
+	case ro.Only != "":
+		return scope{why: "--only " + ro.Only, rerun: map[string]bool{ro.Only: true}, within: map[string]bool{ro.Only: true}}
+	case ro.Until != "":
+		return scope{why: "--until " + ro.Until, within: p.Ancestors(ro.Until)}
+	}
+	return scope{}
+}
+
+// checkOnly refuses --only X when a step X depends on is not done: X alone
+// cannot run; --until X would run those steps too.
+func checkOnly(p *pipeline.Pipeline, ro RunOptions, state *eventlog.State) error {
+	if ro.Only == "" {
+		return nil
+	}
+	var notDone []string
+	for _, d := range p.Step(ro.Only).DependsOn {
+		st := state.Step(d)
+		switch {
+		case st.Status == eventlog.Success, st.Status == eventlog.Skipped:
+		case st.Status == eventlog.Failed && p.Step(d).Optional:
+		default:
+			notDone = append(notDone, fmt.Sprintf("%s (%s)", d, st.Status))
+		}
+	}
+	if len(notDone) == 0 {
+		return nil
+	}
+	return usage.Errorf("--only %s: it depends on step(s) not done yet: %s; run them first, or use --until %s to run them too",
+		ro.Only, strings.Join(notDone, ", "), ro.Only)
+}
+
 // decide says what a run does with one step, given its state in the log.
-func decide(s *pipeline.Step, st *eventlog.StepState, resumeFrom string, rerunSet map[string]bool, maxDirty int, now time.Time) PlanStep {
+func decide(s *pipeline.Step, st *eventlog.StepState, sc scope, maxDirty int, now time.Time) PlanStep {
 	ps := PlanStep{ID: s.ID, Status: st.Status, DependsOn: s.DependsOn, Optional: s.Optional}
 	if ps.DependsOn == nil {
 		ps.DependsOn = []string{}
@@ -65,12 +121,14 @@ func decide(s *pipeline.Step, st *eventlog.StepState, resumeFrom string, rerunSe
 		ps.Action, ps.Reason = rerun, why
 	}
 	switch {
-	case rerunSet[s.ID]:
-		cleanThenRerun(ActionRerun, "resume_from "+resumeFrom)
-	case resumeFrom != "" && st.Status != eventlog.Success:
-		ps.Action, ps.Reason = ActionSkip, "not part of resume_from "+resumeFrom
+	case sc.rerun[s.ID]:
+		cleanThenRerun(ActionRerun, sc.why)
+	case sc.skipOthers && st.Status != eventlog.Success:
+		ps.Action, ps.Reason = ActionSkip, "not part of "+sc.why
 	case st.Status == eventlog.Success || st.Status == eventlog.Skipped:
 		ps.Action, ps.Reason = ActionKeep, "already "+st.Status
+	case sc.within != nil && !sc.within[s.ID]:
+		ps.Action, ps.Reason = ActionLeave, "not selected by "+sc.why
 	case st.Dirty && st.DirtyRecoveries >= maxDirty:
 		ps.Action, ps.Reason = ActionCrashLoop, "crash loop: cut off in each of the last runs"
 	case st.Dirty:
@@ -99,7 +157,7 @@ func decide(s *pipeline.Step, st *eventlog.StepState, resumeFrom string, rerunSe
 const PlanJSONDoc = `JSON (--dry-run --json), one object:
   {"task_id", "pipeline", "log", "new_log": bool, "complete": bool, "resume_from"?,
    "changed"?: [step ids whose definition changed], "torn_tail_bytes"?,
-   "steps": [{"id", "action": "run"|"keep"|"rerun"|"clean+rerun"|"skip"|"fail", "reason",
+   "steps": [{"id", "action": "run"|"keep"|"rerun"|"clean+rerun"|"skip"|"fail"|"leave", "reason",
               "status", "next_retry_count", "depends_on": [ids], "optional": bool,
               "command"? (rendered shell), "body"? (Lua), "cleanup"?, "when"? (its condition), "wait_ms"?}]}
   steps are in dependency order.

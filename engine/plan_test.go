@@ -90,7 +90,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tt := range tests {
 		st := tt.st
-		got := decide(tt.step, &st, tt.resumeFrom, tt.rerun, 3, now)
+		got := decide(tt.step, &st, scope{why: "resume_from " + tt.resumeFrom, rerun: tt.rerun, skipOthers: tt.resumeFrom != ""}, 3, now)
 		if got.Action != tt.want || got.NextRetry != tt.wantRetry {
 			t.Errorf("%s: decide = %s (next retry %d), want %s (next retry %d)", tt.name, got.Action, got.NextRetry, tt.want, tt.wantRetry)
 		}
@@ -109,7 +109,7 @@ func TestDecideWaitsWhatRemains(t *testing.T) {
 		{ended.Add(59 * time.Second), 1_000},
 		{ended.Add(2 * time.Minute), 0},
 	} {
-		got := decide(&pipeline.Step{ID: "s"}, &st, "", nil, 3, tt.now)
+		got := decide(&pipeline.Step{ID: "s"}, &st, scope{}, 3, tt.now)
 		if got.Action != ActionRerun || got.WaitMS != tt.want {
 			t.Errorf("at %v: decide = %s wait %dms, want rerun wait %dms", tt.now.Sub(ended), got.Action, got.WaitMS, tt.want)
 		}

@@ -22,6 +22,34 @@ import (
 	"apollo/luart"
 )
 
+// checkStepFlags checks the flags that name steps: --resume-from, --only,
+// --until. They name steps of the pipeline, and one at most is given.
+func checkStepFlags(p *pipeline.Pipeline, ro RunOptions) error {
+	given := 0
+	for _, f := range []struct{ flag, id string }{{"--resume-from", ro.ResumeFrom}, {"--only", ro.Only}, {"--until", ro.Until}} {
+		if f.id == "" {
+			continue
+		}
+		given++
+		if p.Step(f.id) != nil {
+			continue
+		}
+		ids := make([]string, len(p.Steps))
+		for i, s := range p.Steps {
+			ids[i] = s.ID
+		}
+		msg := fmt.Sprintf("%s %q: no such step in %s", f.flag, f.id, p.Path)
+		if s := pipeline.Suggest(f.id, ids); s != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		return &usage.Error{Msg: msg}
+	}
+	if given > 1 {
+		return usage.Errorf("--resume-from, --only and --until do not go together: give one")
+	}
+	return nil
+}
+
 // task is a pipeline bound to one task id: rendered, with its files named.
 type task struct {
 	p        *pipeline.Pipeline
@@ -39,16 +67,8 @@ func (e *Engine) prepare(path string, ro RunOptions) (*task, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ro.ResumeFrom != "" && p.Step(ro.ResumeFrom) == nil {
-		ids := make([]string, len(p.Steps))
-		for i, s := range p.Steps {
-			ids[i] = s.ID
-		}
-		msg := fmt.Sprintf("--resume-from %q: no such step in %s", ro.ResumeFrom, p.Path)
-		if s := pipeline.Suggest(ro.ResumeFrom, ids); s != "" {
-			msg += fmt.Sprintf(" (did you mean %q?)", s)
-		}
-		return nil, &usage.Error{Msg: msg}
+	if err := checkStepFlags(p, ro); err != nil {
+		return nil, err
 	}
 	vars, err := taskVars(p, ro.Vars, ro.TaskID, e.opts.StateDir, e.opts.Clock.Now())
 	if err != nil {
@@ -94,6 +114,8 @@ type run struct {
 	ro      RunOptions
 	started time.Time
 	lock    *eventlog.TaskLock // the task's, held: every append checks it is still ours
+
+	sc scope // what this invocation is asked to run
 
 	whenOnce sync.Once
 	whenRT   *luart.Runtime // for the steps' when: conditions
@@ -141,6 +163,7 @@ type node struct {
 	lastErr   string
 	outDigest string
 	output    json.RawMessage
+	left      bool       // outside --only or --until: not run
 	warm      *warmShell // the shell of the next attempt, started ahead, or nil
 	// warmedChild is set (by the scheduler) once warmUp started a child's
 	// shell for this step's end.
@@ -194,7 +217,10 @@ func (r *run) execute(ctx context.Context) error {
 		return err
 	}
 
-	if r.state.Complete() && r.ro.ResumeFrom == "" {
+	if err := checkOnly(t.p, r.ro, r.state); err != nil {
+		return err
+	}
+	if r.state.Complete() && r.ro.ResumeFrom == "" && r.ro.Only == "" {
 		fmt.Fprintf(r.e.opts.Stdout, "task %s is already complete (log %s); nothing to do.\n"+
 			"Use --resume-from STEP to run part of it again, or --fresh to start a new run.\n", t.id, r.logPath)
 		return nil
@@ -229,7 +255,12 @@ func (r *run) execute(ctx context.Context) error {
 			return err
 		}
 	}
-	r.buildNodes(resumeFrom)
+	sc := scopeOf(t.p, r.ro, resumeFrom)
+	if err := r.recordSelection(sc); err != nil {
+		return err
+	}
+	r.sc = sc
+	r.buildNodes(sc)
 	err = r.schedule(ctx)
 	if r.w.Err() == nil {
 		r.snap.write()
@@ -321,10 +352,7 @@ func (r *run) changedSteps() []string {
 	for _, si := range r.state.Start.Steps {
 		recorded[si.ID] = si.DefinitionDigest
 	}
-	var rerun map[string]bool
-	if r.ro.ResumeFrom != "" {
-		rerun = r.t.p.Descendants(r.ro.ResumeFrom)
-	}
+	rerun := scopeOf(r.t.p, r.ro, r.ro.ResumeFrom).rerun
 	var changed []string
 	for _, rs := range r.t.steps {
 		id := rs.step.ID
@@ -404,4 +432,20 @@ func (r *run) applyResumeFrom() (string, error) {
 		return "", err
 	}
 	return from, nil
+}
+
+// recordSelection records --only or --until as a manual intervention.
+func (r *run) recordSelection(sc scope) error {
+	if sc.within == nil {
+		return nil
+	}
+	steps := make([]string, 0, len(sc.within))
+	for _, i := range r.t.p.TopoOrder() {
+		if id := r.t.p.Steps[i].ID; sc.within[id] {
+			steps = append(steps, id)
+		}
+	}
+	msg := fmt.Sprintf("manual intervention: %s: only %s may run in this invocation; every other step is left as it is",
+		sc.why, strings.Join(steps, ", "))
+	return r.warn(&eventlog.Intervention{Action: eventlog.ActionOnly, Steps: steps, Why: sc.why, By: "apollo run"}, msg)
 }

@@ -14,19 +14,15 @@ import (
 
 // buildNodes turns the pipeline and the replayed state into the nodes this
 // invocation schedules.
-func (r *run) buildNodes(resumeFrom string) {
+func (r *run) buildNodes(sc scope) {
 	p := r.t.p
-	var rerun map[string]bool
-	if resumeFrom != "" {
-		rerun = p.Descendants(resumeFrom)
-	}
 	now := r.e.opts.Clock.Now()
 	r.byID = make(map[string]*node, len(p.Steps))
 	r.nodes = make([]*node, len(p.Steps))
 	for i, rs := range r.t.steps {
 		st := r.state.Step(rs.step.ID)
 		n := &node{rs: rs, idx: i,
-			plan:     decide(rs.step, st, resumeFrom, rerun, p.MaxDirtyRestarts, now),
+			plan:     decide(rs.step, st, sc, p.MaxDirtyRestarts, now),
 			dirty:    st.Dirty,
 			unclean:  st.Unclean,
 			prevPGID: st.PGID,
@@ -36,10 +32,13 @@ func (r *run) buildNodes(resumeFrom string) {
 		if st.Attempts > 0 {
 			n.prevToken = executor.AttemptToken(r.absLog, rs.step.ID, st.RetryCount)
 		}
-		if n.plan.Action == ActionKeep {
+		switch n.plan.Action {
+		case ActionKeep:
 			n.final = st.Status
 			n.outDigest = st.OutputDigest
 			n.output = st.Output
+		case ActionLeave:
+			n.blocked, n.left = true, true // not started, not counted as blocked
 		}
 		r.nodes[i] = n
 		r.byID[rs.step.ID] = n

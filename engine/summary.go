@@ -12,11 +12,15 @@ import (
 // run's outcome.
 func (r *run) summarize(interrupted bool) error {
 	info := &eventlog.SummaryInfo{Counts: map[string]int{}, Interrupted: interrupted}
+	left := 0 // steps outside --only or --until
 	for _, n := range r.nodes {
 		status := n.final
 		if status == "" {
 			status = eventlog.Pending
-			if n.blocked {
+			switch {
+			case n.left:
+				left++
+			case n.blocked:
 				info.Blocked = append(info.Blocked, n.id())
 			}
 		}
@@ -31,15 +35,25 @@ func (r *run) summarize(interrupted bool) error {
 	}
 	complete := !interrupted && len(info.Failed) == 0 &&
 		info.Counts[eventlog.Pending] == 0 && info.Counts[eventlog.Running] == 0
+	// A run of --only or --until that did what it was asked leaves the task
+	// PENDING: neither complete nor failed, for a plain run to go on.
+	partial := !complete && !interrupted && len(info.Failed) == 0 && len(info.Blocked) == 0 &&
+		left > 0 && info.Counts[eventlog.Pending] == left && info.Counts[eventlog.Running] == 0
 	status := eventlog.Failed
-	if complete {
+	switch {
+	case complete:
 		status = eventlog.Success
+	case partial:
+		status = eventlog.Pending
 	}
 	dur := r.e.opts.Clock.Now().Sub(r.started)
 	rec := &eventlog.Record{EventType: eventlog.TaskSummary, Status: status, DurationMS: dur.Milliseconds(), Summary: info}
-	if interrupted {
+	switch {
+	case partial:
+		rec.Message = fmt.Sprintf("%s done; %d step(s) outside it left as they are: run without it to go on", r.sc.why, left)
+	case interrupted:
 		rec.ErrorMessage = "interrupted by a signal"
-	} else if !complete {
+	case !complete:
 		rec.ErrorMessage = fmt.Sprintf("%d required step(s) failed, %d blocked", len(info.Failed), len(info.Blocked))
 	}
 	r.e.crash("summary:before")
@@ -53,7 +67,7 @@ func (r *run) summarize(interrupted bool) error {
 	switch {
 	case interrupted:
 		return &InterruptedError{TaskID: r.t.id}
-	case !complete:
+	case !complete && !partial:
 		return &TaskFailedError{TaskID: r.t.id, Failed: info.Failed, Blocked: info.Blocked}
 	}
 	return nil
@@ -62,8 +76,11 @@ func (r *run) summarize(interrupted bool) error {
 func (r *run) summaryText(status string, info *eventlog.SummaryInfo, dur fmt.Stringer) string {
 	var b strings.Builder
 	word := status
-	if info.Interrupted {
+	switch {
+	case info.Interrupted:
 		word = "INTERRUPTED"
+	case status == eventlog.Pending:
+		word = "DONE WITH " + r.sc.why
 	}
 	fmt.Fprintf(&b, "task %s %s in %s: %d succeeded, %d failed, %d skipped, %d not run\n", r.t.id, word, dur,
 		info.Counts[eventlog.Success], info.Counts[eventlog.Failed], info.Counts[eventlog.Skipped], info.Counts[eventlog.Pending])
@@ -80,6 +97,8 @@ func (r *run) summaryText(status string, info *eventlog.SummaryInfo, dur fmt.Str
 	switch {
 	case info.Interrupted:
 		fmt.Fprintf(&b, "run the same command again to resume.\n")
+	case status == eventlog.Pending:
+		fmt.Fprintf(&b, "the steps outside %s are left as they are; run without it to go on.\n", r.sc.why)
 	case status != eventlog.Success:
 		fmt.Fprintf(&b, "fix the cause, then run the same command again: finished steps are kept.\n")
 	}

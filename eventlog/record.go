@@ -50,6 +50,7 @@ const (
 const (
 	ActionResumeFrom    = "resume_from"
 	ActionAcceptChanges = "accept_changes"
+	ActionOnly          = "only" // run only the steps named (apollo run --only, --until)
 	ActionReset         = "reset"
 	ActionSkip          = "skip"
 	ActionClearMarker   = "clear_marker"

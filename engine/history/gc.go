@@ -152,13 +152,14 @@ func summarizeLog(path, taskID string) (*logSummary, error) {
 // resumable reports whether apollo run would carry on a task whose newest
 // log is st: a run cut off (no TASK_SUMMARY) or interrupted.
 func resumable(st *eventlog.State) bool {
-	return st.Summary == nil || (st.Summary.Summary != nil && st.Summary.Summary.Interrupted)
+	return st.Summary == nil || st.Summary.Status == eventlog.Pending ||
+		(st.Summary.Summary != nil && st.Summary.Summary.Interrupted)
 }
 
 // outcome names how a finished log ended.
 func outcome(st *eventlog.State) string {
 	switch {
-	case st.Summary == nil:
+	case st.Summary == nil, st.Summary.Status == eventlog.Pending: // cut off, or --only/--until
 		return "unfinished"
 	case st.Complete():
 		return "succeeded"
@@ -241,8 +242,11 @@ func (h Runs) gcTask(id string, logs []statedir.LogFile, cutoff time.Time, archi
 	}
 	if newest := sums[len(sums)-1]; newest != nil && resumable(newest.state) && !opts.IncludeUnfinished {
 		how := "was interrupted"
-		if newest.state.Summary == nil {
+		switch {
+		case newest.state.Summary == nil:
 			how = "was cut off (no TASK_SUMMARY)"
+		case newest.state.Summary.Status == eventlog.Pending:
+			how = "ran part of the task (--only or --until)"
 		}
 		keepAll(KeepUnfinished, "its newest run "+how+" and can be resumed: run it again, "+
 			"or archive it anyway with --include-unfinished", 0)

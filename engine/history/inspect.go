@@ -153,7 +153,7 @@ func report(state *eventlog.State, logPath string, records int, torn int64) *Rep
 		rep.Status = "complete"
 	case state.Summary != nil && state.Summary.Summary != nil && state.Summary.Summary.Interrupted:
 		rep.Status = "interrupted"
-	case state.Summary != nil:
+	case state.Summary != nil && state.Summary.Status != eventlog.Pending:
 		rep.Status = "failed"
 	default:
 		rep.Status = "unfinished"

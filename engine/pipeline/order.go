@@ -135,3 +135,23 @@ func (h *intHeap) pop() int {
 	*h = a
 	return top
 }
+
+// Ancestors returns id and every step it depends on, transitively.
+func (p *Pipeline) Ancestors(id string) map[string]bool {
+	out := map[string]bool{id: true}
+	queue := []string{id}
+	for len(queue) > 0 {
+		s := p.Step(queue[0])
+		queue = queue[1:]
+		if s == nil {
+			continue
+		}
+		for _, d := range s.DependsOn {
+			if !out[d] {
+				out[d] = true
+				queue = append(queue, d)
+			}
+		}
+	}
+	return out
+}
