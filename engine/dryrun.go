@@ -25,7 +25,7 @@ func (e *Engine) Plan(path string, ro RunOptions) (*Plan, error) {
 }
 
 func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
-	pl := &Plan{TaskID: t.id, Pipeline: t.p.Path}
+	pl := &Plan{TaskID: t.id, Pipeline: t.p.Path, Resources: t.p.Resources}
 	state := eventlog.NewState(t.id)
 	logPath, err := t.dir.LatestLog(t.id)
 	if err != nil {
@@ -94,7 +94,7 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 		if s.Command == "" {
 			ps.Body = rs.body()
 		}
-		ps.When = s.When
+		ps.When, ps.Resources = s.When, s.Resources
 		switch {
 		case s.CleanupCommand != "":
 			ps.Cleanup = rs.cleanupCommand
@@ -165,6 +165,9 @@ func writePlan(w io.Writer, pl *Plan) {
 		w.Write(append(line, '\n'))
 		if ps.Action == ActionKeep || ps.Action == ActionSkip || ps.Action == ActionLeave {
 			continue
+		}
+		for _, name := range ps.Resources {
+			fmt.Fprintf(w, "       holds %s (at most %d step(s) at once)\n", name, pl.Resources[name])
 		}
 		if ps.When != "" {
 			fmt.Fprintf(w, "       when: %s (decided when it is ready)\n", textfmt.OneLine(ps.When, 300))

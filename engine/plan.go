@@ -34,21 +34,25 @@ type PlanStep struct {
 	Body       string   `json:"body,omitempty"`
 	Cleanup    string   `json:"cleanup,omitempty"`
 	When       string   `json:"when,omitempty"`
+	Resources  []string `json:"resources,omitempty"`
 	WaitMS     int64    `json:"wait_ms,omitempty"`
 	InputReady bool     `json:"-"`
 }
 
 // Plan is what apollo run would do now: per step, in dependency order.
 type Plan struct {
-	TaskID     string     `json:"task_id"`
-	Pipeline   string     `json:"pipeline"`
-	Log        string     `json:"log"`
-	NewLog     bool       `json:"new_log"`
-	Complete   bool       `json:"complete"`
-	ResumeFrom string     `json:"resume_from,omitempty"`
-	Changed    []string   `json:"changed,omitempty"`
-	TornBytes  int64      `json:"torn_tail_bytes,omitempty"`
-	Steps      []PlanStep `json:"steps"`
+	TaskID     string   `json:"task_id"`
+	Pipeline   string   `json:"pipeline"`
+	Log        string   `json:"log"`
+	NewLog     bool     `json:"new_log"`
+	Complete   bool     `json:"complete"`
+	ResumeFrom string   `json:"resume_from,omitempty"`
+	Changed    []string `json:"changed,omitempty"`
+	TornBytes  int64    `json:"torn_tail_bytes,omitempty"`
+	// Resources are the pipeline's named resources and how many steps
+	// may hold each at once.
+	Resources map[string]int `json:"resources,omitempty"`
+	Steps     []PlanStep     `json:"steps"`
 }
 
 // scope is what an invocation is asked to run beyond what its log leaves
@@ -157,8 +161,10 @@ func decide(s *pipeline.Step, st *eventlog.StepState, sc scope, maxDirty int, no
 const PlanJSONDoc = `JSON (--dry-run --json), one object:
   {"task_id", "pipeline", "log", "new_log": bool, "complete": bool, "resume_from"?,
    "changed"?: [step ids whose definition changed], "torn_tail_bytes"?,
+   "resources"?: {name: how many steps may hold it at once},
    "steps": [{"id", "action": "run"|"keep"|"rerun"|"clean+rerun"|"skip"|"fail"|"leave", "reason",
               "status", "next_retry_count", "depends_on": [ids], "optional": bool,
-              "command"? (rendered shell), "body"? (Lua), "cleanup"?, "when"? (its condition), "wait_ms"?}]}
+              "command"? (rendered shell), "body"? (Lua), "cleanup"?, "when"? (its condition),
+              "resources"? [names it holds], "wait_ms"?}]}
   steps are in dependency order.
 `

@@ -164,6 +164,7 @@ type node struct {
 	outDigest string
 	output    json.RawMessage
 	left      bool       // outside --only or --until: not run
+	holding   bool       // it holds its resources (the scheduler's)
 	warm      *warmShell // the shell of the next attempt, started ahead, or nil
 	// warmedChild is set (by the scheduler) once warmUp started a child's
 	// shell for this step's end.

@@ -89,6 +89,7 @@ type scheduler struct {
 	cancel context.CancelCauseFunc
 
 	ready    readyQueue
+	res      *resourcePool // named resources: steps wait here for theirs
 	done     chan nodeDone // workers' ends
 	retryDue chan *node    // steps whose retry delay has passed
 
@@ -105,7 +106,8 @@ type scheduler struct {
 func (r *run) schedule(parent context.Context) error {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	s := &scheduler{r: r, ctx: ctx, cancel: cancel, done: make(chan nodeDone), retryDue: make(chan *node)}
+	s := &scheduler{r: r, ctx: ctx, cancel: cancel, done: make(chan nodeDone), retryDue: make(chan *node),
+		res: newResourcePool(r.t.p.Resources)}
 	kept := 0
 	for _, n := range r.nodes {
 		if n.final != "" {
@@ -222,6 +224,9 @@ func (s *scheduler) startReady() (ranHere bool) {
 		if n.blocked || n.final != "" {
 			continue
 		}
+		if len(n.rs.step.Resources) > 0 && !s.res.acquire(n) {
+			continue // ready again once a step gives back what it waits for
+		}
 		n.started = true
 		// Every step started appends a durable record (its STEP_START or
 		// CLEANUP), whose fsync covers the STEP_ENDs before it.
@@ -276,6 +281,7 @@ func (s *scheduler) wait() {
 // ended takes the end of a step's attempt.
 func (s *scheduler) ended(d nodeDone) {
 	s.endsUnsynced = s.endsUnsynced || d.unsynced
+	s.res.release(d.n, &s.ready)
 	if d.logErr != nil {
 		if s.logErr == nil {
 			s.logErr = d.logErr

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"fmt"
 	"maps"
 	"math"
 	"path/filepath"
@@ -63,6 +64,7 @@ var topFields = []topField{
 	{"isolation", func(l *loader, kv keyValue) {
 		l.p.Isolation, _ = l.top().choice(kv.key, kv.v, "", "process")
 	}},
+	{"resources", (*loader).resources},
 	{"defaults", (*loader).defaults},
 	{"env", func(l *loader, kv keyValue) { l.topEnv = l.settings(kv, []string{"env"}) }},
 	{"working_dir", func(l *loader, kv keyValue) { l.topDir = l.settings(kv, []string{"working_dir"}) }},
@@ -121,6 +123,7 @@ var stepFields = []stepField{
 		si.s.Isolation, _ = si.at.choice(kv.key, kv.v, "", "inprocess", "process")
 	}},
 	{"when", roleOther, (*stepInfo).when},
+	{"uses_resource", roleOther, (*stepInfo).usesResource},
 	{"working_dir", roleOther, func(si *stepInfo, kv keyValue) {
 		if d, ok := si.at.nonEmpty(kv.key, kv.v); ok {
 			si.s.WorkingDir = filepath.Clean(d)
@@ -305,6 +308,7 @@ func (l *loader) pipeline(root *yaml.Node) {
 	l.applyDefaults()
 	l.readSteps()
 	l.checkTopRetries()
+	l.checkResources()
 }
 
 // readSteps reads the steps list that pipeline found.
@@ -461,3 +465,65 @@ func (si *stepInfo) when(kv keyValue) {
 
 // WhenChunk is the Lua chunk a when: expression is run as.
 func WhenChunk(expr string) string { return "return (" + expr + "\n)" }
+
+// resources decodes the named resources and how many steps may hold each
+// at once.
+func (l *loader) resources(kv keyValue) {
+	top := l.top()
+	kvs, _ := top.mapping(kv.key, kv.v)
+	l.p.Resources = make(map[string]int, len(kvs))
+	for _, p := range kvs {
+		if !validName(p.key, ".") {
+			top.errf(p.k.Line, "resource name %q may only hold letters, digits, \"_\", \".\" and \"-\"", snippet(p.key))
+			continue
+		}
+		if n, ok := top.integer("resources."+p.key, p.v, 1, math.MaxInt32); ok {
+			l.p.Resources[p.key] = n
+		}
+	}
+}
+
+// usesResource decodes the resources a step holds while it runs: one name
+// or a list. Whether they are declared is checked once the top level is
+// read (checkResources).
+func (si *stepInfo) usesResource(kv keyValue) {
+	v := deref(kv.v)
+	items := []*yaml.Node{v}
+	if v.Kind == yaml.SequenceNode {
+		items, _ = si.at.list(kv.key, "resource names", v)
+	}
+	for _, item := range items {
+		name, ok := si.at.nonEmpty(kv.key, item)
+		if !ok {
+			continue
+		}
+		if slices.Contains(si.s.Resources, name) {
+			si.at.errf(item.Line, "uses_resource names %q twice; remove one", name)
+			continue
+		}
+		si.s.Resources = append(si.s.Resources, name)
+		si.l.resourceRefs = append(si.l.resourceRefs, resourceRef{si: si, name: name, line: item.Line})
+	}
+}
+
+// resourceRef is a step's use of a named resource.
+type resourceRef struct {
+	si   *stepInfo
+	name string
+	line int
+}
+
+// checkResources reports a resource a step uses that the pipeline does not
+// declare.
+func (l *loader) checkResources() {
+	names := slices.Sorted(maps.Keys(l.p.Resources))
+	for _, r := range l.resourceRefs {
+		if _, ok := l.p.Resources[r.name]; !ok {
+			hint := l.hint(r.name, names)
+			if hint == "" {
+				hint = fmt.Sprintf("; declare it at the top level: resources: {%s: N}", r.name)
+			}
+			r.si.at.errf(r.line, "uses_resource %q is not a declared resource%s", r.name, hint)
+		}
+	}
+}

@@ -251,8 +251,10 @@ type loader struct {
 	// working_dir:, and the line of max_retries
 	def, topEnv, topDir *stepInfo
 	maxRetriesLine      int
-	// references to upstream outputs, checked once the graph is known
-	outputRefs []outputRef
+	// references to upstream outputs, checked once the graph is known,
+	// and to resources, checked once the top level is read
+	outputRefs   []outputRef
+	resourceRefs []resourceRef
 	// the template variables steps may use
 	known     map[string]bool
 	knownList []string

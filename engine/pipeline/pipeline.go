@@ -35,6 +35,9 @@ type Pipeline struct {
 	MaxDirtyRestarts int
 	Modules          []string // folders, relative to Dir
 	Isolation        string   // "" or "process": default for Lua steps
+	// Resources are named resources and how many steps may hold each at
+	// once (resources:).
+	Resources map[string]int
 	// Defaults are the step settings that defaults: (and env:, working_dir:
 	// at the top level) give every step; already applied to Steps.
 	Defaults Defaults
@@ -81,6 +84,9 @@ type Step struct {
 	// WorkingDir is where a shell body runs, relative to the pipeline's
 	// folder (or absolute); "" is the workspace.
 	WorkingDir string
+	// Resources are the named resources the step holds while it runs
+	// (uses_resource:).
+	Resources []string
 	// When is a Lua expression evaluated when the step becomes ready; a
 	// false value skips the step (docs/spec.md §2). "" runs it always.
 	When string

@@ -71,6 +71,12 @@ const pipelineSchema = `{
       "description": "process: run every Lua step in a child apollo process with a hard memory limit.",
       "enum": ["", "process"]
     },
+    "resources": {
+      "description": "Named resources and how many steps may hold each at once; a step holds them with uses_resource.",
+      "type": ["object", "null"],
+      "propertyNames": {"pattern": "^[A-Za-z0-9_.-]+$"},
+      "additionalProperties": {"type": "integer", "minimum": 1, "maximum": 2147483647}
+    },
     "defaults": {
       "description": "Settings every step gets unless it sets its own.",
       "type": ["object", "null"],
@@ -174,6 +180,10 @@ const pipelineSchema = `{
         "memory_mb": {"$ref": "#/$defs/memoryMB"},
         "isolation": {"description": "process: run this Lua step in a child apollo process.", "enum": ["", "inprocess", "process"]},
         "working_dir": {"description": "Where this shell step runs, relative to the pipeline file's folder.", "$ref": "#/$defs/workingDir"},
+        "uses_resource": {
+          "description": "A resource (or a list) the step holds while it runs; declared under resources.",
+          "oneOf": [{"$ref": "#/$defs/nonEmpty"}, {"type": "array", "uniqueItems": true, "items": {"$ref": "#/$defs/nonEmpty"}}]
+        },
         "when": {"description": "A Lua expression over ctx.vars, ctx.outputs and ctx.status, evaluated when the step is ready: false skips it.", "$ref": "#/$defs/nonEmpty"}
       },
       "oneOf": [
