@@ -184,6 +184,19 @@ func (r *run) newAttempt(n *node, rs *renderedStep, retry int) *executor.Attempt
 		"APOLLO_OUTPUT="+publish,
 		executor.AttemptEnv+"="+executor.AttemptToken(r.absLog, s.ID, retry),
 	)
+	var failed []executor.FailedStep
+	if s.Handler != "" {
+		failed = r.failed
+		ids := make([]string, len(failed))
+		for i, f := range failed {
+			ids[i] = f.ID
+		}
+		status := eventlog.Success
+		if len(failed) > 0 {
+			status = eventlog.Failed
+		}
+		env = append(env, "APOLLO_FAILED_STEPS="+strings.Join(ids, ","), "APOLLO_TASK_STATUS="+status)
+	}
 	vars := make(map[string]string, len(t.vars)+1)
 	for k, v := range t.vars {
 		vars[k] = v
@@ -193,7 +206,7 @@ func (r *run) newAttempt(n *node, rs *renderedStep, retry int) *executor.Attempt
 		Env: env, Dir: r.stepDir(s), OutputPath: out, OutputLimit: max(r.e.opts.MaxOutputBytes, 0),
 		PublishPath: publish, KillGrace: r.e.opts.KillGrace,
 		Pipeline: t.p, Vars: vars, Params: rs.with,
-		ArtifactsDir: t.dir.Artifacts(t.id), StateDir: t.dir.Root, Markers: r.markers}
+		ArtifactsDir: t.dir.Artifacts(t.id), StateDir: t.dir.Root, Markers: r.markers, Failed: failed}
 }
 
 // executorFor picks the executor of a step's body.

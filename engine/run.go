@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"apollo/engine/executor"
 	"apollo/engine/markers"
 	"apollo/engine/pipeline"
 	"apollo/engine/statedir"
@@ -116,6 +117,10 @@ type run struct {
 	lock    *eventlog.TaskLock // the task's, held: every append checks it is still ours
 
 	sc scope // what this invocation is asked to run
+
+	// failed are the steps of steps: that failed, with their errors, once
+	// every one has settled: what on_failure and finally handlers are told.
+	failed []executor.FailedStep
 
 	whenOnce sync.Once
 	whenRT   *luart.Runtime // for the steps' when: conditions
@@ -449,4 +454,27 @@ func (r *run) recordSelection(sc scope) error {
 	msg := fmt.Sprintf("manual intervention: %s: only %s may run in this invocation; every other step is left as it is",
 		sc.why, strings.Join(steps, ", "))
 	return r.warn(&eventlog.Intervention{Action: eventlog.ActionOnly, Steps: steps, Why: sc.why, By: "apollo run"}, msg)
+}
+
+// failedSteps lists the failed steps of steps: (a required step that
+// failed, or one it blocked, makes the task fail: those come first), with
+// their errors.
+func (r *run) failedSteps() []executor.FailedStep {
+	var required, optional []executor.FailedStep
+	for _, n := range r.nodes {
+		s := n.rs.step
+		switch {
+		case s.Handler != "":
+		case n.final == eventlog.Failed && !s.Optional:
+			required = append(required, executor.FailedStep{ID: s.ID, Error: n.lastErr})
+		case n.blocked && !n.left:
+			required = append(required, executor.FailedStep{ID: s.ID, Error: "blocked: a step it depends on failed"})
+		case n.final == eventlog.Failed:
+			optional = append(optional, executor.FailedStep{ID: s.ID, Error: n.lastErr, Optional: true})
+		}
+	}
+	if len(required) == 0 {
+		return nil // the task did not fail: failed optional steps are no failure
+	}
+	return append(required, optional...)
 }

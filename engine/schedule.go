@@ -96,6 +96,9 @@ type scheduler struct {
 	running        int  // workers out
 	waitingRetries int  // retry delays armed
 	stopping       bool // interrupted, or the log failed: nothing new starts
+	// phase counts the handler lists started (on_failure, then finally),
+	// once every step of steps: has settled.
+	phase int
 	// endsUnsynced: a STEP_END (durability always) waits for the
 	// scheduler's fsync.
 	endsUnsynced bool
@@ -176,7 +179,7 @@ func (s *scheduler) markReady() {
 		}
 	}
 	for _, n := range r.nodes {
-		if n.final == "" && !n.blocked && n.waiting == 0 {
+		if n.final == "" && !n.blocked && n.waiting == 0 && n.rs.step.Handler == "" {
 			if wait := time.Duration(n.plan.WaitMS) * time.Millisecond; wait > 0 {
 				s.after(wait, n)
 			} else {
@@ -200,6 +203,9 @@ func (s *scheduler) loop() {
 			continue // a step ran on this goroutine: look again
 		}
 		if s.running == 0 && (s.stopping || (s.ready.Len() == 0 && s.waitingRetries == 0)) {
+			if !s.stopping && s.nextPhase() {
+				continue // the handlers of the next list run
+			}
 			return // the summary, or closing the log, makes every record durable
 		}
 		if s.endsUnsynced {
@@ -315,6 +321,50 @@ func (s *scheduler) release(n *node) {
 	}
 	if n.final == eventlog.Failed && !n.rs.step.Optional {
 		s.r.block(n)
+	}
+}
+
+// nextPhase starts the next handler list once everything before it has
+// settled: on_failure when a required step failed (else its handlers are
+// skipped), then finally. It reports whether it made any handler ready.
+func (s *scheduler) nextPhase() bool {
+	r := s.r
+	for s.phase < 2 {
+		s.phase++
+		list := pipeline.HandlerOnFailure
+		if s.phase == 2 {
+			list = pipeline.HandlerFinally
+		}
+		if list == pipeline.HandlerOnFailure {
+			r.failed = r.failedSteps()
+			if len(r.failed) == 0 {
+				s.skipHandlers(list, "on_failure: the task did not fail")
+				continue
+			}
+		}
+		pushed := false
+		for _, n := range r.nodes {
+			if n.rs.step.Handler == list && n.final == "" && !n.blocked && n.waiting == 0 {
+				heap.Push(&s.ready, n)
+				pushed = true
+			}
+		}
+		if pushed {
+			return true
+		}
+	}
+	return false
+}
+
+// skipHandlers ends the handlers of list that have not run as SKIPPED.
+func (s *scheduler) skipHandlers(list, why string) {
+	for _, n := range s.r.nodes {
+		if n.rs.step.Handler == list && n.final == "" && !n.left {
+			if err := s.r.endWithoutRunning(n, eventlog.Skipped, why); err != nil && s.logErr == nil {
+				s.logErr, s.stopping = err, true
+				return
+			}
+		}
 	}
 }
 

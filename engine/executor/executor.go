@@ -50,6 +50,16 @@ type Attempt struct {
 	ArtifactsDir string
 	StateDir     string
 	Markers      MarkerStore
+	// Failed are the task's failed steps, for a handler (on_failure,
+	// finally) once the task failed; nil otherwise.
+	Failed []FailedStep
+}
+
+// FailedStep is a step that failed, as a handler is told of it.
+type FailedStep struct {
+	ID       string `json:"id"`
+	Error    string `json:"error"`
+	Optional bool   `json:"optional,omitempty"`
 }
 
 // MarkerStore keeps a task's idempotency markers in its event log.

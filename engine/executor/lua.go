@@ -252,6 +252,17 @@ func luaContext(L *lua.LState, a *Attempt) (*lua.LTable, error) {
 		outputs.RawSetString(id, v)
 	}
 	t.RawSetString("outputs", outputs)
+	if a.Failed != nil {
+		failed := L.CreateTable(len(a.Failed), 0)
+		for _, f := range a.Failed {
+			e := L.CreateTable(0, 3)
+			e.RawSetString("id", lua.LString(f.ID))
+			e.RawSetString("error", lua.LString(f.Error))
+			e.RawSetString("optional", lua.LBool(f.Optional))
+			failed.Append(e)
+		}
+		t.RawSetString("failed", failed)
+	}
 	return t, nil
 }
 

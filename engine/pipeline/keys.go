@@ -69,6 +69,8 @@ var topFields = []topField{
 	{"env", func(l *loader, kv keyValue) { l.topEnv = l.settings(kv, []string{"env"}) }},
 	{"working_dir", func(l *loader, kv keyValue) { l.topDir = l.settings(kv, []string{"working_dir"}) }},
 	{"steps", func(l *loader, kv keyValue) { l.stepsNode, l.stepsLine = kv.v, kv.k.Line }},
+	{HandlerOnFailure, func(l *loader, kv keyValue) { l.handlerNodes[0] = kv }},
+	{HandlerFinally, func(l *loader, kv keyValue) { l.handlerNodes[1] = kv }},
 }
 
 // Roles of step keys.
@@ -327,13 +329,39 @@ func (l *loader) readSteps() {
 		return
 	}
 	l.setKnown()
-	raw := deref(l.stepsNode).Content
-	l.slabSize = len(items)
-	l.steps = make([]*stepInfo, 0, len(items))
-	l.p.Steps = make([]*Step, 0, len(items))
+	var handlers [2][]*yaml.Node
+	for i, kv := range l.handlerNodes {
+		if kv.v != nil {
+			handlers[i], _ = top.list(kv.key, "steps", kv.v)
+		}
+	}
+	l.slabSize = len(items) + len(handlers[0]) + len(handlers[1])
+	l.steps = make([]*stepInfo, 0, l.slabSize)
+	l.p.Steps = make([]*Step, 0, l.slabSize)
+	l.readStepList(l.stepsNode, items, "")
+	for i, kv := range l.handlerNodes {
+		l.readStepList(kv.v, handlers[i], kv.key)
+	}
+}
+
+// readStepList reads a list of steps: steps:, or a handler list
+// (on_failure:, finally:) when handler is its key.
+func (l *loader) readStepList(list *yaml.Node, items []*yaml.Node, handler string) {
+	if len(items) == 0 {
+		return
+	}
+	raw := deref(list).Content
 	for i, item := range items {
 		n := len(l.steps)
 		l.step(i+1, item)
+		if len(l.steps) > n {
+			l.steps[n].s.Handler = handler
+			if handler != "" {
+				// A handler's failure is reported; it does not make a task
+				// fail that had not.
+				l.steps[n].s.Optional = true
+			}
+		}
 		// A step repeated through an alias (- *s) is placed at the alias,
 		// so that "id is already used on line N" names two different lines.
 		if raw[i].Kind == yaml.AliasNode && len(l.steps) > n && l.steps[n].s.Line > 0 {
@@ -341,6 +369,35 @@ func (l *loader) readSteps() {
 		}
 	}
 }
+
+// checkHandlerDeps checks that steps depend only on steps of their own
+// list: a handler runs once every step of steps: has settled, so it needs
+// none of them, and no step of steps: can wait for a handler.
+func (l *loader) checkHandlerDeps() {
+	handlerOf := make(map[string]string, len(l.steps))
+	for _, si := range l.steps {
+		handlerOf[si.s.ID] = si.s.Handler
+	}
+	for _, si := range l.steps {
+		for i, dep := range si.s.DependsOn {
+			if h := handlerOf[dep]; h != si.s.Handler {
+				line := si.line
+				if i < len(si.deps) {
+					line = si.deps[i].Line
+				}
+				list := func(h string) string {
+					if h == "" {
+						return "steps"
+					}
+					return h
+				}
+				si.at.errf(line, "depends on %q, a step of %s; a step of %s depends only on steps of its own list "+
+					"(handlers run once every step has settled)", dep, list(h), list(si.s.Handler))
+			}
+		}
+	}
+}
+
 
 // step reads one item of steps.
 func (l *loader) step(index int, n *yaml.Node) {

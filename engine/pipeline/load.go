@@ -244,9 +244,11 @@ type loader struct {
 	steps []*stepInfo
 	// lines of the top-level keys that validation refers to
 	resumeLine int
-	// the steps list, once the top level is read
-	stepsNode *yaml.Node
-	stepsLine int
+	// the steps list, and the handler lists (on_failure:, finally:), read
+	// once the top level is
+	stepsNode    *yaml.Node
+	stepsLine    int
+	handlerNodes [2]keyValue
 	// what the top level sets for every step: defaults:, env:,
 	// working_dir:, and the line of max_retries
 	def, topEnv, topDir *stepInfo

@@ -8,6 +8,12 @@ const (
 	DurabilityBatch  = "batch"
 )
 
+// Handler lists: steps that run once every step of steps: has settled.
+const (
+	HandlerOnFailure = "on_failure" // when the task failed
+	HandlerFinally   = "finally"    // always, after on_failure
+)
+
 // Retry policies (docs/spec.md §2).
 const (
 	RetryNone        = "none"
@@ -84,6 +90,9 @@ type Step struct {
 	// WorkingDir is where a shell body runs, relative to the pipeline's
 	// folder (or absolute); "" is the workspace.
 	WorkingDir string
+	// Handler is the handler list the step belongs to (HandlerOnFailure,
+	// HandlerFinally), or "" for a step of steps:. A handler is optional.
+	Handler string
 	// Resources are the named resources the step holds while it runs
 	// (uses_resource:).
 	Resources []string

@@ -105,6 +105,16 @@ const pipelineSchema = `{
       "type": "array",
       "minItems": 1,
       "items": {"$ref": "#/$defs/step"}
+    },
+    "on_failure": {
+      "description": "Steps that run once every step has settled, when the task failed (ctx.failed, $APOLLO_FAILED_STEPS); optional, depending only on each other.",
+      "type": ["array", "null"],
+      "items": {"$ref": "#/$defs/step"}
+    },
+    "finally": {
+      "description": "Steps that always run once every step (and on_failure) has settled; optional, depending only on each other.",
+      "type": ["array", "null"],
+      "items": {"$ref": "#/$defs/step"}
     }
   },
   "$defs": {

@@ -194,6 +194,7 @@ func (l *loader) validate() {
 			si.s.DependsOn, si.s.depIdx = nil, nil // as a step with no depends_on
 		}
 	}
+	l.checkHandlerDeps()
 	before := len(l.probs.list)
 	l.cycles()
 	if len(l.probs.list) == before {

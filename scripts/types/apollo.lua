@@ -13,6 +13,7 @@
 ---@field params table<string,any> the step's `with:` map
 ---@field artifacts_dir string     the task's artifacts folder
 ---@field outputs table<string,any> outputs of the step's dependencies, and of any other upstream step its code names (ctx.outputs.ID), by step id
+---@field failed? {id: string, error: string, optional: boolean}[] in an on_failure or finally handler: the failed steps of the task
 ---@field status? table<string,string> in a when: condition only: the state of each of those upstream steps ("SUCCESS", "FAILED", "SKIPPED")
 ctx = {}
 
