@@ -398,7 +398,6 @@ func (l *loader) checkHandlerDeps() {
 	}
 }
 
-
 // step reads one item of steps.
 func (l *loader) step(index int, n *yaml.Node) {
 	at := where{l: l, index: index}
