@@ -184,6 +184,13 @@ func (r *run) newAttempt(n *node, rs *renderedStep, retry int) *executor.Attempt
 		"APOLLO_OUTPUT="+publish,
 		executor.AttemptEnv+"="+executor.AttemptToken(r.absLog, s.ID, retry),
 	)
+	for k, v := range s.Item { // APOLLO_ITEM, or APOLLO_ITEM_<AXIS> for a matrix
+		name := "APOLLO_ITEM"
+		if axis, ok := strings.CutPrefix(k, "item."); ok {
+			name += "_" + strings.ToUpper(strings.ReplaceAll(axis, "-", "_"))
+		}
+		env = append(env, name+"="+v)
+	}
 	var failed []executor.FailedStep
 	if s.Handler != "" {
 		failed = r.failed

@@ -58,6 +58,10 @@ func definitionDigest(rs *renderedStep) string {
 	b = append(b, `,"env":`...)
 	b = appendStringMap(b, rs.env)
 	field(`,"isolation":`, s.Isolation)
+	if s.Item != nil { // keys added since the first format: only when set
+		b = append(b, `,"item":`...)
+		b = appendStringMap(b, s.Item)
+	}
 	field(`,"lua":`, s.Lua)
 	number(`,"max_retries":`, int64(s.MaxRetries))
 	number(`,"memory_mb":`, int64(s.MemoryMB))
@@ -160,6 +164,9 @@ func definitionMap(rs *renderedStep) map[string]any {
 	if s.When != "" {
 		m["when"] = s.When
 	}
+	if s.Item != nil {
+		m["item"] = s.Item
+	}
 	return m
 }
 
@@ -182,6 +189,10 @@ func inputDigest(rs *renderedStep, upstream map[string]string) string {
 	b = appendJSONString(b, rs.body())
 	b = append(b, `,"env":`...)
 	b = appendStringMap(b, rs.env)
+	if rs.step.Item != nil { // only when set, as in definitionDigest
+		b = append(b, `,"item":`...)
+		b = appendStringMap(b, rs.step.Item)
+	}
 	b = append(b, `,"params":`...)
 	b, ok := appendParams(b, rs.with)
 	if !ok {
@@ -214,10 +225,14 @@ func inputMap(rs *renderedStep, upstream map[string]string) map[string]any {
 	for _, id := range ids {
 		ups = append(ups, [2]string{id, upstream[id]})
 	}
-	return map[string]any{
+	m := map[string]any{
 		"body":     rs.body(),
 		"env":      rs.env,
 		"params":   rs.with,
 		"upstream": ups,
 	}
+	if rs.step.Item != nil {
+		m["item"] = rs.step.Item
+	}
+	return m
 }

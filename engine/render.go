@@ -95,6 +95,9 @@ func renderSteps(p *pipeline.Pipeline, vars map[string]string) ([]*renderedStep,
 		sv["step_id"] = s.ID
 		rs := &slab[i]
 		rs.step, rs.env = s, noEnv
+		for k, v := range s.Item {
+			sv[k] = v
+		}
 		refs := outputPlaceholders(s)
 		if len(refs) > 0 {
 			rs.lateVars = maps.Clone(sv)
@@ -138,6 +141,9 @@ func renderSteps(p *pipeline.Pipeline, vars map[string]string) ([]*renderedStep,
 		out[i] = rs
 		for _, name := range refs {
 			delete(sv, name)
+		}
+		for k := range s.Item {
+			delete(sv, k)
 		}
 	}
 	if len(errs) > 0 {

@@ -68,12 +68,15 @@ func (e *Engine) prepare(path string, ro RunOptions) (*task, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkStepFlags(p, ro); err != nil {
-		return nil, err
-	}
 	vars, err := taskVars(p, ro.Vars, ro.TaskID, e.opts.StateDir, e.opts.Clock.Now())
 	if err != nil {
 		return nil, &usage.Error{Msg: err.Error()}
+	}
+	if p, err = p.Expand(vars); err != nil {
+		return nil, err
+	}
+	if err := checkStepFlags(p, ro); err != nil {
+		return nil, err
 	}
 	steps, err := renderSteps(p, vars)
 	if err != nil {

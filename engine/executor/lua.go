@@ -252,6 +252,17 @@ func luaContext(L *lua.LState, a *Attempt) (*lua.LTable, error) {
 		outputs.RawSetString(id, v)
 	}
 	t.RawSetString("outputs", outputs)
+	if item := a.Step.Item; item != nil {
+		if v, ok := item["item"]; ok {
+			t.RawSetString("item", lua.LString(v))
+		} else {
+			axes := L.CreateTable(0, len(item))
+			for k, v := range item {
+				axes.RawSetString(strings.TrimPrefix(k, "item."), lua.LString(v))
+			}
+			t.RawSetString("item", axes)
+		}
+	}
 	if a.Failed != nil {
 		failed := L.CreateTable(len(a.Failed), 0)
 		for _, f := range a.Failed {

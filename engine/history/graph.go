@@ -3,6 +3,7 @@ package history
 import (
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 
 	"apollo/engine/pipeline"
@@ -53,6 +54,12 @@ type GraphNode struct {
 func (h Runs) Graph(path string, o GraphOptions) (*Graph, error) {
 	p, err := pipeline.Load(path, pipeline.LoadOptions{Vars: o.Vars})
 	if err != nil {
+		return nil, err
+	}
+	// A foreach or matrix step is drawn as its instances, as a run makes them.
+	vars := maps.Clone(p.Vars)
+	maps.Copy(vars, o.Vars)
+	if p, err = p.Expand(vars); err != nil {
 		return nil, err
 	}
 	g := &Graph{TaskName: p.TaskName, TaskID: o.TaskID}

@@ -126,6 +126,9 @@ var stepFields = []stepField{
 	}},
 	{"when", roleOther, (*stepInfo).when},
 	{"uses_resource", roleOther, (*stepInfo).usesResource},
+	{"foreach", roleOther, (*stepInfo).foreach},
+	{"matrix", roleOther, (*stepInfo).matrix},
+	{"exclude", roleOther, (*stepInfo).exclude},
 	{"working_dir", roleOther, func(si *stepInfo, kv keyValue) {
 		if d, ok := si.at.nonEmpty(kv.key, kv.v); ok {
 			si.s.WorkingDir = filepath.Clean(d)
@@ -311,6 +314,7 @@ func (l *loader) pipeline(root *yaml.Node) {
 	l.readSteps()
 	l.checkTopRetries()
 	l.checkResources()
+	l.checkForeachVars()
 }
 
 // readSteps reads the steps list that pipeline found.

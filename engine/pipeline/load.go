@@ -257,6 +257,7 @@ type loader struct {
 	// and to resources, checked once the top level is read
 	outputRefs   []outputRef
 	resourceRefs []resourceRef
+	foreachVars  []varRef
 	// the template variables steps may use
 	known     map[string]bool
 	knownList []string
@@ -857,11 +858,13 @@ func (l *loader) modules(n *yaml.Node) {
 
 // stepInfo is a step with the places that validation refers to.
 type stepInfo struct {
-	l    *loader
-	s    *Step
-	at   where
-	line int // the step's line: its id key, else its mapping
-	deps []*yaml.Node
+	l        *loader
+	excludes []excludeAt // matrix exclusions, checked against the matrix
+	itemRefs []itemRef   // {{item}} placeholders, checked against foreach/matrix
+	s        *Step
+	at       where
+	line     int // the step's line: its id key, else its mapping
+	deps     []*yaml.Node
 	// keyLines holds the line of each key of stepFields present, by its
 	// position there; 0 when absent (YAML lines start at 1).
 	keyLines [maxStepKeys]int32
@@ -1018,6 +1021,7 @@ func (l *loader) checkStepShape(si *stepInfo) {
 		}
 		s.WorkingDir = "" // a default working_dir is for shell steps
 	}
+	l.checkForeach(si)
 	// retry_policy defaults to none, which never retries: a step that asks
 	// for retries without a policy would silently get none.
 	if line, ok := si.lineOf("max_retries"); ok && s.MaxRetries > 0 {

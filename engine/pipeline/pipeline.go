@@ -90,6 +90,14 @@ type Step struct {
 	// WorkingDir is where a shell body runs, relative to the pipeline's
 	// folder (or absolute); "" is the workspace.
 	WorkingDir string
+	// Foreach makes the step the template of instances (foreach:, matrix:);
+	// nil for a plain step. Expand turns it into its instances.
+	Foreach *Foreach
+	// Item is what an instance of a foreach step is for: its item, or its
+	// matrix values by axis ("item.NAME" keys); InstanceOf names the step
+	// it is an instance of.
+	Item       map[string]string
+	InstanceOf string
 	// Handler is the handler list the step belongs to (HandlerOnFailure,
 	// HandlerFinally), or "" for a step of steps:. A handler is optional.
 	Handler string

@@ -194,6 +194,26 @@ const pipelineSchema = `{
           "description": "A resource (or a list) the step holds while it runs; declared under resources.",
           "oneOf": [{"$ref": "#/$defs/nonEmpty"}, {"type": "array", "uniqueItems": true, "items": {"$ref": "#/$defs/nonEmpty"}}]
         },
+        "foreach": {
+          "description": "Make the step a template of instances, one per item: a list, {var: NAME} (a var listing the items, separated by commas or spaces) or {output: STEP} (an upstream output that is a list; STEP.KEY for a key of it).",
+          "oneOf": [
+            {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/nonEmpty"}},
+            {"type": "object", "additionalProperties": false, "required": ["var"], "properties": {"var": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}}},
+            {"type": "object", "additionalProperties": false, "required": ["output"], "properties": {"output": {"$ref": "#/$defs/nonEmpty"}}}
+          ]
+        },
+        "matrix": {
+          "description": "Make the step a template of instances, one per combination of these lists ({{item.NAME}}).",
+          "type": "object",
+          "minProperties": 1,
+          "propertyNames": {"pattern": "^[A-Za-z0-9_-]+$"},
+          "additionalProperties": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/nonEmpty"}}
+        },
+        "exclude": {
+          "description": "Combinations of the matrix left out.",
+          "type": ["array", "null"],
+          "items": {"type": "object", "additionalProperties": {"$ref": "#/$defs/text"}}
+        },
         "when": {"description": "A Lua expression over ctx.vars, ctx.outputs and ctx.status, evaluated when the step is ready: false skips it.", "$ref": "#/$defs/nonEmpty"}
       },
       "oneOf": [

@@ -105,6 +105,14 @@ func (w where) template(key string, n *yaml.Node, s string, shell bool) {
 			w.outputRef(key, step, "{{"+sg.Name+"}}", lineIn(n, s, sg.Offset))
 			continue
 		}
+		if _, isAxis := template.ItemRef(sg.Name); isAxis || sg.Name == "item" {
+			if w.si == nil {
+				w.errf(lineIn(n, s, sg.Offset), "%s: {{%s}} is the item of a foreach or matrix step, not known here", key, sg.Name)
+			} else {
+				w.si.itemRefs = append(w.si.itemRefs, itemRef{key: key, name: sg.Name, line: lineIn(n, s, sg.Offset)})
+			}
+			continue
+		}
 		reported[sg.Name] = true
 		hint := w.l.hint(sg.Name, w.l.knownList)
 		if hint == "" {

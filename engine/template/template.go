@@ -152,6 +152,10 @@ func Parse(tmpl string) ([]Segment, error) {
 		switch {
 		case name == "":
 			return nil, &Error{Offset: start, Msg: fmt.Sprintf("empty placeholder %q; write {{name}}", raw)}
+		case strings.HasPrefix(name, itemPrefix):
+			if _, ok := ItemRef(name); !ok {
+				return nil, &Error{Offset: start, Msg: fmt.Sprintf("invalid placeholder %q: a matrix value is {{item.NAME}}", snippet(raw))}
+			}
 		case strings.HasPrefix(name, outputsPrefix):
 			if _, _, ok := OutputRef(name); !ok {
 				return nil, &Error{Offset: start, Msg: fmt.Sprintf("invalid placeholder %q: an upstream output is {{outputs.STEP}} or {{outputs.STEP.KEY}}", snippet(raw))}
@@ -185,6 +189,15 @@ func snippet(s string) string {
 
 // outputsPrefix starts the placeholders of upstream steps' outputs.
 const outputsPrefix = "outputs."
+
+// itemPrefix starts the placeholders of a matrix step's values.
+const itemPrefix = "item."
+
+// ItemRef parses the name of a matrix value's placeholder, item.NAME.
+func ItemRef(name string) (axis string, ok bool) {
+	axis, ok = strings.CutPrefix(name, itemPrefix)
+	return axis, ok && refPart(axis)
+}
 
 // OutputRef parses the name of an upstream output's placeholder,
 // outputs.STEP or outputs.STEP.KEY (STEP a step id, KEY letters, digits, _
