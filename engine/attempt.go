@@ -348,6 +348,12 @@ func (at *attemptRun) close() {
 // log's: the run must stop.
 func (r *run) runBody(ctx context.Context, at *attemptRun) (executor.Result, error) {
 	s := at.n.rs.step
+	if s.Foreach != nil {
+		if err := at.a.Started(0); err != nil {
+			return executor.Result{}, err
+		}
+		return r.expandBody(at.n), nil
+	}
 	ex, err := r.executorFor(s)
 	if at.lateErr != nil {
 		err = at.lateErr

@@ -94,6 +94,9 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 		if s.Command == "" {
 			ps.Body = rs.body()
 		}
+		if s.Foreach != nil {
+			ps.Command, ps.Body = "", "foreach: one instance per item of the output of "+s.Foreach.Output+", once it ends"
+		}
 		ps.When, ps.Resources = s.When, s.Resources
 		switch {
 		case s.CleanupCommand != "":

@@ -95,6 +95,15 @@ func renderSteps(p *pipeline.Pipeline, vars map[string]string) ([]*renderedStep,
 		sv["step_id"] = s.ID
 		rs := &slab[i]
 		rs.step, rs.env = s, noEnv
+		if s.Foreach != nil {
+			// The template of instances known only when it runs (foreach:
+			// {output: ...}): its instances are rendered then, each with
+			// its item; the template runs no body of its own.
+			rs.command = s.Command
+			rs.defDigest = definitionDigest(rs)
+			out[i] = rs
+			continue
+		}
 		for k, v := range s.Item {
 			sv[k] = v
 		}

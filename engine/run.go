@@ -269,7 +269,9 @@ func (r *run) execute(ctx context.Context) error {
 		return err
 	}
 	r.sc = sc
-	r.buildNodes(sc)
+	if err := r.buildNodes(sc); err != nil {
+		return err
+	}
 	err = r.schedule(ctx)
 	if r.w.Err() == nil {
 		r.snap.write()

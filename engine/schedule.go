@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 
 	"apollo/engine/executor"
@@ -14,7 +15,7 @@ import (
 
 // buildNodes turns the pipeline and the replayed state into the nodes this
 // invocation schedules.
-func (r *run) buildNodes(sc scope) {
+func (r *run) buildNodes(sc scope) error {
 	p := r.t.p
 	now := r.e.opts.Clock.Now()
 	r.byID = make(map[string]*node, len(p.Steps))
@@ -50,6 +51,16 @@ func (r *run) buildNodes(sc scope) {
 			dep.children = append(dep.children, n)
 		}
 	}
+	// A foreach template that expanded in an earlier run: its instances, as
+	// its STEP_END recorded them.
+	for _, n := range slices.Clone(r.nodes) {
+		if n.rs.step.Foreach != nil && n.final == eventlog.Success {
+			if _, err := r.instancesOf(n, n.output); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // nodeDone is a worker's report to the scheduler.
@@ -303,6 +314,9 @@ func (s *scheduler) ended(d nodeDone) {
 		return
 	}
 	d.n.settle(d)
+	if d.status == eventlog.Success && d.n.rs.step.Foreach != nil {
+		s.expanded(d.n, d.n.output) // before release: dependents wait for the instances
+	}
 	s.release(d.n)
 }
 

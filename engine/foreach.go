@@ -1,0 +1,152 @@
+package engine
+
+import (
+	"container/heap"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"apollo/engine/executor"
+	"apollo/engine/pipeline"
+	"apollo/eventlog"
+)
+
+// A step with foreach: {output: STEP[.KEY]} learns its items from an
+// upstream output, so its instances are made when it runs. The template
+// then runs no body: its attempt reads the list and ends SUCCESS with the
+// items as its output. That STEP_END is the expansion's record: a resume
+// rebuilds the same instances from it (buildNodes), whatever the upstream
+// output has become since. The scheduler adds the instances to the graph
+// as the template ends; its dependents wait for every one.
+
+// expandBody is the attempt of a foreach template: its items, as output.
+func (r *run) expandBody(n *node) executor.Result {
+	items, err := r.dynamicItems(n)
+	if err != nil {
+		return executor.Result{Err: err, ExitCode: -1}
+	}
+	out, err := json.Marshal(items)
+	if err != nil {
+		return executor.Result{Err: err, ExitCode: -1}
+	}
+	return executor.Result{Output: out, OutputDigest: sha256Hex(out),
+		Note: fmt.Sprintf("expanded into %d instance(s)", len(items))}
+}
+
+// dynamicItems reads the items of n's foreach: the upstream output, a list
+// of strings or numbers (a key of it, for STEP.KEY).
+func (r *run) dynamicItems(n *node) ([]string, error) {
+	f := n.rs.step.Foreach
+	step, key, _ := strings.Cut(f.Output, ".")
+	raw := r.byID[step].output
+	if len(raw) == 0 {
+		return nil, fmt.Errorf("foreach: step %q published no output", step)
+	}
+	if key != "" {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) != nil {
+			return nil, fmt.Errorf("foreach: the output of step %q is not an object with keys", step)
+		}
+		v, ok := m[key]
+		if !ok {
+			return nil, fmt.Errorf("foreach: the output of step %q has no key %q", step, key)
+		}
+		raw = v
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) != nil {
+		return nil, fmt.Errorf("foreach: %s is not a list", f.Output)
+	}
+	items := make([]string, len(list))
+	seen := map[string]bool{}
+	for i, v := range list {
+		var s string
+		var num json.Number
+		switch {
+		case json.Unmarshal(v, &s) == nil:
+		case json.Unmarshal(v, &num) == nil:
+			s = num.String()
+		default:
+			return nil, fmt.Errorf("foreach: item %d of %s is %s, not a string or a number", i+1, f.Output, string(v))
+		}
+		id := pipeline.InstanceID(n.id(), s)
+		if seen[id] {
+			return nil, fmt.Errorf("foreach: two items of %s make the instance id %s", f.Output, id)
+		}
+		seen[id] = true
+		items[i] = s
+	}
+	return items, nil
+}
+
+// instancesOf makes the nodes of the instances a template's output lists,
+// their state replayed from the log, and makes each of the template's
+// dependents wait for them too. It returns them.
+func (r *run) instancesOf(n *node, output json.RawMessage) ([]*node, error) {
+	var values []string
+	if err := json.Unmarshal(output, &values); err != nil {
+		return nil, fmt.Errorf("step %s: its recorded expansion does not read back: %w", n.id(), err)
+	}
+	s := n.rs.step
+	var insts []*node
+	for _, v := range values {
+		inst := s.Instance(map[string]string{"item": v})
+		rendered, err := renderSteps(&pipeline.Pipeline{Path: r.t.p.Path, Steps: []*pipeline.Step{inst}}, r.t.vars)
+		if err != nil {
+			return nil, err
+		}
+		st := r.state.Step(inst.ID)
+		in := &node{rs: rendered[0], idx: len(r.nodes),
+			plan:     decide(inst, st, r.sc, r.t.p.MaxDirtyRestarts, r.e.opts.Clock.Now()),
+			dirty:    st.Dirty,
+			unclean:  st.Unclean,
+			prevPGID: st.PGID,
+			lastErr:  st.LastError,
+			deps:     n.deps,
+		}
+		in.plan.ID = inst.ID
+		in.retry = in.plan.NextRetry
+		if st.Attempts > 0 {
+			in.prevToken = executor.AttemptToken(r.absLog, inst.ID, st.RetryCount)
+		}
+		switch in.plan.Action {
+		case ActionKeep:
+			in.final, in.outDigest, in.output = st.Status, st.OutputDigest, st.Output
+		case ActionLeave:
+			in.blocked, in.left = true, true
+		}
+		for _, c := range n.children {
+			in.children = append(in.children, c)
+			c.deps = append(c.deps, in)
+		}
+		r.nodes = append(r.nodes, in)
+		r.byID[inst.ID] = in
+		insts = append(insts, in)
+	}
+	return insts, nil
+}
+
+// expanded adds the instances of a foreach template that just ended well
+// to the graph, and queues those that can run.
+func (s *scheduler) expanded(n *node, output json.RawMessage) {
+	insts, err := s.r.instancesOf(n, output)
+	if err != nil {
+		// The template's own STEP_END is written; an expansion that does
+		// not read back is the log's problem: stop.
+		s.logErr, s.stopping = err, true
+		return
+	}
+	for _, in := range insts {
+		for _, c := range n.children {
+			if in.final == "" || !in.satisfies() {
+				c.waiting++
+			}
+		}
+		if in.final == "" && !in.blocked {
+			heap.Push(&s.ready, in)
+		}
+		if in.final == eventlog.Failed && !in.rs.step.Optional {
+			s.r.block(in)
+		}
+	}
+}
