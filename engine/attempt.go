@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -89,6 +91,7 @@ func (r *run) cleanup(ctx context.Context, n *node, ended int) (nodeDone, bool) 
 		notes = append([]string{fmt.Sprintf("attempt %d was cut off by a crash", rec.RetryCount)}, notes...)
 	}
 	rec.Message = strings.Join(notes, "; ")
+	rec.ErrorMessage = bounded(r.mask.String(rec.ErrorMessage))
 	if err := r.appendFor(s, rec); err != nil {
 		return nodeDone{n: n, logErr: err}, false
 	}
@@ -184,6 +187,9 @@ func (r *run) newAttempt(n *node, rs *renderedStep, retry int) *executor.Attempt
 		"APOLLO_OUTPUT="+publish,
 		executor.AttemptEnv+"="+executor.AttemptToken(r.absLog, s.ID, retry),
 	)
+	for _, k := range slices.Sorted(maps.Keys(r.secrets)) {
+		env = append(env, k+"="+r.secrets[k])
+	}
 	for k, v := range s.Item { // APOLLO_ITEM, or APOLLO_ITEM_<AXIS> for a matrix
 		name := "APOLLO_ITEM"
 		if axis, ok := strings.CutPrefix(k, "item."); ok {
@@ -213,7 +219,8 @@ func (r *run) newAttempt(n *node, rs *renderedStep, retry int) *executor.Attempt
 		Env: env, Dir: r.stepDir(s), OutputPath: out, OutputLimit: max(r.e.opts.MaxOutputBytes, 0),
 		PublishPath: publish, KillGrace: r.e.opts.KillGrace,
 		Pipeline: t.p, Vars: vars, Params: rs.with,
-		ArtifactsDir: t.dir.Artifacts(t.id), StateDir: t.dir.Root, Markers: r.markers, Failed: failed}
+		ArtifactsDir: t.dir.Artifacts(t.id), StateDir: t.dir.Root, Markers: r.markers, Failed: failed,
+		Secrets: r.secrets, Mask: r.mask}
 }
 
 // executorFor picks the executor of a step's body.
@@ -285,7 +292,8 @@ type attemptRun struct {
 func (r *run) appendStart(n *node, retry int) (*attemptRun, error) {
 	s := n.rs.step
 	rs, lateErr := r.late(n)
-	at := &attemptRun{n: n, retry: retry, input: inputDigest(rs, r.upstreamDigests(n)), ahead: r.takeWarm(n), lateErr: lateErr}
+	at := &attemptRun{n: n, retry: retry, input: inputDigest(rs, r.upstreamDigests(n), secretsDigest(r.secrets)),
+		ahead: r.takeWarm(n), lateErr: lateErr}
 	start := &eventlog.Record{EventType: eventlog.StepStart, StepID: s.ID, Status: eventlog.Running,
 		RetryCount: retry, InputDigest: at.input}
 	appendStart := r.w.AppendSyncing
@@ -435,8 +443,11 @@ func (r *run) recordEnd(ctx context.Context, at *attemptRun, res executor.Result
 	// runs) carries this record to disk in the same fsync, or, when it
 	// starts nothing, an fsync at once. So a STEP_END is durable before
 	// anything acts on it, with one fsync per step instead of two.
-	rec.ErrorMessage = bounded(rec.ErrorMessage)
-	rec.Message = bounded(rec.Message)
+	rec.ErrorMessage = bounded(r.mask.String(rec.ErrorMessage))
+	rec.Message = bounded(r.mask.String(rec.Message))
+	if r.mask != nil && len(rec.Output) > 0 {
+		rec.Output = json.RawMessage(r.mask.String(string(rec.Output)))
+	}
 	if err := r.w.AppendUnsynced(rec); err != nil {
 		return nodeDone{n: n, logErr: err}
 	}

@@ -178,7 +178,7 @@ func definitionMap(rs *renderedStep) map[string]any {
 // Like definitionDigest, it hashes the bytes json.Marshal writes for its
 // original form (inputMap) but writes them itself: it runs before every
 // attempt, between one step's end and the next one's start.
-func inputDigest(rs *renderedStep, upstream map[string]string) string {
+func inputDigest(rs *renderedStep, upstream map[string]string, secrets string) string {
 	ids := make([]string, 0, len(upstream))
 	for id := range upstream {
 		ids = append(ids, id)
@@ -196,7 +196,11 @@ func inputDigest(rs *renderedStep, upstream map[string]string) string {
 	b = append(b, `,"params":`...)
 	b, ok := appendParams(b, rs.with)
 	if !ok {
-		return digestOf(inputMap(rs, upstream)) // a value JSON cannot hold: the same fallback as ever
+		return digestOf(inputMap(rs, upstream, secrets)) // a value JSON cannot hold: the same fallback as ever
+	}
+	if secrets != "" { // only when set, as in definitionDigest
+		b = append(b, `,"secrets":`...)
+		b = appendJSONString(b, secrets)
 	}
 	b = append(b, `,"upstream":[`...)
 	for i, id := range ids {
@@ -215,7 +219,7 @@ func inputDigest(rs *renderedStep, upstream map[string]string) string {
 
 // inputMap is the input digest's original form, kept as the reference
 // inputDigest must encode like.
-func inputMap(rs *renderedStep, upstream map[string]string) map[string]any {
+func inputMap(rs *renderedStep, upstream map[string]string, secrets string) map[string]any {
 	ids := make([]string, 0, len(upstream))
 	for id := range upstream {
 		ids = append(ids, id)
@@ -233,6 +237,9 @@ func inputMap(rs *renderedStep, upstream map[string]string) map[string]any {
 	}
 	if rs.step.Item != nil {
 		m["item"] = rs.step.Item
+	}
+	if secrets != "" {
+		m["secrets"] = secrets
 	}
 	return m
 }

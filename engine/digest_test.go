@@ -35,8 +35,10 @@ func TestInputDigestStable(t *testing.T) {
 	}
 	for _, rs := range append(digestSteps, nanStep) {
 		for _, up := range upstreams {
-			if got, want := inputDigest(rs, up), digestOf(inputMap(rs, up)); got != want {
-				t.Errorf("step %s, upstream %v: input digest %s, want the map form's %s", rs.step.ID, up, got, want)
+			for _, secrets := range []string{"", "sha256:5ec3"} {
+				if got, want := inputDigest(rs, up, secrets), digestOf(inputMap(rs, up, secrets)); got != want {
+					t.Errorf("step %s, upstream %v, secrets %q: input digest %s, want the map form's %s", rs.step.ID, up, secrets, got, want)
+				}
 			}
 		}
 	}

@@ -76,6 +76,7 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 	r := &run{e: e, t: t, ro: ro, state: state}
 	pl.Changed = r.changedSteps()
 	sc := scopeOf(t.p, ro, resumeFrom)
+	mask := masker(t, nil) // the secret vars: a dry run reads no secret
 	pl.Steps = make([]PlanStep, 0, len(t.steps))
 	now := e.opts.Clock.Now()
 	notStarted := &eventlog.StepState{Status: eventlog.Pending} // read only
@@ -105,6 +106,9 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 			ps.Cleanup = "lua"
 		case s.CleanupScript != "":
 			ps.Cleanup = "script:" + s.CleanupScript
+		}
+		if mask != nil {
+			ps.Command, ps.Body, ps.Cleanup = mask.String(ps.Command), mask.String(ps.Body), mask.String(ps.Cleanup)
 		}
 		pl.Steps = append(pl.Steps, ps)
 	}

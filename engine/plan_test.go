@@ -152,12 +152,12 @@ func TestWritePlan(t *testing.T) {
 func TestInputDigestIgnoresAttemptAndOrder(t *testing.T) {
 	rs := &renderedStep{step: &pipeline.Step{ID: "s", Command: "echo hi"}, command: "echo hi",
 		env: map[string]string{"A": "1", "B": "2"}}
-	a := inputDigest(rs, map[string]string{"x": "sha256:1", "y": "sha256:2"})
-	b := inputDigest(rs, map[string]string{"y": "sha256:2", "x": "sha256:1"})
+	a := inputDigest(rs, map[string]string{"x": "sha256:1", "y": "sha256:2"}, "")
+	b := inputDigest(rs, map[string]string{"y": "sha256:2", "x": "sha256:1"}, "")
 	if a != b {
 		t.Errorf("input digest depends on map order: %s vs %s", a, b)
 	}
-	c := inputDigest(rs, map[string]string{"x": "sha256:1", "y": "sha256:3"})
+	c := inputDigest(rs, map[string]string{"x": "sha256:1", "y": "sha256:3"}, "")
 	if a == c {
 		t.Errorf("input digest ignores an upstream output digest")
 	}

@@ -18,6 +18,7 @@ import (
 	"apollo/engine/markers"
 	"apollo/engine/pipeline"
 	"apollo/engine/statedir"
+	"apollo/engine/textfmt"
 	"apollo/engine/usage"
 	"apollo/eventlog"
 	"apollo/luart"
@@ -125,6 +126,11 @@ type run struct {
 	// every one has settled: what on_failure and finally handlers are told.
 	failed []executor.FailedStep
 
+	// secrets are the pipeline's, read when the run starts; mask masks them
+	// and the secret vars in everything the run writes or prints.
+	secrets map[string]string
+	mask    *textfmt.Masker
+
 	whenOnce sync.Once
 	whenRT   *luart.Runtime // for the steps' when: conditions
 
@@ -202,6 +208,11 @@ func (n *node) satisfies() bool {
 
 func (r *run) execute(ctx context.Context) error {
 	t := r.t
+	var err error
+	if r.secrets, err = readSecrets(ctx, t.p, r.e.opts.Workdir); err != nil {
+		return err
+	}
+	r.mask = masker(t, r.secrets)
 	logPath, err := t.dir.LatestLog(t.id)
 	if err != nil {
 		return err
@@ -388,7 +399,7 @@ func (r *run) taskStart() *eventlog.Record {
 		TaskName:       t.p.TaskName,
 		Pipeline:       t.p.Path,
 		PipelineDigest: sha256Hex(t.p.Source),
-		Vars:           t.vars,
+		Vars:           shownVars(t),
 		PID:            os.Getpid(),
 		Host:           host,
 		RunNonce:       hex.EncodeToString(nonce),

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"apollo/engine/pipeline"
+	"apollo/engine/textfmt"
 	"apollo/stdlib"
 )
 
@@ -50,6 +51,11 @@ type Attempt struct {
 	ArtifactsDir string
 	StateDir     string
 	Markers      MarkerStore
+	// Secrets are the task's secrets by name (ctx.secrets for Lua; a shell
+	// body has them in Env), and Mask masks them and the secret vars in
+	// what the attempt writes to its output file; nil when there are none.
+	Secrets map[string]string
+	Mask    *textfmt.Masker
 	// Failed are the task's failed steps, for a handler (on_failure,
 	// finally) once the task failed; nil otherwise.
 	Failed []FailedStep

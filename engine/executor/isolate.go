@@ -41,6 +41,8 @@ type isolatedJob struct {
 	LogPath      string                     `json:"log_path"`
 	MemoryMB     int                        `json:"memory_mb"`
 	Failed       []FailedStep               `json:"failed,omitempty"`
+	Secrets      map[string]string          `json:"secrets,omitempty"`
+	MaskValues   []string                   `json:"mask,omitempty"`
 }
 
 // isolatedResult is what the child answers on stdout.
@@ -75,7 +77,7 @@ func (x *Isolated) Run(ctx context.Context, a *Attempt) Result {
 	job := isolatedJob{Pipeline: a.Pipeline, StepID: a.StepID, TaskID: a.TaskID, RetryCount: a.RetryCount,
 		Cleanup: a.Cleanup, InputDigest: a.InputDigest, Vars: a.Vars, Params: a.Params, Upstream: a.Upstream,
 		ArtifactsDir: a.ArtifactsDir, StateDir: a.StateDir, Dir: a.Dir, OutputPath: a.OutputPath, OutputLimit: a.OutputLimit,
-		LogPath: x.LogPath, MemoryMB: mem, Failed: a.Failed}
+		LogPath: x.LogPath, MemoryMB: mem, Failed: a.Failed, Secrets: a.Secrets, MaskValues: a.Mask.Values()}
 	in, err := json.Marshal(job)
 	if err != nil {
 		return Result{Err: fmt.Errorf("isolation: encode the attempt: %w", err), ExitCode: -1}
@@ -158,7 +160,7 @@ func RunIsolatedChild(ctx context.Context, stdin io.Reader, stdout io.Writer, bu
 		Dir: job.Dir, OutputPath: job.OutputPath, OutputLimit: job.OutputLimit, Started: func(int) error { return nil },
 		Pipeline: job.Pipeline, Cleanup: job.Cleanup, InputDigest: job.InputDigest, Vars: job.Vars,
 		Params: job.Params, Upstream: job.Upstream, ArtifactsDir: job.ArtifactsDir, StateDir: job.StateDir,
-		Markers: book, Failed: job.Failed}
+		Markers: book, Failed: job.Failed, Secrets: job.Secrets, Mask: textfmt.NewMasker(job.MaskValues...)}
 	x := &Lua{Bundled: bundled, Workdir: job.Dir}
 	res := x.Run(ctx, a)
 	ans := isolatedResult{OutputDigest: res.OutputDigest, Output: res.Output, TimedOut: res.TimedOut, Note: res.Note}

@@ -56,7 +56,7 @@ func (x *Lua) runtime(p *pipeline.Pipeline) *luart.Runtime {
 
 // Run runs one Lua attempt or cleanup.
 func (x *Lua) Run(ctx context.Context, a *Attempt) Result {
-	out := &lazyOutput{path: a.OutputPath, limit: a.OutputLimit}
+	out := newOutput(a)
 	defer out.Close()
 	// The durable STEP_START (an fsync: mostly waiting for the disk) and the making of the
 	// fresh state (CPU) overlap: another goroutine makes the state while this one waits for
@@ -252,6 +252,13 @@ func luaContext(L *lua.LState, a *Attempt) (*lua.LTable, error) {
 		outputs.RawSetString(id, v)
 	}
 	t.RawSetString("outputs", outputs)
+	if a.Secrets != nil {
+		secrets := L.CreateTable(0, len(a.Secrets))
+		for k, v := range a.Secrets {
+			secrets.RawSetString(k, lua.LString(v))
+		}
+		t.RawSetString("secrets", secrets)
+	}
 	if item := a.Step.Item; item != nil {
 		if v, ok := item["item"]; ok {
 			t.RawSetString("item", lua.LString(v))

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"apollo/engine/textfmt"
 	"apollo/stdlib"
 )
 
@@ -44,7 +45,7 @@ type heldShell struct {
 
 // startHeld starts the shell of attempt a, held.
 func startHeld(a *Attempt) (*heldShell, error) {
-	h := &heldShell{out: &lazyOutput{path: a.OutputPath, limit: a.OutputLimit}, hash: sha256.New(), pidfd: -1}
+	h := &heldShell{out: newOutput(a), hash: sha256.New(), pidfd: -1}
 	holdR, holdW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("start: %w", err)
@@ -327,6 +328,7 @@ const DefaultMaxOutput = 100 << 20
 type lazyOutput struct {
 	path    string
 	limit   int64
+	masked  *textfmt.MaskWriter // masks the attempt's secrets before they reach the file
 	mu      sync.Mutex
 	f       *os.File
 	err     error // why the file could not be created or written (a full disk)
@@ -335,7 +337,29 @@ type lazyOutput struct {
 	lost    int64 // bytes lost to err
 }
 
+// newOutput is the output file of attempt a: its path and limit, its
+// secrets masked.
+func newOutput(a *Attempt) *lazyOutput {
+	o := &lazyOutput{path: a.OutputPath, limit: a.OutputLimit}
+	if a.Mask != nil {
+		o.masked = a.Mask.Writer(fileWriter{o})
+	}
+	return o
+}
+
+// fileWriter writes to the file of a lazyOutput, unmasked.
+type fileWriter struct{ o *lazyOutput }
+
+func (w fileWriter) Write(p []byte) (int, error) { return w.o.write(p) }
+
 func (o *lazyOutput) Write(p []byte) (int, error) {
+	if o.masked != nil {
+		return o.masked.Write(p)
+	}
+	return o.write(p)
+}
+
+func (o *lazyOutput) write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -381,6 +405,9 @@ func (o *lazyOutput) cutNote() string {
 
 // Close notes a cut at the end of the file and closes it, if it was created.
 func (o *lazyOutput) Close() error {
+	if o.masked != nil {
+		o.masked.Close() // what waited to be told from a secret
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.f == nil {

@@ -65,6 +65,9 @@ var topFields = []topField{
 		l.p.Isolation, _ = l.top().choice(kv.key, kv.v, "", "process")
 	}},
 	{"resources", (*loader).resources},
+	{"env_file", (*loader).envFile},
+	{"secrets", (*loader).secrets},
+	{"secret_vars", (*loader).secretVars},
 	{"defaults", (*loader).defaults},
 	{"env", func(l *loader, kv keyValue) { l.topEnv = l.settings(kv, []string{"env"}) }},
 	{"working_dir", func(l *loader, kv keyValue) { l.topDir = l.settings(kv, []string{"working_dir"}) }},
@@ -315,6 +318,7 @@ func (l *loader) pipeline(root *yaml.Node) {
 	l.checkTopRetries()
 	l.checkResources()
 	l.checkForeachVars()
+	l.checkSecretVars()
 }
 
 // readSteps reads the steps list that pipeline found.
@@ -419,8 +423,12 @@ func (l *loader) step(index int, n *yaml.Node) {
 	if _, ok := l.defaultsSet("max_retries"); ok {
 		s.MaxRetries = d.MaxRetries
 	}
-	if len(d.Env) > 0 {
-		s.Env = maps.Clone(d.Env) // the step's env: adds to it
+	if len(d.Env) > 0 || len(d.EnvFile) > 0 {
+		s.Env = maps.Clone(d.EnvFile) // env_file:, then env:, then the step's env:
+		if s.Env == nil {
+			s.Env = map[string]string{}
+		}
+		maps.Copy(s.Env, d.Env)
 	}
 	si.l, si.s, si.line = l, s, n.Line
 	kvs := si.stepID(n, index)

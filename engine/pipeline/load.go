@@ -258,6 +258,8 @@ type loader struct {
 	outputRefs   []outputRef
 	resourceRefs []resourceRef
 	foreachVars  []varRef
+	// the lines of secret_vars' items
+	secretVarLines []int
 	// the template variables steps may use
 	known     map[string]bool
 	knownList []string

@@ -41,6 +41,11 @@ type Pipeline struct {
 	MaxDirtyRestarts int
 	Modules          []string // folders, relative to Dir
 	Isolation        string   // "" or "process": default for Lua steps
+	// Secrets are read when a run starts, given to steps, and never
+	// written (secrets:); SecretVars are vars whose values are masked the
+	// same way (secret_vars:).
+	Secrets    []Secret
+	SecretVars []string
 	// Resources are named resources and how many steps may hold each at
 	// once (resources:).
 	Resources map[string]int
@@ -59,6 +64,8 @@ type Defaults struct {
 	MemoryMB    int
 	Env         map[string]string // defaults.env, then the top-level env:
 	WorkingDir  string
+	// EnvFile holds the variables of env_file:, under every step's env.
+	EnvFile map[string]string
 }
 
 // Step is one node of the DAG.

@@ -77,6 +77,27 @@ const pipelineSchema = `{
       "propertyNames": {"pattern": "^[A-Za-z0-9_.-]+$"},
       "additionalProperties": {"type": "integer", "minimum": 1, "maximum": 2147483647}
     },
+    "env_file": {
+      "description": "A dotenv file (or a list), relative to the pipeline file: NAME=VALUE lines, every step's environment under env:.",
+      "oneOf": [{"$ref": "#/$defs/nonEmpty"}, {"type": "array", "items": {"$ref": "#/$defs/nonEmpty"}}]
+    },
+    "secrets": {
+      "description": "Secrets given to every step as environment variables (ctx.secrets in Lua), never written: env, {env: VAR}, {file: PATH} or {command: CMD}.",
+      "type": ["object", "null"],
+      "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+      "additionalProperties": {
+        "oneOf": [
+          {"const": "env"},
+          {"type": "object", "additionalProperties": false, "minProperties": 1, "maxProperties": 1,
+           "properties": {"env": {"$ref": "#/$defs/nonEmpty"}, "file": {"$ref": "#/$defs/nonEmpty"}, "command": {"$ref": "#/$defs/nonEmpty"}}}
+        ]
+      }
+    },
+    "secret_vars": {
+      "description": "Vars whose values apollo masks as *** wherever it prints or records them.",
+      "type": ["array", "null"],
+      "items": {"type": "string"}
+    },
     "defaults": {
       "description": "Settings every step gets unless it sets its own.",
       "type": ["object", "null"],

@@ -133,6 +133,14 @@ func (sv *schemaValidator) validate(s map[string]any, v any, path string) []stri
 			if list, ok := v.([]any); ok && float64(len(list)) < kw.(float64) {
 				fail("has %d items, fewer than %v", len(list), kw)
 			}
+		case "maxProperties":
+			if m, ok := v.(map[string]any); ok && float64(len(m)) > kw.(float64) {
+				fail("has %d keys, more than %v", len(m), kw)
+			}
+		case "const":
+			if v != kw {
+				fail("is %v, not %v", v, kw)
+			}
 		case "minProperties":
 			if m, ok := v.(map[string]any); ok && float64(len(m)) < kw.(float64) {
 				fail("has %d keys, fewer than %v", len(m), kw)
