@@ -21,6 +21,7 @@ fields, in this order, are always present:
 	task_id        the task the record belongs to
 	step_id        the step, or "" for task-level records
 	event_type     TASK_START STEP_START STEP_END CLEANUP MARKER WARNING TASK_SUMMARY
+	               (and STEP_PROCESS, DISPATCH, LOST)
 	status         the step's (or the task's) state after this event
 	retry_count    the attempt number, 0 for the first
 	input_digest   sha256:<hex> of what determines the step's result
@@ -29,7 +30,8 @@ fields, in this order, are always present:
 	duration_ms    the attempt's (or the invocation's) duration
 
 then optional fields (message, pgid, exit_code, next_delay_ms, interrupted,
-timed_out, dirty, output, start, summary, marker, intervention), and last:
+timed_out, dirty, output, start, summary, marker, intervention, worker, pool,
+src_seq), and last:
 
 	crc            8 lower-case hex digits of the CRC-32C (Castagnoli) of the
 	               line as it would read without this field: for a line
@@ -82,6 +84,24 @@ or cleared, marker.result).
 WARNING carries a human message and, when it changes replayed state, an
 intervention: resume_from, reset and skip (with the steps), clear_marker,
 accept_changes, or torn_tail (informational).
+
+DISPATCH (status RUNNING) says attempt retry_count of the step was handed to
+a hub (apollo run --hub): pool names the pool, input_digest the attempt's
+inputs. It is fsynced before the attempt's message is published, so an
+attempt that may run always has a record. From DISPATCH on the attempt is
+dirty until a STEP_END, a LOST or a CLEANUP ends it; the STEP_START that
+follows for the same attempt does not count it again.
+
+LOST (status RUNNING) says a dispatched attempt's worker went silent past the
+liveness deadline (the hub redelivered its message): the attempt is dirty, as
+if a crash had cut it off. A CLEANUP with dirty: true follows before the next
+attempt, and these count toward max_dirty_restarts.
+
+Records derived from the hub's events (STEP_START, STEP_END, LOST, MARKER and
+WARNING of a remote attempt) carry src_seq, the event's sequence in the hub's
+event stream, strictly increasing within a log: a restarted coordinator
+ingests the events after the last src_seq it recorded. A remote STEP_START
+carries worker, the host and pid that ran it.
 
 TASK_SUMMARY closes an invocation: summary.counts per state, failed,
 failed_optional and blocked steps, and interrupted. Its status is SUCCESS
