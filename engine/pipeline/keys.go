@@ -114,6 +114,15 @@ var stepFields = []stepField{
 	{"isolation", roleOther, func(si *stepInfo, kv keyValue) {
 		si.s.Isolation, _ = si.at.choice(kv.key, kv.v, "", "inprocess", "process")
 	}},
+	{"pool", roleOther, func(si *stepInfo, kv keyValue) {
+		if p, ok := si.at.nonEmpty(kv.key, kv.v); ok {
+			if !validName(p, "") || len(p) > maxStepIDLen {
+				si.at.errf(deref(kv.v).Line, "pool %q may only hold letters, digits, \"_\" and \"-\"", snippet(p))
+				return
+			}
+			si.s.Pool = p
+		}
+	}},
 }
 
 // Keys, from the tables.

@@ -64,6 +64,7 @@ type Step struct {
 	With        map[string]any // parameters for uses, as decoded from YAML
 	MemoryMB    int            // 0: default
 	Isolation   string
+	Pool        string // the hub's worker pool that runs it (docs/spec.md §8); "": the run's default
 
 	// depIdx holds the indexes in Pipeline.Steps of DependsOn, as Load
 	// resolved them.

@@ -145,7 +145,8 @@ const pipelineSchema = `{
           "additionalProperties": {"$ref": "#/$defs/text"}
         },
         "memory_mb": {"description": "Memory bound of a Lua step (default 256).", "type": "integer", "minimum": 1, "maximum": 1048576},
-        "isolation": {"description": "process: run this Lua step in a child apollo process.", "enum": ["", "inprocess", "process"]}
+        "isolation": {"description": "process: run this Lua step in a child apollo process.", "enum": ["", "inprocess", "process"]},
+        "pool": {"description": "With apollo run --hub: the worker pool that runs the step (default: default, or --pool).", "$ref": "#/$defs/name", "pattern": "^[A-Za-z0-9_-]+$", "maxLength": 128}
       },
       "oneOf": [
         {"required": ["command"]},
