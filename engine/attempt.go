@@ -21,6 +21,9 @@ import (
 // running (cut off by a crash, or failed), cleans up after it, then makes
 // one attempt.
 func (r *run) work(ctx context.Context, n *node) nodeDone {
+	if r.hub != nil {
+		return r.remoteWork(ctx, n)
+	}
 	s := n.rs.step
 	ended := 0
 	if (n.dirty || n.unclean) && n.prevToken != "" {

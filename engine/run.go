@@ -73,6 +73,9 @@ func (e *Engine) Run(ctx context.Context, path string, ro RunOptions) error {
 	if ro.DryRun {
 		return e.dryRun(t, ro)
 	}
+	if ro.Hub.URLs != "" && ro.Parallel == 0 && t.p.Parallelism == 0 {
+		t.parallel = hubParallelism(len(t.steps)) // the workers' slots bound what runs
+	}
 	if err := eventlog.MkdirAll(e.fs(), t.dir.Logs()); err != nil {
 		return fmt.Errorf("create state directory: %w", err)
 	}
@@ -112,6 +115,8 @@ type run struct {
 
 	baseEnv []string // apollo's environment, which every attempt's starts from
 	absLog  string   // the log's absolute path, for attempt tags
+
+	hub *hubRun // the hub's side of a run with --hub (remote_run.go), or nil
 }
 
 // node is a step during a run. Only the scheduler goroutine touches it,
@@ -224,7 +229,15 @@ func (r *run) execute(ctx context.Context) error {
 			return err
 		}
 	}
+	err = r.startHub(ctx)
+	defer r.stopHub()
+	if err != nil {
+		return err
+	}
 	r.buildNodes(resumeFrom)
+	if err := r.adoptInFlight(ctx); err != nil {
+		return err
+	}
 	err = r.schedule(ctx)
 	if r.w.Err() == nil {
 		r.snap.write()

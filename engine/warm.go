@@ -28,8 +28,8 @@ type warmShell struct {
 // holds no more waiting shells than it runs steps. The scheduler calls it
 // as it starts n, and through warmJoin. It reports whether it started one.
 func (r *run) warmUp(n *node) bool {
-	if n.warmedChild {
-		return false
+	if n.warmedChild || r.hub != nil {
+		return false // a run with a hub starts no process of its steps here
 	}
 	starter, ok := r.e.opts.Executors["shell"].(executor.AheadStarter)
 	if !ok {

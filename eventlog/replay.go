@@ -24,6 +24,9 @@ type State struct {
 	// ResumedFrom lists steps that a resume_from intervention has named.
 	ResumedFrom []string `json:"resumed_from,omitempty"`
 	LastSeq     int64    `json:"last_seq"`
+	// LastSrcSeq is the highest src_seq of the log: the hub's events after
+	// it are not in the log yet (docs/spec.md §8).
+	LastSrcSeq int64 `json:"last_src_seq,omitempty"`
 	// LastTimestamp is the timestamp of the last record.
 	LastTimestamp string `json:"last_timestamp,omitempty"`
 }
@@ -131,6 +134,7 @@ func (s *State) name(steps []StepInfo) {
 func (s *State) Apply(r *Record) {
 	s.LastSeq = r.Seq
 	s.LastTimestamp = r.Timestamp
+	s.LastSrcSeq = max(s.LastSrcSeq, r.SrcSeq)
 	switch r.EventType {
 	case TaskStart:
 		if r.Start == nil {

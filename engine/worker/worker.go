@@ -62,16 +62,16 @@ type Options struct {
 
 // Worker pulls and runs attempts.
 type Worker struct {
-	o        Options
-	id       string // host:pid
-	cons     jetstream.Consumer
-	shell    executor.Executor
-	lua      executor.Executor
-	margin   time.Duration
-	hb       time.Duration
-	running  *runningFile
-	mu       sync.Mutex
-	attempts map[*attempt]struct{}
+	o           Options
+	id          string // host:pid
+	cons        jetstream.Consumer
+	shell       executor.Executor
+	lua         executor.Executor
+	margin      time.Duration
+	hb          time.Duration
+	running     *runningFile
+	mu          sync.Mutex
+	attempts    map[*attempt]struct{}
 	interrupted atomic.Int64
 	lostN       atomic.Int64
 	ran         atomic.Int64
