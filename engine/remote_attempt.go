@@ -131,6 +131,9 @@ func (r *run) awaitOutcome(ctx context.Context, n *node, sl *slot) (outcome, *no
 		return outcome{}, &nodeDone{n: n, logErr: h.failErr}
 	case <-ctx.Done():
 	}
+	if r.ro.Hub.detach {
+		return outcome{}, &nodeDone{n: n, status: eventlog.Running}
+	}
 	h.cancelRemote()
 	t := time.NewTimer(r.e.opts.KillGrace + 2*h.c.Config().CallTimeout + time.Second)
 	defer t.Stop()
@@ -248,7 +251,7 @@ func (r *run) workFor(n *node, retry int, input, pool string) *remote.Work {
 	for _, m := range r.markers.All() {
 		marks = append(marks, remote.Marker{Name: m.Name, State: m.State, Result: m.Result})
 	}
-	return &remote.Work{Task: t.id, Step: s.ID, Attempt: retry, Pool: pool, Epoch: r.hub.lease.Epoch(),
+	return &remote.Work{Task: t.id, Step: s.ID, Attempt: retry, Pool: pool, Run: r.hub.run, Epoch: r.hub.lease.Epoch(),
 		Coordinator: host + ":" + strconv.Itoa(os.Getpid()), Pipeline: &p, Command: n.rs.command, Env: env,
 		Vars: vars, Params: n.rs.with, Upstream: upstreamOutputs(n), InputDigest: input,
 		ArtifactsDir: t.dir.Artifacts(t.id), StateDir: t.dir.Root, OutputLimit: max(r.e.opts.MaxOutputBytes, 0),
@@ -286,7 +289,7 @@ func (o *outputWriter) run(ctx context.Context, c *remote.Client, h *hubRun) {
 			return
 		}
 		var piece remote.Output
-		if json.Unmarshal(m.Data, &piece) != nil || o.r.t.p.Step(piece.Step) == nil {
+		if json.Unmarshal(m.Data, &piece) != nil || piece.Run != h.run || o.r.t.p.Step(piece.Step) == nil {
 			continue
 		}
 		o.write(&piece)

@@ -23,6 +23,9 @@ type HubOptions struct {
 	// Pool is the pool of steps that name none (default "default").
 	Pool string
 	Auth remote.Auth
+	// detach (tests): an interrupted run leaves its remote attempts
+	// running and stops at once, as a killed coordinator does.
+	detach bool
 	// CallTimeout bounds each call to the hub (default 5 s); GiveUp is how
 	// long the hub may stay unreachable before the run stops with an error
 	// (default 2 minutes); LeaseTTL is how long another coordinator waits
@@ -63,6 +66,7 @@ type hubRun struct {
 	lease *remote.Lease
 	pool  string
 	host  string
+	run   string // the task run's name in messages: host and log
 
 	mu         sync.Mutex
 	slots      map[string]*slot // by step: its latest attempt
@@ -103,11 +107,9 @@ type outcome struct {
 	res    executor.Result
 }
 
-// startHub connects to the hub, takes the task's lease and ingests the
-// events the log does not have yet (a coordinator that was stopped while
-// attempts ran). Called before the nodes are built, so that the plan sees
-// what happened meanwhile.
-func (r *run) startHub(ctx context.Context) error {
+// connectHub connects to the hub and takes the task's lease, before the
+// log is opened: a second coordinator of the task writes nothing.
+func (r *run) connectHub(ctx context.Context) error {
 	ho := r.ro.Hub
 	if ho.URLs == "" {
 		return nil
@@ -134,7 +136,7 @@ func (r *run) startHub(ctx context.Context) error {
 		ttl = DefaultLeaseTTL
 	}
 	h.lease, err = c.AcquireLease(ctx, r.t.id, remote.Holder{Host: host, PID: os.Getpid(), StateDir: stateDir,
-		Log: r.absLog, Since: time.Now().UTC()}, ttl)
+		Since: time.Now().UTC()}, ttl)
 	var held *remote.HeldError
 	if errors.As(err, &held) {
 		return held // exit 3, as for the task lock
@@ -142,6 +144,20 @@ func (r *run) startHub(ctx context.Context) error {
 	if err != nil {
 		return &HubError{TaskID: r.t.id, Err: err}
 	}
+	return nil
+}
+
+// startHub ingests the events the log does not have yet (a coordinator
+// that was stopped while attempts ran), and starts the ingestion of what
+// comes. Called before the nodes are built, so that the plan sees what
+// happened meanwhile.
+func (r *run) startHub(ctx context.Context) error {
+	h := r.hub
+	if h == nil {
+		return nil
+	}
+	c := h.c
+	h.run = h.host + ":" + r.absLog
 	for id, st := range r.state.Steps {
 		h.recov[id] = st.DirtyRecoveries
 		h.prevRemote[id] = st.Remote
@@ -369,6 +385,9 @@ func (h *hubRun) ingest(data []byte, seq int64) error {
 	if err := json.Unmarshal(data, &ev); err != nil {
 		return r.w.AppendUnsynced(&eventlog.Record{EventType: eventlog.Warning, Status: eventlog.Running, SrcSeq: seq,
 			Message: fmt.Sprintf("hub event %d is not an apollo event (%v); ignored", seq, err)})
+	}
+	if ev.Run != h.run {
+		return nil // another run of the same task id (a fresh log, another state folder)
 	}
 	h.mu.Lock()
 	sl := h.slots[ev.Step]

@@ -86,6 +86,10 @@ func (e *Engine) Run(ctx context.Context, path string, ro RunOptions) error {
 	defer lock.Unlock()
 
 	r := &run{e: e, t: t, ro: ro, started: e.opts.Clock.Now()}
+	defer r.stopHub()
+	if err := r.connectHub(ctx); err != nil {
+		return err
+	}
 	return r.execute(ctx)
 }
 
@@ -229,9 +233,7 @@ func (r *run) execute(ctx context.Context) error {
 			return err
 		}
 	}
-	err = r.startHub(ctx)
-	defer r.stopHub()
-	if err != nil {
+	if err := r.startHub(ctx); err != nil {
 		return err
 	}
 	r.buildNodes(resumeFrom)

@@ -199,6 +199,9 @@ func (c *Client) Do(ctx context.Context, what string, fn func(ctx context.Contex
 		if errors.As(err, &fe) {
 			return fe.err
 		}
+		if errors.Is(err, nats.ErrConnectionClosed) {
+			return err // closed by this process: nothing to wait for
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -15,6 +15,9 @@ type Work struct {
 	Step    string `json:"step"`
 	Attempt int    `json:"attempt"`
 	Pool    string `json:"pool"`
+	// Run names the task run (the coordinator's log): events of another
+	// run of the same task id are not this one's.
+	Run string `json:"run"`
 	// Epoch is the revision of the coordinator's lease when it dispatched.
 	Epoch       uint64 `json:"epoch"`
 	Coordinator string `json:"coordinator"` // host:pid
@@ -60,6 +63,7 @@ const (
 // subject, in order.
 type Event struct {
 	Type    string `json:"type"`
+	Run     string `json:"run"`
 	Task    string `json:"task"`
 	Step    string `json:"step"`
 	Attempt int    `json:"attempt"`
@@ -112,6 +116,7 @@ type Marker struct {
 // Output is a piece of a remote attempt's output file, at its offset: a
 // coordinator that reads a piece twice writes the same bytes twice.
 type Output struct {
+	Run     string `json:"run"`
 	Step    string `json:"step"`
 	Attempt int    `json:"attempt"`
 	Offset  int64  `json:"offset"`

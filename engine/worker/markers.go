@@ -69,7 +69,7 @@ func (s *markerStore) RecordMarker(step string, retry int, m stdlib.Marker) erro
 	s.seq++
 	seq := s.seq
 	s.mu.Unlock()
-	ev := &remote.Event{Type: remote.EventMarker, Task: work.Task, Step: work.Step, Attempt: work.Attempt,
+	ev := &remote.Event{Type: remote.EventMarker, Run: work.Run, Task: work.Task, Step: work.Step, Attempt: work.Attempt,
 		Worker: s.w.id, Marker: &mk, Seq: seq}
 	if _, err := s.w.o.Client.Report(ctx, ev); err != nil {
 		return fmt.Errorf("marker %q set in the hub, but not reported: %w", m.Name, err)

@@ -18,7 +18,7 @@ func (w *Worker) prepare(ctx context.Context, a *attempt, dir string) (executor.
 	s := work.StepDef()
 	env := append(os.Environ(), work.Env...)
 	publish := filepath.Join(dir, "published.out")
-	env = append(env, "APOLLO_OUTPUT="+publish, executor.AttemptEnv+"="+a.token)
+	env = append(env, "APOLLO_OUTPUT="+publish, executor.AttemptEnv+"="+a.token, "APOLLO_WORKER="+w.id)
 	mk, err := newMarkerStore(ctx, w, a)
 	if err != nil {
 		return nil, nil, err

@@ -32,6 +32,9 @@ const DefaultLiveness = 30 * time.Second
 type Options struct {
 	// Client is the worker's connection to the hub.
 	Client *remote.Client
+	// Name, when set, is added to the worker's id (host:pid:name), for
+	// several workers in one process (tests).
+	Name string
 	// Pool is the pool it pulls from (default "default").
 	Pool string
 	// Slots bounds its concurrent attempts (default: the CPU count).
@@ -100,6 +103,9 @@ func New(ctx context.Context, o Options) (*Worker, error) {
 	}
 	host, _ := os.Hostname()
 	w := &Worker{o: o, id: host + ":" + strconv.Itoa(os.Getpid()), attempts: map[*attempt]struct{}{}}
+	if o.Name != "" {
+		w.id += ":" + o.Name
+	}
 	w.margin = min(5*time.Second, o.Liveness/3)
 	w.hb = o.Liveness / 3
 	w.shell, w.lua = executor.Shell{}, &executor.Lua{Bundled: o.Bundled, Workdir: o.Workdir}
@@ -255,7 +261,7 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, deliveredAt time.T
 		// The holder went silent past the deadline: the attempt is lost,
 		// and its successor is the coordinator's to dispatch (after its
 		// cleanup). Never run it here.
-		ev := &remote.Event{Type: remote.EventLost, Task: work.Task, Step: work.Step, Attempt: work.Attempt,
+		ev := &remote.Event{Type: remote.EventLost, Run: work.Run, Task: work.Task, Step: work.Step, Attempt: work.Attempt,
 			Worker: w.id, Delivery: delivery}
 		if _, err := w.o.Client.Report(context.Background(), ev); err != nil {
 			w.logf("%s: cannot report it lost: %v", id, err)
@@ -321,7 +327,7 @@ func (a *attempt) run(ctx context.Context, delivery uint64) {
 	stopBeats := make(chan struct{})
 	var beats sync.WaitGroup
 	exa.Started = func(pgid int) error {
-		ev := &remote.Event{Type: remote.EventStarted, Task: work.Task, Step: work.Step, Attempt: work.Attempt,
+		ev := &remote.Event{Type: remote.EventStarted, Run: work.Run, Task: work.Task, Step: work.Step, Attempt: work.Attempt,
 			Worker: w.id, Delivery: delivery, PGID: pgid}
 		// The start is stored (replicated, fsynced) before the body runs,
 		// and only while the message is surely still this worker's.
@@ -374,7 +380,7 @@ func (a *attempt) run(ctx context.Context, delivery uint64) {
 		return
 	}
 	sent, outErr := out.stop(true)
-	ev := &remote.Event{Type: remote.EventEnd, Task: work.Task, Step: work.Step, Attempt: work.Attempt, Worker: w.id,
+	ev := &remote.Event{Type: remote.EventEnd, Run: work.Run, Task: work.Task, Step: work.Step, Attempt: work.Attempt, Worker: w.id,
 		Delivery: delivery, ExitCode: res.ExitCode, OutputDigest: res.OutputDigest, Output: res.Output,
 		TimedOut: res.TimedOut, Interrupted: res.Interrupted, NotStarted: res.NotStarted, Note: res.Note,
 		DurationMS: time.Since(began).Milliseconds(), OutBytes: sent}
