@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -481,3 +482,70 @@ func TestHubCallDuringFailover(t *testing.T) {
 		t.Errorf("the call took %s through the fail-over; its deadline is 2s", took)
 	}
 }
+
+// TestHubTorture runs a 12-step DAG again and again under a random fault —
+// a worker killed, a hub node stopped and restarted, a worker partitioned,
+// the coordinator stopped and started again — checking the invariants
+// after each run. It takes minutes: APOLLO_LONG=1 (APOLLO_SEED to replay a
+// schedule, APOLLO_ROUNDS for its length, default 20).
+func TestHubTorture(t *testing.T) {
+	if os.Getenv("APOLLO_LONG") == "" {
+		t.Skip("set APOLLO_LONG=1 for the random-fault torture (minutes)")
+	}
+	seed := time.Now().UnixNano()
+	if s := os.Getenv("APOLLO_SEED"); s != "" {
+		fmt.Sscan(s, &seed)
+	}
+	rounds := 20
+	if s := os.Getenv("APOLLO_ROUNDS"); s != "" {
+		fmt.Sscan(s, &rounds)
+	}
+	t.Logf("seed %d (APOLLO_SEED=%d to replay), %d rounds", seed, seed, rounds)
+	rnd := newRand(seed)
+	for round := range rounds {
+		t.Run(fmt.Sprintf("round%02d", round), func(t *testing.T) {
+			e := newHubEnv(t, 3)
+			fault := rnd.IntN(4)
+			proxy := hubtest.NewProxy(t, strings.TrimPrefix(strings.Split(e.cl.URLs(), ",")[0], "nats://"))
+			victimURL := e.cl.URLs()
+			if fault == 2 {
+				victimURL = proxy.URL()
+			}
+			victim := e.startWorker("victim", victimURL, nil)
+			e.startWorker("w2", e.cl.URLs(), nil)
+			path := e.dag("torture", 4, 3, "sleep 0.5")
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- e.run(ctx, path, e.cl.URLs(), func(ro *RunOptions) { ro.Hub.detach = true }) }()
+			s := <-victim.starts
+			switch fault {
+			case 0:
+				t.Log("fault: a worker dies mid-step")
+				victim.die(s.pgid)
+			case 1:
+				i := rnd.IntN(3)
+				t.Logf("fault: node %d stopped for 2s", i)
+				e.cl.Stop(i)
+				time.Sleep(2 * time.Second)
+				if err := e.cl.Restart(i); err != nil {
+					t.Fatal(err)
+				}
+			case 2:
+				t.Log("fault: a worker is partitioned")
+				proxy.Block()
+			case 3:
+				t.Log("fault: the coordinator stops and starts again")
+				cancel()
+				<-done
+				go func() { done <- e.run(t.Context(), path, e.cl.URLs(), nil) }()
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+			e.checkInvariants(e.task, 12)
+		})
+	}
+}
+
+func newRand(seed int64) *rand.Rand { return rand.New(rand.NewPCG(uint64(seed), 0)) }

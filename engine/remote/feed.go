@@ -59,15 +59,18 @@ func (f *Feed) Cursor() uint64 { return f.next }
 // Next returns the next message, waiting for one until ctx ends. Its error
 // is ctx's, or an *UnreachableError.
 func (f *Feed) Next(ctx context.Context) (*jetstream.RawStreamMsg, error) {
-	quick := 0 // after a ring, look again soon: the ring may come before the store
+	// After a ring, look again soon and then less and less often: the ring
+	// comes when the message is published, before a replicated stream has
+	// stored it.
+	quick := time.Duration(0)
 	for {
 		m, err := f.TryNext(ctx)
 		if err != nil || m != nil {
 			return m, err
 		}
 		wait := pollEvery
-		if quick > 0 {
-			wait, quick = 10*time.Millisecond, quick-1
+		if quick > 0 && quick < pollEvery {
+			wait, quick = quick, quick*2
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -75,7 +78,7 @@ func (f *Feed) Next(ctx context.Context) (*jetstream.RawStreamMsg, error) {
 			t.Stop()
 			return nil, ctx.Err()
 		case <-f.bell:
-			quick = 3
+			quick = 2 * time.Millisecond
 		case <-t.C:
 		}
 		t.Stop()
