@@ -8,6 +8,7 @@ import (
 
 	"apollo/engine"
 	"apollo/engine/completion"
+	"apollo/engine/remote"
 	"apollo/engine/usage"
 )
 
@@ -15,7 +16,7 @@ func runCommand() *command[runOptions] {
 	return &command[runOptions]{
 		about: about{name: "run", summary: "run or resume the task of a pipeline",
 			usage:   "apollo run PIPELINE.yaml [flags]",
-			example: "  apollo run scripts/examples/daily_data_pipeline.yaml --var region=eu\n  apollo run pipeline.yaml --dry-run --json\n  apollo run pipeline.yaml --resume-from transform",
+			example: "  apollo run scripts/examples/daily_data_pipeline.yaml --var region=eu\n  apollo run pipeline.yaml --dry-run --json\n  apollo run pipeline.yaml --resume-from transform\n  apollo run pipeline.yaml --hub nats://10.0.0.1:4222,nats://10.0.0.2:4222 --token-file hub.token",
 			json:    engine.PlanJSONDoc, argKind: completion.ArgPipeline},
 		nargs:    positional{1, 1, "expected one pipeline file"},
 		addFlags: (*runOptions).addFlags,
@@ -37,6 +38,8 @@ type runOptions struct {
 	stateDir      string
 	quiet         bool
 	progress      string
+	hub           hubFlags
+	pool          string
 }
 
 func (o *runOptions) addFlags(fs *pflag.FlagSet) {
@@ -53,6 +56,8 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 	stateDirFlag(fs, &o.stateDir)
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print nothing but errors")
 	fs.StringVar(&o.progress, "progress", engine.ProgressAuto, "progress display: auto, board, plain or quiet")
+	o.hub.addFlags(fs, "run the steps on workers through this hub: nats://host:port[,nats://host:port...]")
+	fs.StringVar(&o.pool, "pool", "", "with --hub: the pool of steps that name none (default \"default\")")
 }
 
 // runRun runs or resumes the task of the pipeline in.args[0], or prints
@@ -77,11 +82,19 @@ func runRun(ctx context.Context, o *runOptions, in invocation) error {
 	if o.quiet {
 		o.progress = engine.ProgressQuiet
 	}
+	if o.hub.urls == "" && (o.pool != "" || o.hub.auth() != (remote.Auth{})) {
+		return &usage.Error{Msg: "run: --pool and the hub's credentials go with --hub"}
+	}
+	if o.pool != "" && !remote.ValidPool(o.pool) {
+		return &usage.Error{Msg: fmt.Sprintf("run: --pool %q: a pool name is letters, digits, _ and -", o.pool)}
+	}
 	vars, err := parseVars(o.vars)
 	if err != nil {
 		return err
 	}
 	e := newEngine(o.stateDir, o.progress, in.stdout, in.stderr)
 	return e.Run(ctx, in.args[0], engine.RunOptions{Vars: vars, TaskID: o.taskID, Fresh: o.fresh,
-		ResumeFrom: o.resumeFrom, Only: o.only, Until: o.until, AcceptChanges: o.acceptChanges, Parallel: o.parallel, DryRun: o.dryRun, JSON: o.json})
+		ResumeFrom: o.resumeFrom, Only: o.only, Until: o.until, AcceptChanges: o.acceptChanges, Parallel: o.parallel, DryRun: o.dryRun, JSON: o.json,
+		Hub: engine.HubOptions{URLs: o.hub.urls, Pool: o.pool, Auth: o.hub.auth(),
+			CallTimeout: envDuration(envHubCallTimeout), GiveUp: envDuration(envHubGiveUp), LeaseTTL: envDuration(envHubLeaseTTL)}})
 }

@@ -20,6 +20,7 @@ import (
 	"apollo/engine/executor"
 	"apollo/engine/history"
 	"apollo/engine/pipeline"
+	"apollo/engine/remote"
 	"apollo/engine/statedir"
 	"apollo/engine/usage"
 	"apollo/eventlog"
@@ -48,7 +49,7 @@ const exitCodeTable = `Exit codes:
 // commands returns apollo's commands, in the order help lists them.
 func commands() []subcommand {
 	return []subcommand{
-		runCommand(), validateCommand(), inspectCommand(), listCommand(), logsCommand(), graphCommand(),
+		runCommand(), hubCommand(), workerCommand(), validateCommand(), inspectCommand(), listCommand(), logsCommand(), graphCommand(),
 		gcCommand(), scriptCommand(), schemaCommand(), completionCommand(), luaTypesCommand(), versionCommand(),
 	}
 }
@@ -117,6 +118,7 @@ func report(err error, stderr io.Writer) int {
 		locked  *eventlog.LockedError
 		failed  *engine.TaskFailedError
 		stopped *engine.InterruptedError
+		held    *remote.HeldError
 	)
 	switch {
 	case errors.As(err, &pe):
@@ -125,7 +127,7 @@ func report(err error, stderr io.Writer) int {
 	case errors.As(err, &ue), errors.As(err, &nf), errors.As(err, &ce):
 		fmt.Fprintf(stderr, "apollo: %v\n", err)
 		return exitUsage
-	case errors.As(err, &locked):
+	case errors.As(err, &locked), errors.As(err, &held):
 		fmt.Fprintf(stderr, "apollo: %v\n", err)
 		return exitLocked
 	case errors.As(err, &stopped):

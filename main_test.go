@@ -48,6 +48,9 @@ func TestScripts(t *testing.T) {
 			"pidgone":  cmdPidGone,
 			"tear":     cmdTear,
 			"procs":    cmdProcs,
+			"ports":    cmdPorts,
+			"waithub":  cmdWaitHub,
+			"hubcheck": cmdHubCheck,
 		},
 	})
 }

@@ -32,6 +32,9 @@ func (r *run) work(ctx context.Context, n *node) nodeDone {
 			return d
 		}
 	}
+	if r.hub != nil && s.Foreach == nil { // a foreach template expands here
+		return r.remoteWork(ctx, n)
+	}
 	ended := 0
 	if (n.dirty || n.unclean) && n.prevToken != "" {
 		// A process that left the attempt's process group (setsid, a

@@ -9,8 +9,12 @@
 // way: down this list, never up (TestImportArrows checks these lines
 // against the code).
 //
-//	engine     → clock, executor, markers, pipeline, statedir, template, textfmt, usage; eventlog, luart, stdlib
+//	engine     → clock, executor, markers, pipeline, remote, statedir, template, textfmt, usage; eventlog, luart, stdlib
 //	history    → pipeline, statedir, textfmt, usage; eventlog
+//	worker     → executor, remote; eventlog, stdlib
+//	hub        → remote
+//	hubtest    → hub, remote; eventlog
+//	remote     → pipeline
 //	completion → pipeline, usage
 //	executor   → markers, pipeline, textfmt; eventlog, luart, stdlib
 //	markers    → eventlog, stdlib
@@ -25,7 +29,10 @@
 // digests, snapshots, progress, summary); history the read-only views
 // (inspect, list, logs, graph) and gc; completion shell completion scripts;
 // executor the shell and Lua executors behind one seam; markers a task's
-// idempotency markers; pipeline the pipeline language; statedir the state
+// idempotency markers; remote the names, messages and deadline-bounded
+// client that a coordinator and its workers share through the hub; worker
+// apollo worker; hub an embedded hub node; hubtest hub clusters for tests;
+// pipeline the pipeline language; statedir the state
 // folder's files; template the {{name}} renderer; clock the injected time;
 // textfmt what people read; usage the command-line error. Outside engine/,
 // eventlog (the log format), luart (the Lua sandbox), stdlib (apollo.*

@@ -114,6 +114,8 @@ type RunOptions struct {
 	Parallel      int
 	DryRun        bool
 	JSON          bool
+	// Hub, when its URLs are set, runs the steps on workers (docs/spec.md §8).
+	Hub HubOptions
 }
 
 // ChangedError refuses to resume a task whose succeeded steps changed.

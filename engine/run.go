@@ -99,6 +99,9 @@ func (e *Engine) Run(ctx context.Context, path string, ro RunOptions) error {
 	if ro.DryRun {
 		return e.dryRun(t, ro)
 	}
+	if ro.Hub.URLs != "" && ro.Parallel == 0 && t.p.Parallelism == 0 {
+		t.parallel = hubParallelism(len(t.steps)) // the workers' slots bound what runs
+	}
 	if err := eventlog.MkdirAll(e.fs(), t.dir.Logs()); err != nil {
 		return fmt.Errorf("create state directory: %w", err)
 	}
@@ -109,6 +112,10 @@ func (e *Engine) Run(ctx context.Context, path string, ro RunOptions) error {
 	defer lock.Unlock()
 
 	r := &run{e: e, t: t, ro: ro, started: e.opts.Clock.Now(), lock: lock}
+	defer r.stopHub()
+	if err := r.connectHub(ctx); err != nil {
+		return err
+	}
 	return r.execute(ctx)
 }
 
@@ -153,6 +160,8 @@ type run struct {
 
 	baseEnv []string // apollo's environment, which every attempt's starts from
 	absLog  string   // the log's absolute path, for attempt tags
+
+	hub *hubRun // the hub's side of a run with --hub (remote_run.go), or nil
 }
 
 // node is a step during a run. Only the scheduler goroutine touches it,
@@ -280,7 +289,13 @@ func (r *run) execute(ctx context.Context) error {
 		return err
 	}
 	r.sc = sc
+	if err := r.startHub(ctx); err != nil {
+		return err
+	}
 	if err := r.buildNodes(sc); err != nil {
+		return err
+	}
+	if err := r.adoptInFlight(ctx); err != nil {
 		return err
 	}
 	err = r.schedule(ctx)

@@ -137,6 +137,7 @@ func (r *run) schedule(parent context.Context) error {
 	s.loop()
 
 	r.dropWarm()
+	r.quiesce() // a hub's events: none is recorded after the summary
 	if s.logErr != nil {
 		r.rep.finish("")
 		return s.logErr

@@ -28,8 +28,8 @@ type warmShell struct {
 // holds no more waiting shells than it runs steps. The scheduler calls it
 // as it starts n, and through warmJoin. It reports whether it started one.
 func (r *run) warmUp(n *node) bool {
-	if n.warmedChild || n.rs.step.Foreach != nil {
-		return false // a foreach template's dependents wait for its instances too
+	if n.warmedChild || n.rs.step.Foreach != nil || r.hub != nil {
+		return false // a foreach template's dependents wait for its instances too; a run with a hub starts no process here
 	}
 	starter, ok := r.e.opts.Executors["shell"].(executor.AheadStarter)
 	if !ok {

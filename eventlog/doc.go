@@ -40,7 +40,7 @@ fields, in this order, are always present:
 	task_id        the task the record belongs to
 	step_id        the step, or "" for task-level records
 	event_type     TASK_START STEP_START STEP_PROCESS STEP_END CLEANUP MARKER
-	               WARNING TASK_SUMMARY (see Records)
+	               WARNING TASK_SUMMARY DISPATCH LOST (see Records)
 	status         the step's (or the task's) state after this event
 	retry_count    the attempt number, 0 for the first
 	input_digest   sha256:<hex> of what determines the step's result
@@ -49,7 +49,8 @@ fields, in this order, are always present:
 	duration_ms    the attempt's (or the invocation's) duration
 
 then optional fields (message, pgid, exit_code, next_delay_ms, interrupted,
-timed_out, dirty, output, start, summary, marker, intervention), and last:
+timed_out, dirty, output, start, summary, marker, intervention, worker, pool,
+src_seq), and last:
 
 	crc            8 lower-case hex digits of the CRC-32C (Castagnoli) of the
 	               line as it would read without this field: for a line
@@ -153,8 +154,27 @@ which then runs again or counts as SKIPPED), clear_marker (marker), and
 torn_tail (informational: a torn tail was cut). step_id names the step of a
 reset or skip, else it is "". status is RUNNING.
 
+DISPATCH (status RUNNING) says attempt retry_count of the step was handed to
+a hub (apollo run --hub): pool names the pool, input_digest the attempt's
+inputs. It is fsynced before the attempt's message is published, so an
+attempt that may run always has a record. From DISPATCH on the attempt is
+dirty until a STEP_END, a LOST or a CLEANUP ends it; the STEP_START that
+follows for the same attempt does not count it again.
+
+LOST (status RUNNING) says a dispatched attempt's worker went silent past the
+liveness deadline (the hub redelivered its message): the attempt is dirty, as
+if a crash had cut it off. A CLEANUP with dirty: true follows before the next
+attempt, and these count toward max_dirty_restarts.
+
+Records derived from the hub's events (STEP_START, STEP_END, LOST, MARKER and
+WARNING of a remote attempt) carry src_seq, the event's sequence in the hub's
+event stream, strictly increasing within a log: a restarted coordinator
+ingests the events after the last src_seq it recorded. A remote STEP_START
+carries worker, the host and pid that ran it.
+
 TASK_SUMMARY closes an invocation: status SUCCESS when the task is
-complete, else FAILED; duration_ms, the invocation's; error_message why it
+complete, PENDING when a run of apollo run --only or --until did what it was
+asked and left other steps, else FAILED; duration_ms, the invocation's; error_message why it
 is not complete; and summary: counts (steps per state), failed and
 failed_optional (the steps that failed, required or optional), blocked
 (steps not run because a required dependency failed) and interrupted (a

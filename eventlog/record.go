@@ -28,6 +28,11 @@ const (
 	Marker      = "MARKER"
 	Warning     = "WARNING"
 	TaskSummary = "TASK_SUMMARY"
+	// Dispatch says attempt n was handed to the hub (docs/spec.md §8).
+	Dispatch = "DISPATCH"
+	// Lost says a dispatched attempt's worker went silent past the
+	// liveness deadline: the attempt is dirty (docs/spec.md §8).
+	Lost = "LOST"
 )
 
 // Step and task states (SPEC §4).
@@ -102,6 +107,14 @@ type Record struct {
 	// Intervention is a manual or automatic change of replayed state
 	// (WARNING only).
 	Intervention *Intervention `json:"intervention,omitempty"`
+
+	// Scale-out (docs/spec.md §8). Worker names the host and pid that ran
+	// a remote attempt (STEP_START, LOST); Pool the pool an attempt was
+	// dispatched to (DISPATCH); SrcSeq the hub's event-stream sequence a
+	// record was ingested from, strictly increasing within a log.
+	Worker string `json:"worker,omitempty"`
+	Pool   string `json:"pool,omitempty"`
+	SrcSeq int64  `json:"src_seq,omitempty"`
 }
 
 // StartInfo makes the log self-describing: with it, inspect needs nothing
@@ -285,6 +298,16 @@ func appendRecord(b []byte, r *Record) ([]byte, bool) {
 			return b, false
 		}
 		b = append(b, r.Output...)
+	}
+	if r.Worker != "" {
+		b = appendField(b, `,"worker":`, r.Worker)
+	}
+	if r.Pool != "" {
+		b = appendField(b, `,"pool":`, r.Pool)
+	}
+	if r.SrcSeq != 0 {
+		b = append(b, `,"src_seq":`...)
+		b = strconv.AppendInt(b, r.SrcSeq, 10)
 	}
 	return b, true
 }
@@ -496,7 +519,7 @@ func (a *arena) record() *Record {
 // headNames are the event types and states a head's strings name, kept
 // rather than copied.
 var headNames = [...]string{TaskStart, StepStart, StepProcess, StepEnd, Cleanup, Marker, Warning, TaskSummary,
-	Pending, Running, Success, Failed, Skipped}
+	Dispatch, Lost, Pending, Running, Success, Failed, Skipped}
 
 // wholeLineBytes is the length from which a line's strings, but for the
 // head's, are slices of one copy of the line rather than copies of their
@@ -1183,7 +1206,8 @@ func (d *decoder) intInto(n *int)    { *n = d.int() }
 var (
 	recordNames = []string{"seq", "timestamp", "task_id", "step_id", "event_type", "status", "retry_count",
 		"input_digest", "output_digest", "error_message", "duration_ms", "message", "pgid", "exit_code",
-		"next_delay_ms", "interrupted", "timed_out", "dirty", "output", "start", "summary", "marker", "intervention"}
+		"next_delay_ms", "interrupted", "timed_out", "dirty", "output", "start", "summary", "marker", "intervention",
+		"worker", "pool", "src_seq"}
 	startNames = []string{"v", "task_name", "pipeline", "pipeline_digest", "steps", "vars", "pid", "host",
 		"run_nonce", "invocation", "durability", "parallelism", "apollo_version"}
 	stepNames         = []string{"id", "depends_on", "optional", "definition_digest", "has_cleanup"}
@@ -1249,6 +1273,12 @@ func (d *decoder) record(r *Record) {
 			r.Marker = d.marker()
 		case 22: // intervention
 			r.Intervention = d.intervention()
+		case 23: // worker
+			r.Worker = d.str()
+		case 24: // pool
+			r.Pool = d.str()
+		case 25: // src_seq
+			r.SrcSeq = d.integer(64)
 		}
 	}
 }

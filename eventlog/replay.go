@@ -24,6 +24,9 @@ type State struct {
 	// ResumedFrom lists steps that a resume_from intervention has named.
 	ResumedFrom []string `json:"resumed_from,omitempty"`
 	LastSeq     int64    `json:"last_seq"`
+	// LastSrcSeq is the highest src_seq of the log: the hub's events after
+	// it are not in the log yet (docs/spec.md §8).
+	LastSrcSeq int64 `json:"last_src_seq,omitempty"`
 	// LastTimestamp is the timestamp of the last record.
 	LastTimestamp string `json:"last_timestamp,omitempty"`
 }
@@ -58,6 +61,9 @@ type StepState struct {
 	TimedOut     bool            `json:"timed_out,omitempty"`
 	// LastTimestamp is the timestamp of the step's last record.
 	LastTimestamp string `json:"last_timestamp,omitempty"`
+	// Remote: the latest attempt was dispatched to a hub (DISPATCH), so
+	// its processes are a worker's, not this host's.
+	Remote bool `json:"remote,omitempty"`
 }
 
 // NewState returns the state of an empty log.
@@ -128,6 +134,7 @@ func (s *State) name(steps []StepInfo) {
 func (s *State) Apply(r *Record) {
 	s.LastSeq = r.Seq
 	s.LastTimestamp = r.Timestamp
+	s.LastSrcSeq = max(s.LastSrcSeq, r.SrcSeq)
 	switch r.EventType {
 	case TaskStart:
 		if r.Start == nil {
@@ -142,9 +149,14 @@ func (s *State) Apply(r *Record) {
 		s.name(r.Start.Steps)
 	case StepStart:
 		st := s.touch(r)
+		// A remote attempt was counted by its DISPATCH.
+		dispatched := st.Remote && st.Dirty && st.RetryCount == r.RetryCount && st.StartedAt == ""
 		st.Status = Running
 		st.RetryCount = r.RetryCount
-		st.Attempts++
+		if !dispatched {
+			st.Attempts++
+		}
+		st.Remote = dispatched || r.Worker != ""
 		st.Dirty = true
 		st.Unclean = true // until it ends cleanly
 		st.PGID = r.PGID
@@ -154,6 +166,32 @@ func (s *State) Apply(r *Record) {
 		st.InputDigest = r.InputDigest
 		st.NextDelayMS = 0
 		st.Interrupted, st.TimedOut = false, false
+	case Dispatch:
+		// Handed to the hub: from here the attempt may run, so it is dirty
+		// until something ends it (docs/spec.md §8).
+		st := s.touch(r)
+		st.Status = Running
+		st.RetryCount = r.RetryCount
+		st.Attempts++
+		st.Remote = true
+		st.Dirty = true
+		st.Unclean = true
+		st.PGID = 0
+		st.StartedAt = ""
+		st.EndedAt = ""
+		st.DurationMS = 0
+		st.InputDigest = r.InputDigest
+		st.NextDelayMS = 0
+		st.Interrupted, st.TimedOut = false, false
+	case Lost:
+		// The attempt's worker went silent: cut off, as by a crash.
+		st := s.touch(r)
+		if st.RetryCount == r.RetryCount {
+			st.Status = Running
+			st.Dirty = true
+			st.Unclean = true
+			st.LastError = r.ErrorMessage
+		}
 	case StepProcess:
 		st := s.touch(r)
 		if st.Dirty && st.RetryCount == r.RetryCount {

@@ -85,7 +85,7 @@ const (
 
 // maxStepKeys bounds stepFields, so that a step's key lines fit in an
 // array (TestStepFields checks it).
-const maxStepKeys = 24
+const maxStepKeys = 40
 
 // stepField is one step key.
 type stepField struct {
@@ -135,6 +135,15 @@ var stepFields = []stepField{
 	{"working_dir", roleOther, func(si *stepInfo, kv keyValue) {
 		if d, ok := si.at.nonEmpty(kv.key, kv.v); ok {
 			si.s.WorkingDir = filepath.Clean(d)
+		}
+	}},
+	{"pool", roleOther, func(si *stepInfo, kv keyValue) {
+		if p, ok := si.at.nonEmpty(kv.key, kv.v); ok {
+			if !validName(p, "") || len(p) > maxStepIDLen {
+				si.at.errf(deref(kv.v).Line, "pool %q may only hold letters, digits, \"_\" and \"-\"", snippet(p))
+				return
+			}
+			si.s.Pool = p
 		}
 	}},
 }

@@ -235,7 +235,8 @@ const pipelineSchema = `{
           "type": ["array", "null"],
           "items": {"type": "object", "additionalProperties": {"$ref": "#/$defs/text"}}
         },
-        "when": {"description": "A Lua expression over ctx.vars, ctx.outputs and ctx.status, evaluated when the step is ready: false skips it.", "$ref": "#/$defs/nonEmpty"}
+        "when": {"description": "A Lua expression over ctx.vars, ctx.outputs and ctx.status, evaluated when the step is ready: false skips it.", "$ref": "#/$defs/nonEmpty"},
+        "pool": {"description": "With apollo run --hub: the worker pool that runs the step (default: default, or --pool).", "$ref": "#/$defs/name", "pattern": "^[A-Za-z0-9_-]+$", "maxLength": 128}
       },
       "oneOf": [
         {"required": ["command"]},

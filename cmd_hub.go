@@ -1,0 +1,88 @@
+//go:build !nohub
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"apollo/engine/hub"
+	"apollo/engine/usage"
+)
+
+func hubCommand() *command[hubOptions] {
+	return &command[hubOptions]{
+		about: about{name: "hub", summary: "run a node of the hub that dispatches steps to workers (scale-out)",
+			usage: "apollo hub --store DIR [--listen HOST:PORT] [--cluster HOST:PORT --routes HOST:PORT,...] [--name N]",
+			example: "  apollo hub --store /var/lib/apollo/hub\n" +
+				"  # three nodes (run each on its own machine, or with its own ports):\n" +
+				"  apollo hub --store h1 --name h1 --listen 127.0.0.1:4222 --cluster 127.0.0.1:6222 --routes 127.0.0.1:6222,127.0.0.1:6223,127.0.0.1:6224\n" +
+				"  apollo hub --store h2 --name h2 --listen 127.0.0.1:4223 --cluster 127.0.0.1:6223 --routes 127.0.0.1:6222,127.0.0.1:6223,127.0.0.1:6224\n" +
+				"  apollo hub --store h3 --name h3 --listen 127.0.0.1:4224 --cluster 127.0.0.1:6224 --routes 127.0.0.1:6222,127.0.0.1:6223,127.0.0.1:6224\n" +
+				"  apollo hub --store h1 --listen 0.0.0.0:4222 --token-file hub.token   # any other address needs credentials"},
+		nargs:    positional{0, 0, "takes no arguments"},
+		addFlags: (*hubOptions).addFlags,
+		run:      runHub,
+	}
+}
+
+// hubOptions are the flags of apollo hub.
+type hubOptions struct {
+	o      hub.Options
+	routes string
+}
+
+func (o *hubOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.o.StoreDir, "store", "", "folder for the node's JetStream files (required)")
+	fs.StringVar(&o.o.Listen, "listen", "127.0.0.1:4222", "address for coordinators and workers; not loopback needs credentials")
+	fs.StringVar(&o.o.Cluster, "cluster", "", "address the other hubs route to (forms a cluster)")
+	fs.StringVar(&o.routes, "routes", "", "the cluster addresses of the hubs, comma-separated (this one's may be listed)")
+	fs.StringVar(&o.o.Name, "name", "", "the node's name in the cluster (default host-port)")
+	fs.StringVar(&o.o.TokenFile, "token-file", "", "a file holding a shared secret that clients (and the other hubs) must present")
+	fs.StringVar(&o.o.NKeysFile, "nkeys", "", "a file of clients: \"coordinator PUBLIC_NKEY\" or \"worker PUBLIC_NKEY [pool,...]\" a line")
+	fs.StringVar(&o.o.TLSCert, "tls-cert", "", "the node's TLS certificate")
+	fs.StringVar(&o.o.TLSKey, "tls-key", "", "the node's TLS key")
+	fs.StringVar(&o.o.TLSCA, "tls-ca", "", "CA whose client certificates the node accepts (and verifies)")
+	fs.BoolVar(&o.o.Verbose, "verbose", false, "print the server's notices too")
+}
+
+// runHub runs the node until SIGINT or SIGTERM.
+func runHub(ctx context.Context, o *hubOptions, in invocation) error {
+	if o.routes != "" {
+		for _, r := range strings.Split(o.routes, ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				o.o.Routes = append(o.o.Routes, r)
+			}
+		}
+	}
+	o.o.Log = in.stderr
+	h, err := hub.Start(o.o)
+	var ce *hub.ConfigError
+	if errors.As(err, &ce) {
+		return &usage.Error{Msg: ce.Msg}
+	}
+	if err != nil {
+		return err
+	}
+	defer h.Shutdown()
+	cluster := ""
+	if c := h.ClusterURL(); c != "" {
+		cluster = fmt.Sprintf(", cluster %s (%d nodes)", c, h.Size())
+	}
+	fmt.Fprintf(in.stdout, "apollo hub %s: listening on %s%s; store %s (JetStream, fsync on every write)\n",
+		h.Name(), h.URL(), cluster, o.o.StoreDir)
+	select {
+	case <-h.Ready():
+		if err := h.SetupErr(); err == nil {
+			fmt.Fprintf(in.stdout, "apollo hub %s: streams ready, %d replica(s) each\n", h.Name(), min(h.Size(), 3))
+		}
+	case <-ctx.Done():
+	}
+	<-ctx.Done()
+	fmt.Fprintf(in.stdout, "apollo hub %s: stopping\n", h.Name())
+	return nil
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+
+	"github.com/spf13/pflag"
+
+	"apollo/engine/remote"
+	"apollo/engine/usage"
+	"apollo/engine/worker"
+	"apollo/scripts"
+)
+
+func workerCommand() *command[workerOptions] {
+	return &command[workerOptions]{
+		about: about{name: "worker", summary: "run the steps a hub dispatches to a pool (scale-out)",
+			usage: "apollo worker --hub URL[,URL...] [--pool P] [--slots N] [--state-dir DIR]",
+			example: "  apollo worker --hub nats://127.0.0.1:4222\n" +
+				"  apollo worker --hub nats://10.0.0.1:4222,nats://10.0.0.2:4222 --pool gpu --slots 2 --token-file hub.token\n" +
+				"  Ctrl-C: take no new attempt and let the running ones finish; a second Ctrl-C ends them (reported interrupted)"},
+		nargs:    positional{0, 0, "takes no arguments"},
+		addFlags: (*workerOptions).addFlags,
+		run:      runWorker,
+	}
+}
+
+// workerOptions are the flags of apollo worker.
+type workerOptions struct {
+	hub      hubFlags
+	pool     string
+	slots    int
+	stateDir string
+}
+
+func (o *workerOptions) addFlags(fs *pflag.FlagSet) {
+	o.hub.addFlags(fs, "the hub to pull attempts from: nats://host:port[,nats://host:port...] (required)")
+	fs.StringVar(&o.pool, "pool", remote.DefaultPool, "the pool whose attempts to run")
+	fs.IntVar(&o.slots, "slots", runtime.NumCPU(), "most attempts running at once")
+	stateDirFlag(fs, &o.stateDir)
+}
+
+// runWorker pulls and runs attempts until Ctrl-C (drain) or a second
+// Ctrl-C (end the running attempts).
+func runWorker(ctx context.Context, o *workerOptions, in invocation) error {
+	if o.hub.urls == "" {
+		return &usage.Error{Msg: "worker: --hub is required: the hub's URL, nats://host:port"}
+	}
+	if !remote.ValidPool(o.pool) {
+		return &usage.Error{Msg: fmt.Sprintf("worker: --pool %q: a pool name is letters, digits, _ and -", o.pool)}
+	}
+	if o.slots < 1 {
+		return &usage.Error{Msg: fmt.Sprintf("worker: --slots %d: must be at least 1", o.slots)}
+	}
+	// The first signal cancels ctx (main's): drain. The second ends the
+	// running attempts.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	kill := make(chan struct{})
+	go func() {
+		<-sigs
+		fmt.Fprintln(in.stderr, "apollo worker: draining: no new attempts; the running ones finish (Ctrl-C again ends them)")
+		<-sigs
+		fmt.Fprintln(in.stderr, "apollo worker: ending the running attempts")
+		close(kill)
+	}()
+	host, _ := os.Hostname()
+	c, err := remote.Connect(ctx, remote.Config{URLs: o.hub.urls, Name: fmt.Sprintf("apollo worker %s:%d", host, os.Getpid()),
+		Auth: o.hub.auth(), CallTimeout: envDuration(envHubCallTimeout), GiveUp: envDuration(envHubGiveUp)})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	w, err := worker.New(ctx, worker.Options{Client: c, Pool: o.pool, Slots: o.slots, Liveness: envDuration(envLiveness),
+		StateDir: o.stateDir, Bundled: scripts.Modules(), Log: in.stderr})
+	if err != nil {
+		return err
+	}
+	st, err := w.Run(ctx, kill)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(in.stderr, "apollo worker %s: stopped: ran %d attempt(s), reported %d lost, %d ended by the second Ctrl-C and reported interrupted\n",
+		w.ID(), st.Ran, st.Lost, st.Interrupted)
+	return nil
+}

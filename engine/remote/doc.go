@@ -1,0 +1,21 @@
+// Package remote is apollo's side of the hub (docs/spec.md §8): the names of
+// the JetStream streams, key-value buckets and subjects a coordinator and its
+// workers share, the messages they exchange, and a client whose every call
+// has a short deadline and is retried until the hub has been unreachable
+// for a stated limit. It holds what both sides need — the dispatch of one
+// attempt, the feed of a task's events in stream order, the coordinator's
+// lease, the idempotency markers — and nothing of the engine's scheduling
+// or of a worker's loop.
+//
+// The layout on the hub:
+//
+//	APOLLO_STEPS   work queue  apollo.step.<pool>.<task>.<step>   one message per attempt, Msg-Id task/step/n
+//	APOLLO_EVENTS  limits      apollo.ev.<task>                   started, end, lost, marker: in order per task
+//	APOLLO_OUTPUT  limits      apollo.out.<task>                  a remote attempt's output, in chunks at offsets
+//	apollo_leases  KV          task.<task>                        one coordinator per task
+//	apollo_idem    KV          <task>.<marker>                    idem.once gates of remote attempts
+//
+// A task id may hold dots, which separate subject tokens, so in subjects and
+// keys it is written with '=' for '.' (Token), a character task ids cannot
+// hold.
+package remote

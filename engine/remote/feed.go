@@ -1,0 +1,105 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Feed reads the messages of one subject of a stream in stream order, from
+// a sequence on. Each read is one call with a deadline (a message get by
+// subject, answered by the stream's leader), so a fail-over costs a retry
+// and never a consumer to rebuild; a core subscription to the same subject
+// rings when something new may be there, and a slow poll covers a missed
+// ring.
+type Feed struct {
+	c       *Client
+	stream  jetstream.Stream
+	subject string
+	next    uint64
+	bell    chan struct{}
+	sub     *nats.Subscription
+}
+
+// pollEvery is how often a feed looks when nothing rang.
+const pollEvery = 250 * time.Millisecond
+
+// NewFeed starts reading subject of stream at sequence from (1: the start).
+func (c *Client) NewFeed(ctx context.Context, stream, subject string, from uint64) (*Feed, error) {
+	s, err := c.Stream(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	f := &Feed{c: c, stream: s, subject: subject, next: max(from, 1), bell: make(chan struct{}, 1)}
+	f.sub, err = c.NC.Subscribe(subject, func(*nats.Msg) {
+		select {
+		case f.bell <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Close stops the feed.
+func (f *Feed) Close() {
+	if f.sub != nil {
+		f.sub.Unsubscribe()
+	}
+}
+
+// Cursor is the sequence the next message will have at least.
+func (f *Feed) Cursor() uint64 { return f.next }
+
+// Next returns the next message, waiting for one until ctx ends. Its error
+// is ctx's, or an *UnreachableError.
+func (f *Feed) Next(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+	// After a ring, look again soon and then less and less often: the ring
+	// comes when the message is published, before a replicated stream has
+	// stored it.
+	quick := time.Duration(0)
+	for {
+		m, err := f.TryNext(ctx)
+		if err != nil || m != nil {
+			return m, err
+		}
+		wait := pollEvery
+		if quick > 0 && quick < pollEvery {
+			wait, quick = quick, quick*2
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-f.bell:
+			quick = 2 * time.Millisecond
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// TryNext returns the next message, or nil if there is none now.
+func (f *Feed) TryNext(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+	var m *jetstream.RawStreamMsg
+	err := f.c.Do(ctx, "read "+f.subject, func(ctx context.Context) error {
+		var err error
+		m, err = f.stream.GetMsg(ctx, f.next, jetstream.WithGetMsgSubject(f.subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			m = nil
+			return nil
+		}
+		return err
+	})
+	if err != nil || m == nil {
+		return nil, err
+	}
+	f.next = m.Sequence + 1
+	return m, nil
+}

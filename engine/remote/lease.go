@@ -1,0 +1,170 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Holder is who holds a task's lease: a coordinator (docs/spec.md §8.5).
+type Holder struct {
+	Host     string    `json:"host"`
+	PID      int       `json:"pid"`
+	StateDir string    `json:"state_dir"` // absolute
+	Log      string    `json:"log,omitempty"`
+	Since    time.Time `json:"since"`
+}
+
+// HeldError says another coordinator holds the task's lease.
+type HeldError struct {
+	TaskID  string
+	Holder  Holder
+	Renewed time.Time
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("task %s is already being run by apollo process %d on host %s (state folder %s, coordinating since %s, lease renewed %s); "+
+		"wait for it to end, or stop it",
+		e.TaskID, e.Holder.PID, e.Holder.Host, e.Holder.StateDir, e.Holder.Since.Format(time.RFC3339),
+		e.Renewed.Format(time.RFC3339))
+}
+
+// LostError says a coordinator's lease was taken over by another: it must
+// stop at once, dispatching nothing more.
+type LostError struct {
+	TaskID string
+	By     Holder
+}
+
+func (e *LostError) Error() string {
+	return fmt.Sprintf("task %s: the coordinator's lease on the hub was taken over by apollo process %d on host %s while this one could not renew it; "+
+		"this one stops", e.TaskID, e.By.PID, e.By.Host)
+}
+
+// Lease is a coordinator's hold on a task across machines: a key in the
+// lease bucket, renewed by compare-and-set on its revision, which is the
+// coordinator's epoch.
+type Lease struct {
+	c   *Client
+	kv  jetstream.KeyValue
+	key string
+	me  Holder
+	ttl time.Duration
+	rev uint64
+	tid string
+}
+
+// Epoch is the lease's revision.
+func (l *Lease) Epoch() uint64 { return l.rev }
+
+// TTL is how long the lease lasts without a renewal.
+func (l *Lease) TTL() time.Duration { return l.ttl }
+
+func (c *Client) kv(ctx context.Context, bucket string) (jetstream.KeyValue, error) {
+	var kv jetstream.KeyValue
+	err := c.Do(ctx, "open bucket "+bucket, func(ctx context.Context) error {
+		var err error
+		kv, err = c.JS.KeyValue(ctx, bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			return Final(fmt.Errorf("the hub has no bucket %s: start the hub with apollo hub", bucket))
+		}
+		return err
+	})
+	return kv, err
+}
+
+// AcquireLease takes the task's lease for me. The lease is free when no one
+// holds it, when its holder is this host and state folder (whose task lock
+// this process holds, so the holder is dead), or when its holder has not
+// renewed it for ttl. Otherwise it returns a *HeldError.
+func (c *Client) AcquireLease(ctx context.Context, taskID string, me Holder, ttl time.Duration) (*Lease, error) {
+	kv, err := c.kv(ctx, LeaseBucket)
+	if err != nil {
+		return nil, err
+	}
+	l := &Lease{c: c, kv: kv, key: LeaseKey(taskID), me: me, ttl: ttl, tid: taskID}
+	val, _ := json.Marshal(me)
+	err = c.Do(ctx, "take the task's lease", func(ctx context.Context) error {
+		rev, err := kv.Create(ctx, l.key, val)
+		if err == nil {
+			l.rev = rev
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return err
+		}
+		e, err := kv.Get(ctx, l.key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return errors.New("lease vanished; again")
+		}
+		if err != nil {
+			return err
+		}
+		var h Holder
+		_ = json.Unmarshal(e.Value(), &h)
+		mine := h.Host == me.Host && h.StateDir == me.StateDir
+		stale := time.Since(e.Created()) > ttl
+		if !mine && !stale {
+			return Final(&HeldError{TaskID: taskID, Holder: h, Renewed: e.Created()})
+		}
+		rev, err = kv.Update(ctx, l.key, val, e.Revision())
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return errors.New("lease changed while taking it over; again")
+		}
+		if err != nil {
+			return err
+		}
+		l.rev = rev
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Renew renews the lease. A *LostError means another coordinator took it.
+func (l *Lease) Renew(ctx context.Context) error {
+	val, _ := json.Marshal(l.me)
+	return l.c.Do(ctx, "renew the task's lease", func(ctx context.Context) error {
+		rev, err := l.kv.Update(ctx, l.key, val, l.rev)
+		if err == nil {
+			l.rev = rev
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return err
+		}
+		// The revision moved: unless the retry of a renewal that was
+		// stored, someone else holds it now.
+		e, gerr := l.kv.Get(ctx, l.key)
+		if gerr != nil && !errors.Is(gerr, jetstream.ErrKeyNotFound) {
+			return gerr
+		}
+		var h Holder
+		if e != nil {
+			if bytes.Equal(e.Value(), val) {
+				l.rev = e.Revision()
+				return nil
+			}
+			_ = json.Unmarshal(e.Value(), &h)
+		}
+		return Final(&LostError{TaskID: l.tid, By: h})
+	})
+}
+
+// Release gives the lease up, if this coordinator still holds it.
+func (l *Lease) Release(ctx context.Context) error {
+	return l.c.Do(ctx, "release the task's lease", func(ctx context.Context) error {
+		err := l.kv.Delete(ctx, l.key, jetstream.LastRevision(l.rev))
+		if err != nil && (errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound)) {
+			return nil
+		}
+		return err
+	})
+}

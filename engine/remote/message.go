@@ -1,0 +1,124 @@
+package remote
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"apollo/engine/pipeline"
+)
+
+// Work is one attempt of a step, as the coordinator dispatches it: all a
+// worker needs to run it with the same executors as local mode.
+type Work struct {
+	Task    string `json:"task"`
+	Step    string `json:"step"`
+	Attempt int    `json:"attempt"`
+	Pool    string `json:"pool"`
+	// Run names the task run (the coordinator's log): events of another
+	// run of the same task id are not this one's.
+	Run string `json:"run"`
+	// Epoch is the revision of the coordinator's lease when it dispatched.
+	Epoch       uint64 `json:"epoch"`
+	Coordinator string `json:"coordinator"` // host:pid
+	// Pipeline holds the pipeline's settings and this one step (Steps[0]):
+	// the Lua executor resolves scripts and modules under Pipeline.Dir.
+	Pipeline *pipeline.Pipeline `json:"pipeline"`
+	// Command is the rendered shell body; Env the step's rendered env and
+	// the APOLLO_* variables of docs/spec.md §3.1, added to the worker's
+	// environment.
+	Command      string                     `json:"command,omitempty"`
+	Env          []string                   `json:"env"`
+	Vars         map[string]string          `json:"vars"`
+	Params       map[string]any             `json:"params,omitempty"`
+	Upstream     map[string]json.RawMessage `json:"upstream,omitempty"`
+	InputDigest  string                     `json:"input_digest"`
+	ArtifactsDir string                     `json:"artifacts_dir"`
+	StateDir     string                     `json:"state_dir"`
+	OutputLimit  int64                      `json:"output_limit,omitempty"`
+	KillGrace    time.Duration              `json:"kill_grace"`
+	// Markers are the task's idempotency markers as the coordinator's log
+	// holds them at dispatch; the hub's idem bucket is newer where it has
+	// a marker.
+	Markers []Marker `json:"markers,omitempty"`
+}
+
+// StepDef is the step the work runs.
+func (w *Work) StepDef() *pipeline.Step {
+	if w.Pipeline == nil || len(w.Pipeline.Steps) == 0 {
+		return nil
+	}
+	return w.Pipeline.Steps[0]
+}
+
+// Event types.
+const (
+	EventStarted = "started" // the body may run now: durable before it does
+	EventEnd     = "end"     // the attempt ended; its message is acked after this is stored
+	EventLost    = "lost"    // a worker received a redelivery: the holder went silent
+	EventMarker  = "marker"  // an idempotency marker changed (idem.once on a worker)
+)
+
+// Event is what a worker reports about an attempt, on the task's event
+// subject, in order.
+type Event struct {
+	Type    string `json:"type"`
+	Run     string `json:"run"`
+	Task    string `json:"task"`
+	Step    string `json:"step"`
+	Attempt int    `json:"attempt"`
+	// Worker is the reporting worker, host:pid; Delivery the message's
+	// delivery count as it saw it.
+	Worker   string `json:"worker"`
+	Delivery uint64 `json:"delivery,omitempty"`
+	PGID     int    `json:"pgid,omitempty"`
+
+	// End.
+	Error        string          `json:"error,omitempty"`
+	ExitCode     int             `json:"exit_code,omitempty"`
+	OutputDigest string          `json:"output_digest,omitempty"`
+	Output       json.RawMessage `json:"output,omitempty"`
+	TimedOut     bool            `json:"timed_out,omitempty"`
+	Interrupted  bool            `json:"interrupted,omitempty"`
+	NotStarted   bool            `json:"not_started,omitempty"`
+	Note         string          `json:"note,omitempty"`
+	DurationMS   int64           `json:"duration_ms,omitempty"`
+	// OutBytes is how much output was published before the end.
+	OutBytes int64 `json:"out_bytes,omitempty"`
+
+	// Marker.
+	Marker *Marker `json:"marker,omitempty"`
+	// Seq numbers a worker's marker events within the attempt (their
+	// Msg-Ids).
+	Seq int `json:"seq,omitempty"`
+}
+
+// MsgID is the event's dedup id on the events stream: a retried publish
+// whose acknowledgement was lost is stored once.
+func (e *Event) MsgID() string {
+	id := AttemptID(e.Task, e.Step, e.Attempt) + "/" + e.Type
+	if e.Type == EventMarker {
+		id += "/" + e.Worker + "/" + strconv.Itoa(e.Seq)
+	}
+	return id
+}
+
+// Marker is an idempotency marker (docs/spec.md §6.8, idem.once).
+type Marker struct {
+	Name   string          `json:"name"`
+	State  string          `json:"state"`
+	Result json.RawMessage `json:"result,omitempty"`
+	// Step and Attempt record what set it, in the idem bucket.
+	Step    string `json:"step,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
+}
+
+// Output is a piece of a remote attempt's output file, at its offset: a
+// coordinator that reads a piece twice writes the same bytes twice.
+type Output struct {
+	Run     string `json:"run"`
+	Step    string `json:"step"`
+	Attempt int    `json:"attempt"`
+	Offset  int64  `json:"offset"`
+	Data    []byte `json:"data"`
+}

@@ -1,0 +1,108 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DedupWindow is how long the hub remembers a message id: longer than a
+// coordinator takes to restart, so a re-dispatched attempt is stored once.
+const DedupWindow = time.Hour
+
+// Retention of events and output: how long a coordinator may stay away and
+// still ingest what its workers reported.
+const Retention = 7 * 24 * time.Hour
+
+// streamConfigs are the streams of the layout in doc.go, with replicas r.
+func streamConfigs(r int) []jetstream.StreamConfig {
+	return []jetstream.StreamConfig{
+		{Name: StepsStream, Subjects: []string{"apollo.step.>"}, Retention: jetstream.WorkQueuePolicy,
+			Storage: jetstream.FileStorage, Replicas: r, Duplicates: DedupWindow,
+			Description: "apollo: one message per dispatched attempt"},
+		{Name: EventsStream, Subjects: []string{"apollo.ev.>"}, Retention: jetstream.LimitsPolicy,
+			Storage: jetstream.FileStorage, Replicas: r, Duplicates: DedupWindow, MaxAge: Retention,
+			Description: "apollo: what workers report (started, end, lost, marker), in order per task"},
+		{Name: OutputStream, Subjects: []string{"apollo.out.>"}, Retention: jetstream.LimitsPolicy,
+			Storage: jetstream.FileStorage, Replicas: r, MaxAge: Retention,
+			Description: "apollo: remote attempts' output"},
+	}
+}
+
+func bucketConfigs(r int) []jetstream.KeyValueConfig {
+	return []jetstream.KeyValueConfig{
+		{Bucket: LeaseBucket, History: 1, Storage: jetstream.FileStorage, Replicas: r,
+			Description: "apollo: one coordinator per task"},
+		{Bucket: IdemBucket, History: 1, Storage: jetstream.FileStorage, Replicas: r,
+			Description: "apollo: idem.once gates of remote attempts"},
+	}
+}
+
+// Ensure creates the streams and buckets apollo uses, with replicas
+// copies each. With update, existing ones are brought to that config (apollo
+// hub does, once its cluster is complete); without, existing ones are left
+// as they are (a coordinator or a worker on a hub someone else set up).
+func (c *Client) Ensure(ctx context.Context, replicas int, update bool) error {
+	replicas = max(1, min(replicas, 3))
+	for _, cfg := range streamConfigs(replicas) {
+		err := c.Do(ctx, "create stream "+cfg.Name, func(ctx context.Context) error {
+			if update {
+				_, err := c.JS.CreateOrUpdateStream(ctx, cfg)
+				return err
+			}
+			_, err := c.JS.CreateStream(ctx, cfg)
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, cfg := range bucketConfigs(replicas) {
+		err := c.Do(ctx, "create bucket "+cfg.Bucket, func(ctx context.Context) error {
+			if update {
+				_, err := c.JS.CreateOrUpdateKeyValue(ctx, cfg)
+				return err
+			}
+			_, err := c.JS.CreateKeyValue(ctx, cfg)
+			if errors.Is(err, jetstream.ErrBucketExists) {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ClusterSize is how many hub nodes the client knows of: the one it is
+// connected to and those it was told about.
+func (c *Client) ClusterSize() int {
+	return max(1, len(c.NC.Servers()))
+}
+
+// PoolConsumer creates (or updates) the durable consumer of a pool, shared
+// by the pool's workers, with liveness as its ack deadline, and returns it.
+// No BackOff: it would override AckWait. Redelivery is not a retry in
+// apollo: the worker that gets one reports the attempt lost.
+func (c *Client) PoolConsumer(ctx context.Context, pool string, liveness time.Duration) (jetstream.Consumer, error) {
+	var cons jetstream.Consumer
+	cfg := jetstream.ConsumerConfig{
+		Durable: PoolConsumer(pool), FilterSubject: PoolFilter(pool),
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: liveness, MaxDeliver: -1,
+		MaxAckPending: 100000, DeliverPolicy: jetstream.DeliverAllPolicy,
+		Description: "apollo: the workers of pool " + pool,
+	}
+	err := c.Do(ctx, "create the consumer of pool "+pool, func(ctx context.Context) error {
+		var err error
+		cons, err = c.JS.CreateOrUpdateConsumer(ctx, StepsStream, cfg)
+		return err
+	})
+	return cons, err
+}

@@ -1,0 +1,501 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"apollo/engine/executor"
+	"apollo/engine/remote"
+	"apollo/engine/usage"
+	"apollo/eventlog"
+)
+
+// HubOptions are the settings of apollo run --hub (docs/spec.md §8): where
+// the hub is, and how patient to be with it.
+type HubOptions struct {
+	// URLs lists the hub's nodes, comma-separated; "" runs locally.
+	URLs string
+	// Pool is the pool of steps that name none (default "default").
+	Pool string
+	Auth remote.Auth
+	// detach (tests): an interrupted run leaves its remote attempts
+	// running and stops at once, as a killed coordinator does.
+	detach bool
+	// CallTimeout bounds each call to the hub (default 5 s); GiveUp is how
+	// long the hub may stay unreachable before the run stops with an error
+	// (default 2 minutes); LeaseTTL is how long another coordinator waits
+	// for this one's lease to lapse when this one dies (default 30 s).
+	CallTimeout, GiveUp, LeaseTTL time.Duration
+}
+
+// DefaultLeaseTTL is how long a coordinator's lease lasts without renewal.
+const DefaultLeaseTTL = 30 * time.Second
+
+// HubError says the run stopped because of the hub: unreachable past the
+// limit, or the lease taken over. The log is left resumable.
+type HubError struct {
+	TaskID string
+	Err    error
+}
+
+func (e *HubError) Error() string {
+	return fmt.Sprintf("task %s stopped: %v; run the same command again to resume once the hub is back: "+
+		"attempts in flight are adopted, not run again", e.TaskID, e.Err)
+}
+
+func (e *HubError) Unwrap() error { return e.Err }
+
+// hubParallelism is a hub run's default parallelism: the workers' slots
+// bound what runs; the coordinator only waits.
+func hubParallelism(steps int) int { return max(1, min(steps, 10000)) }
+
+// hubRun is the coordinator's side of a run with a hub: its connection and
+// lease, and the ingestion of the task's events into the log. The ingest
+// goroutine is the only one that appends records derived from the hub's
+// events, in stream order, so that src_seq increases strictly; node
+// goroutines append DISPATCH and CLEANUP, and take an attempt's outcome
+// from its slot.
+type hubRun struct {
+	r     *run
+	c     *remote.Client
+	lease *remote.Lease
+	pool  string
+	host  string
+	run   string // the task run's name in messages: host and log
+
+	mu         sync.Mutex
+	slots      map[string]*slot // by step: its latest attempt
+	recov      map[string]int   // cut-off or lost attempts recovered in a row, by step
+	adopted    map[string]*slot // attempts in flight when the run started, for their nodes to wait for
+	prevRemote map[string]bool  // the step's latest attempt was a remote one
+
+	failed    chan struct{} // closed when the hub failed the run
+	failErr   error
+	failOnce  sync.Once
+	cancelled sync.Once
+
+	stopIngest context.CancelFunc
+	ingestDone chan struct{}
+	stopOther  context.CancelFunc
+	otherDone  sync.WaitGroup
+
+	out *outputWriter
+}
+
+// slot is a step's latest remote attempt as the hub's events tell it.
+type slot struct {
+	n       int
+	open    bool // dispatched and not ended (no STEP_END or LOST yet)
+	started bool
+	input   string // its input digest
+	node    *node
+	ctx     context.Context // the scheduler's, for the retry decision
+	done    chan outcome    // one outcome per attempt
+}
+
+// outcome is how a remote attempt ended, for its node.
+type outcome struct {
+	lost   bool
+	status string // SUCCESS, FAILED, or RUNNING when a retry is due
+	delay  time.Duration
+	err    error
+	res    executor.Result
+}
+
+// connectHub connects to the hub and takes the task's lease, before the
+// log is opened: a second coordinator of the task writes nothing.
+func (r *run) connectHub(ctx context.Context) error {
+	ho := r.ro.Hub
+	if ho.URLs == "" {
+		return nil
+	}
+	if len(r.t.p.Secrets) > 0 {
+		// A step's message would carry them, and the hub stores its
+		// messages on disk: secrets are never written.
+		return usage.Errorf("%s declares secrets, which are not sent to workers (the hub stores what it carries); run it without --hub", r.t.p.Path)
+	}
+	host, _ := os.Hostname()
+	h := &hubRun{r: r, pool: ho.Pool, host: host, slots: map[string]*slot{}, recov: map[string]int{},
+		adopted: map[string]*slot{}, prevRemote: map[string]bool{}, failed: make(chan struct{})}
+	if h.pool == "" {
+		h.pool = remote.DefaultPool
+	}
+	c, err := remote.Connect(ctx, remote.Config{URLs: ho.URLs, Name: fmt.Sprintf("apollo run %s (pid %d)", r.t.id, os.Getpid()),
+		Auth: ho.Auth, CallTimeout: ho.CallTimeout, GiveUp: ho.GiveUp})
+	if err != nil {
+		return &HubError{TaskID: r.t.id, Err: err}
+	}
+	h.c = c
+	r.hub = h
+	if err := c.Ensure(ctx, c.ClusterSize(), false); err != nil {
+		return &HubError{TaskID: r.t.id, Err: err}
+	}
+	stateDir, _ := filepath.Abs(r.t.dir.Root)
+	ttl := ho.LeaseTTL
+	if ttl <= 0 {
+		ttl = DefaultLeaseTTL
+	}
+	h.lease, err = c.AcquireLease(ctx, r.t.id, remote.Holder{Host: host, PID: os.Getpid(), StateDir: stateDir,
+		Since: time.Now().UTC()}, ttl)
+	var held *remote.HeldError
+	if errors.As(err, &held) {
+		return held // exit 3, as for the task lock
+	}
+	if err != nil {
+		return &HubError{TaskID: r.t.id, Err: err}
+	}
+	return nil
+}
+
+// startHub ingests the events the log does not have yet (a coordinator
+// that was stopped while attempts ran), and starts the ingestion of what
+// comes. Called before the nodes are built, so that the plan sees what
+// happened meanwhile.
+func (r *run) startHub(ctx context.Context) error {
+	h := r.hub
+	if h == nil {
+		return nil
+	}
+	c := h.c
+	h.run = h.host + ":" + r.absLog
+	for id, st := range r.state.Steps {
+		h.recov[id] = st.DirtyRecoveries
+		h.prevRemote[id] = st.Remote
+		if st.Remote && st.Dirty {
+			h.slots[id] = &slot{n: st.RetryCount, open: true, started: st.StartedAt != "", input: st.InputDigest,
+				done: make(chan outcome, 1)}
+		}
+	}
+	// Markers: the log is the authority; the bucket follows it.
+	if err := h.syncMarkers(ctx); err != nil {
+		return &HubError{TaskID: r.t.id, Err: err}
+	}
+	octx, ostop := context.WithCancel(context.WithoutCancel(ctx))
+	h.stopOther = ostop
+	h.out = newOutputWriter(r)
+	h.otherDone.Add(2)
+	go func() { defer h.otherDone.Done(); h.renew(octx) }()
+	go func() { defer h.otherDone.Done(); h.out.run(octx, c, h) }()
+	// Catch up: what workers reported while no coordinator listened.
+	feed, err := c.NewFeed(ctx, remote.EventsStream, remote.EventSubject(r.t.id), uint64(r.state.LastSrcSeq)+1)
+	if err != nil {
+		return &HubError{TaskID: r.t.id, Err: err}
+	}
+	caught := 0
+	for {
+		m, err := feed.TryNext(ctx)
+		if err != nil {
+			feed.Close()
+			return &HubError{TaskID: r.t.id, Err: err}
+		}
+		if m == nil {
+			break
+		}
+		if err := h.ingest(m.Data, int64(m.Sequence)); err != nil {
+			feed.Close()
+			return err
+		}
+		caught++
+	}
+	ictx, istop := context.WithCancel(context.WithoutCancel(ctx))
+	h.stopIngest, h.ingestDone = istop, make(chan struct{})
+	go func() {
+		defer close(h.ingestDone)
+		defer feed.Close()
+		for {
+			m, err := feed.Next(ictx)
+			if err != nil {
+				if ictx.Err() == nil {
+					h.fail(err)
+				}
+				return
+			}
+			if err := h.ingest(m.Data, int64(m.Sequence)); err != nil {
+				h.fail(err)
+				return
+			}
+		}
+	}()
+	if caught > 0 {
+		fmt.Fprintf(r.e.opts.Stderr, "apollo: took in %d event(s) the hub kept while no coordinator ran\n", caught)
+	}
+	return nil
+}
+
+// adoptInFlight lets the nodes of attempts still in flight wait for them
+// instead of running them again: each is in the work queue (or held by a
+// worker), or is published now when the coordinator stopped between its
+// DISPATCH and its publication.
+func (r *run) adoptInFlight(ctx context.Context) error {
+	h := r.hub
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	var open []string
+	for id, sl := range h.slots {
+		if sl.open {
+			open = append(open, id)
+		}
+	}
+	h.mu.Unlock()
+	var names []string
+	for _, id := range open {
+		n := r.byID[id]
+		if n == nil {
+			continue
+		}
+		h.mu.Lock()
+		sl := h.slots[id]
+		h.mu.Unlock()
+		pool := h.poolOf(n)
+		q, ok, err := h.c.Queued(ctx, pool, r.t.id, id)
+		if err != nil {
+			return &HubError{TaskID: r.t.id, Err: err}
+		}
+		if !ok || q != sl.n {
+			rs, err := r.late(n)
+			if err != nil {
+				return fmt.Errorf("step %s: re-dispatch attempt %d: %w", n.id(), sl.n, err)
+			}
+			w := r.workFor(n, rs, sl.n, sl.input, pool)
+			if _, err := h.c.Dispatch(ctx, w); err != nil {
+				return &HubError{TaskID: r.t.id, Err: err}
+			}
+		}
+		h.mu.Lock()
+		sl.node = n
+		h.adopted[id] = sl
+		h.mu.Unlock()
+		n.dirty, n.unclean = false, false
+		n.plan.Action, n.plan.Reason = ActionRerun, "in flight on a worker: adopted"
+		names = append(names, fmt.Sprintf("%s (attempt %d)", id, sl.n))
+	}
+	if len(names) > 0 {
+		fmt.Fprintf(r.e.opts.Stderr, "apollo: adopting %d attempt(s) in flight: %v\n", len(names), names)
+	}
+	return nil
+}
+
+// poolOf is the pool a node's attempts go to.
+func (h *hubRun) poolOf(n *node) string {
+	if p := n.rs.step.Pool; p != "" {
+		return p
+	}
+	return h.pool
+}
+
+// quiesce stops taking in events: called when the scheduler has ended,
+// before the summary, so that no derived record follows it.
+func (r *run) quiesce() {
+	h := r.hub
+	if h == nil || h.stopIngest == nil {
+		return
+	}
+	h.stopIngest()
+	<-h.ingestDone
+}
+
+// stopHub releases the lease and closes the connection.
+func (r *run) stopHub() {
+	h := r.hub
+	if h == nil || h.c == nil {
+		return
+	}
+	r.quiesce()
+	if h.stopOther != nil {
+		h.stopOther()
+		h.otherDone.Wait()
+	}
+	if h.lease != nil && h.failErr == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*h.c.Config().CallTimeout)
+		_ = h.lease.Release(ctx)
+		cancel()
+	}
+	h.c.Close()
+}
+
+// fail stops the run: the hub was unreachable past the limit, or the lease
+// was taken over.
+func (h *hubRun) fail(err error) {
+	h.failOnce.Do(func() {
+		h.failErr = &HubError{TaskID: h.r.t.id, Err: err}
+		close(h.failed)
+	})
+}
+
+// renew renews the lease a third of its life apart.
+func (h *hubRun) renew(ctx context.Context) {
+	t := time.NewTicker(h.lease.TTL() / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := h.lease.Renew(ctx); err != nil && ctx.Err() == nil {
+			h.fail(err)
+			return
+		}
+	}
+}
+
+// cancelRemote asks the workers to end the task's attempts (the run was
+// interrupted), once.
+func (h *hubRun) cancelRemote() {
+	h.cancelled.Do(func() {
+		_ = h.c.NC.Publish(remote.CancelSubject(h.r.t.id), nil)
+		_ = h.c.NC.FlushTimeout(h.c.Config().CallTimeout)
+	})
+}
+
+// syncMarkers makes the hub's idem bucket hold the task's markers as the
+// log does, for the markers no attempt in flight may be setting: a marker
+// the log does not know was set by an attempt that never reported it, so
+// its guarded code never ran.
+func (h *hubRun) syncMarkers(ctx context.Context) error {
+	mk, err := h.c.Markers(ctx, h.r.t.id)
+	if err != nil {
+		return err
+	}
+	inHub, err := mk.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range inHub {
+		if sl := h.slots[m.Step]; sl != nil && sl.open {
+			continue
+		}
+		want, ok := h.r.markers.Marker(m.Name)
+		if ok && want.State == m.State && string(want.Result) == string(m.Result) {
+			continue
+		}
+		reset := remote.Marker{Name: m.Name}
+		if ok {
+			reset.State, reset.Result = want.State, want.Result
+		}
+		if err := mk.Reset(ctx, reset); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ingest appends what one event of the hub means for the log.
+func (h *hubRun) ingest(data []byte, seq int64) error {
+	r := h.r
+	var ev remote.Event
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return r.w.AppendUnsynced(&eventlog.Record{EventType: eventlog.Warning, Status: eventlog.Running, SrcSeq: seq,
+			Message: fmt.Sprintf("hub event %d is not an apollo event (%v); ignored", seq, err)})
+	}
+	if ev.Run != h.run {
+		return nil // another run of the same task id (a fresh log, another state folder)
+	}
+	h.mu.Lock()
+	sl := h.slots[ev.Step]
+	current := sl != nil && sl.open && sl.n == ev.Attempt
+	h.mu.Unlock()
+	if ev.Type == remote.EventMarker && ev.Marker != nil {
+		rec := &eventlog.Record{EventType: eventlog.Marker, StepID: ev.Step, Status: eventlog.Running,
+			RetryCount: ev.Attempt, Worker: ev.Worker, SrcSeq: seq,
+			Marker: &eventlog.MarkerInfo{Name: ev.Marker.Name, State: ev.Marker.State, Result: ev.Marker.Result}}
+		if err := r.w.AppendDurable(rec); err != nil {
+			return err
+		}
+		r.markers.Observe(rec)
+		return nil
+	}
+	if !current {
+		return h.stale(&ev, seq, sl)
+	}
+	switch ev.Type {
+	case remote.EventStarted:
+		if sl.started {
+			return nil
+		}
+		rec := &eventlog.Record{EventType: eventlog.StepStart, StepID: ev.Step, Status: eventlog.Running,
+			RetryCount: ev.Attempt, InputDigest: h.inputOf(ev.Step), Worker: ev.Worker, SrcSeq: seq}
+		if err := r.w.AppendUnsynced(rec); err != nil {
+			return err
+		}
+		h.mu.Lock()
+		sl.started = true
+		h.mu.Unlock()
+		if r.rep != nil {
+			r.rep.started(ev.Step, ev.Attempt)
+		}
+	case remote.EventEnd:
+		h.out.wait(ev.Step, ev.Attempt, ev.OutBytes)
+		return h.end(&ev, seq, sl)
+	case remote.EventLost:
+		msg := fmt.Sprintf("attempt %d lost: its worker went silent past the liveness deadline and the hub delivered it again (delivery %d, reported by %s); "+
+			"it is treated as cut off by a crash: cleanup, then the next attempt", ev.Attempt, ev.Delivery, ev.Worker)
+		rec := &eventlog.Record{EventType: eventlog.Lost, StepID: ev.Step, Status: eventlog.Running,
+			RetryCount: ev.Attempt, ErrorMessage: msg, Worker: ev.Worker, SrcSeq: seq}
+		if err := r.w.AppendDurable(rec); err != nil {
+			return err
+		}
+		if r.rep != nil {
+			r.rep.event(ev.Step, fmt.Sprintf("attempt %d LOST (worker silent)", ev.Attempt))
+		}
+		h.close(sl, outcome{lost: true, err: errors.New(msg)})
+	}
+	return nil
+}
+
+// inputOf is the input digest of a step's latest attempt, as its DISPATCH
+// recorded it.
+func (h *hubRun) inputOf(step string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if sl := h.slots[step]; sl != nil {
+		return sl.input
+	}
+	return ""
+}
+
+// close ends a slot's attempt with its outcome.
+func (h *hubRun) close(sl *slot, o outcome) {
+	h.mu.Lock()
+	sl.open = false
+	h.mu.Unlock()
+	sl.done <- o
+}
+
+// stale records an event of an attempt that is not the step's open one: a
+// superseded attempt's late start or end becomes a WARNING only (at most
+// one STEP_END per attempt); a loss of an attempt that has ended is
+// ignored.
+func (h *hubRun) stale(ev *remote.Event, seq int64, sl *slot) error {
+	r := h.r
+	var msg string
+	switch ev.Type {
+	case remote.EventLost:
+		return nil // the attempt ended before (its end was stored before its acknowledgement was lost)
+	case remote.EventStarted:
+		msg = fmt.Sprintf("late start of attempt %d of step %s on worker %s, which is no longer the step's current attempt; "+
+			"not recorded as a start", ev.Attempt, ev.Step, ev.Worker)
+	case remote.EventEnd:
+		outcome := "succeeded"
+		if ev.Error != "" {
+			outcome = "failed: " + ev.Error
+		}
+		msg = fmt.Sprintf("late end of attempt %d of step %s from worker %s (%s), which is no longer the step's current attempt; "+
+			"not recorded as the step's end", ev.Attempt, ev.Step, ev.Worker, outcome)
+	default:
+		msg = fmt.Sprintf("hub event %q of step %s attempt %d ignored", ev.Type, ev.Step, ev.Attempt)
+	}
+	if r.t.p.Step(ev.Step) == nil {
+		msg = fmt.Sprintf("hub event %q names step %s, which this pipeline does not have; ignored", ev.Type, ev.Step)
+	}
+	return r.w.AppendUnsynced(&eventlog.Record{EventType: eventlog.Warning, StepID: ev.Step, Status: eventlog.Running,
+		RetryCount: ev.Attempt, Message: bounded(msg), Worker: ev.Worker, SrcSeq: seq})
+}

@@ -1,0 +1,551 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"apollo/engine/hubtest"
+	"apollo/engine/remote"
+	"apollo/engine/worker"
+	"apollo/eventlog"
+)
+
+// The scenarios of the scale-out research's test plan (layer 1, D1–D9):
+// a real hub cluster in this process, workers as goroutines running the
+// real worker loop with their own connections, steps as real sh -c
+// children. Liveness is 3 s here (30 s in production), so that a lost
+// worker is noticed in seconds.
+
+const testLiveness = 3 * time.Second
+
+// hubEnv is one scenario: a cluster, a workspace, workers.
+type hubEnv struct {
+	t    *testing.T
+	cl   *hubtest.Cluster
+	dir  string // workspace; the state folder is dir/.apollo
+	mu   sync.Mutex
+	wks  []*testWorker
+	task string
+}
+
+// needCluster skips a scenario under -short: each starts a cluster and
+// waits out liveness deadlines, seconds apiece.
+func needCluster(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: the hub's cluster scenarios take seconds each (go test ./engine -run Hub)")
+	}
+}
+
+// sharedHub is the 3-node cluster the scenarios share: a fresh cluster
+// waits 4 to 9 s for its first leader election.
+var sharedHub struct {
+	once sync.Once
+	cl   *hubtest.Cluster
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sharedHub.cl != nil {
+		sharedHub.cl.StopAll()
+	}
+	os.Exit(code)
+}
+
+// newHubEnv gives a scenario a cluster of nodes (3: the shared one, with
+// every node running) and a workspace; its task id is unique, since the
+// hub outlives the scenario.
+func newHubEnv(t *testing.T, nodes int) *hubEnv {
+	t.Helper()
+	e := &hubEnv{t: t, dir: t.TempDir(), task: strings.ReplaceAll(t.Name(), "/", "_")}
+	if nodes != 3 {
+		e.cl = hubtest.Start(t, nodes)
+		return e
+	}
+	sharedHub.once.Do(func() { sharedHub.cl, sharedHub.err = hubtest.StartShared(3) })
+	if sharedHub.err != nil {
+		t.Fatalf("start a 3-node hub: %v", sharedHub.err)
+	}
+	e.cl = sharedHub.cl
+	for i := range e.cl.Nodes {
+		if err := e.cl.Restart(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
+}
+
+func (e *hubEnv) client(urls string) *remote.Client {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := remote.Connect(ctx, remote.Config{URLs: urls, Name: "test", CallTimeout: time.Second, GiveUp: 30 * time.Second})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(c.Close)
+	return c
+}
+
+// testWorker is a worker running in this process.
+type testWorker struct {
+	w      *worker.Worker
+	c      *remote.Client
+	stop   context.CancelFunc
+	kill   chan struct{}
+	done   chan struct{}
+	starts chan started
+}
+
+type started struct {
+	work *remote.Work
+	pgid int
+}
+
+// startWorker starts a worker named name on urls; tune may change its
+// options.
+func (e *hubEnv) startWorker(name, urls string, tune func(o *worker.Options)) *testWorker {
+	e.t.Helper()
+	c := e.client(urls)
+	tw := &testWorker{c: c, kill: make(chan struct{}), done: make(chan struct{}), starts: make(chan started, 100)}
+	o := worker.Options{Client: c, Name: name, Slots: 4, Liveness: testLiveness, StateDir: filepath.Join(e.dir, ".worker-"+name),
+		Workdir: e.dir, Log: io.Discard,
+		Started: func(w *remote.Work, pgid int) {
+			select {
+			case tw.starts <- started{w, pgid}:
+			default:
+			}
+		}}
+	if tune != nil {
+		tune(&o)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := worker.New(ctx, o)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	tw.w = w
+	rctx, stop := context.WithCancel(context.Background())
+	tw.stop = stop
+	go func() {
+		defer close(tw.done)
+		w.Run(rctx, tw.kill)
+	}()
+	e.t.Cleanup(func() {
+		stop()
+		select {
+		case <-tw.kill:
+		default:
+			close(tw.kill)
+		}
+		<-tw.done
+	})
+	e.mu.Lock()
+	e.wks = append(e.wks, tw)
+	e.mu.Unlock()
+	return tw
+}
+
+// die makes a worker vanish as a machine does: its connection closed and
+// the process group of its running step killed.
+func (tw *testWorker) die(pgid int) {
+	tw.c.Close()
+	if pgid > 0 {
+		syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+}
+
+// dag writes a pipeline of width×depth steps, each depending on the whole
+// layer above, each writing a side-effect file named after its attempt and
+// its worker before it sleeps.
+func (e *hubEnv) dag(name string, width, depth int, body string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "task_name: %s\nmax_dirty_restarts: 5\nsteps:\n", name)
+	for d := range depth {
+		for w := range width {
+			fmt.Fprintf(&b, "  - id: s%d_%d\n    command: %q\n    cleanup_command: \"true\"\n", d, w,
+				`touch "$APOLLO_ARTIFACTS_DIR/$APOLLO_STEP_ID.$APOLLO_RETRY_COUNT.$APOLLO_WORKER"; `+body)
+			if d > 0 {
+				var deps []string
+				for x := range width {
+					deps = append(deps, fmt.Sprintf("s%d_%d", d-1, x))
+				}
+				fmt.Fprintf(&b, "    depends_on: [%s]\n", strings.Join(deps, ", "))
+			}
+		}
+	}
+	path := filepath.Join(e.dir, name+".yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	return path
+}
+
+// run runs a pipeline as a coordinator on urls.
+func (e *hubEnv) run(ctx context.Context, path, urls string, tune func(ro *RunOptions)) error {
+	ro := RunOptions{TaskID: e.task, Hub: HubOptions{URLs: urls, CallTimeout: time.Second, GiveUp: 20 * time.Second,
+		LeaseTTL: 6 * time.Second}}
+	if tune != nil {
+		tune(&ro)
+	}
+	eng := New(Options{StateDir: filepath.Join(e.dir, ".apollo"), Workdir: e.dir, Stdout: io.Discard,
+		Stderr: io.Discard, Progress: ProgressQuiet, KillGrace: 500 * time.Millisecond})
+	return eng.Run(ctx, path, ro)
+}
+
+// logOf reads the task's log.
+func (e *hubEnv) logOf(task string) []*eventlog.Record {
+	e.t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(e.dir, ".apollo", "logs", "task_"+task+"_*.jsonl"))
+	if len(logs) == 0 {
+		e.t.Fatalf("no log of task %s", task)
+	}
+	recs, _, err := eventlog.ReadAll(logs[len(logs)-1], eventlog.ReadOptions{TaskID: task})
+	if err != nil {
+		e.t.Fatalf("the log does not read back: %v", err)
+	}
+	return recs
+}
+
+type attemptKey struct {
+	step string
+	n    int
+}
+
+// checkInvariants checks I1–I7 (hubtest.Check) on the task's log.
+func (e *hubEnv) checkInvariants(task string, steps int) {
+	e.t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(e.dir, ".apollo", "logs", "task_"+task+"_*.jsonl"))
+	if len(logs) == 0 {
+		e.t.Fatalf("no log of task %s", task)
+	}
+	for _, err := range hubtest.Check(logs[len(logs)-1], filepath.Join(e.dir, ".apollo", "artifacts", task), steps,
+		e.client(e.cl.URLs())) {
+		e.t.Error(err)
+	}
+}
+
+func hasLost(recs []*eventlog.Record, k attemptKey) bool {
+	for _, r := range recs {
+		if r.EventType == eventlog.Lost && r.StepID == k.step && r.RetryCount == k.n {
+			return true
+		}
+	}
+	return false
+}
+
+func countType(recs []*eventlog.Record, typ string) int {
+	n := 0
+	for _, r := range recs {
+		if r.EventType == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// TestHubHappyPath is D1: a 24-step DAG on three workers, all invariants,
+// no loss. Under -short it runs on one node.
+func TestHubHappyPath(t *testing.T) {
+	nodes := 3
+	if testing.Short() {
+		nodes = 1
+	}
+	e := newHubEnv(t, nodes)
+	for _, n := range []string{"w1", "w2", "w3"} {
+		e.startWorker(n, e.cl.URLs(), nil)
+	}
+	path := e.dag("happy", 6, 4, "sleep 0.05")
+	began := time.Now()
+	if err := e.run(t.Context(), path, e.cl.URLs(), nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("run took %s", time.Since(began))
+	e.checkInvariants(e.task, 24)
+	if n := countType(e.logOf(e.task), eventlog.Lost); n != 0 {
+		t.Errorf("%d LOST records, want none", n)
+	}
+}
+
+// TestHubWorkerDies is D2: a worker dies mid-step (connection closed,
+// step killed); its attempt is reported lost, cleaned up and run again on
+// another worker, and the run completes.
+func TestHubWorkerDies(t *testing.T) {
+	needCluster(t)
+	e := newHubEnv(t, 3)
+	victim := e.startWorker("victim", e.cl.URLs(), nil)
+	path := e.dag("dies", 3, 2, "sleep 1")
+	done := make(chan error, 1)
+	go func() { done <- e.run(t.Context(), path, e.cl.URLs(), nil) }()
+	s := <-victim.starts
+	e.startWorker("w2", e.cl.URLs(), nil)
+	victim.die(s.pgid)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	e.checkInvariants(e.task, 6)
+	recs := e.logOf(e.task)
+	if !hasLost(recs, attemptKey{s.work.Step, s.work.Attempt}) {
+		t.Errorf("no LOST for %s attempt %d, whose worker died", s.work.Step, s.work.Attempt)
+	}
+}
+
+// TestHubLeaderDies is D3: the node leading the work queue is shut down
+// mid-run and restarted on its store two seconds later; nothing is lost.
+func TestHubLeaderDies(t *testing.T) {
+	needCluster(t)
+	e := newHubEnv(t, 3)
+	tw := e.startWorker("w1", e.cl.URLs(), nil)
+	e.startWorker("w2", e.cl.URLs(), nil)
+	path := e.dag("leader", 4, 3, "sleep 0.5")
+	done := make(chan error, 1)
+	go func() { done <- e.run(t.Context(), path, e.cl.URLs(), nil) }()
+	for range 3 {
+		<-tw.starts
+	}
+	leader := e.cl.Leader(remote.StepsStream)
+	if leader < 0 {
+		t.Fatal("no leader of the work queue")
+	}
+	e.cl.Stop(leader)
+	time.Sleep(2 * time.Second)
+	if err := e.cl.Restart(leader); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	e.checkInvariants(e.task, 12)
+}
+
+// TestHubEndBeforeAck is D4: a worker dies after its end is stored and
+// before its acknowledgement; the redelivery is not a rerun.
+func TestHubEndBeforeAck(t *testing.T) {
+	needCluster(t)
+	e := newHubEnv(t, 3)
+	var once atomic.Bool
+	var victim *testWorker
+	victim = e.startWorker("victim", e.cl.URLs(), func(o *worker.Options) {
+		o.AfterEnd = func(w *remote.Work) {
+			if once.CompareAndSwap(false, true) {
+				victim.c.Close() // the end is stored; the ack never goes
+			}
+		}
+	})
+	e.startWorker("w2", e.cl.URLs(), nil)
+	path := e.dag("ack", 2, 2, "sleep 0.2")
+	if err := e.run(t.Context(), path, e.cl.URLs(), nil); err != nil {
+		t.Fatal(err)
+	}
+	e.checkInvariants(e.task, 4)
+	files, _ := filepath.Glob(filepath.Join(e.dir, ".apollo", "artifacts", e.task, "*"))
+	if len(files) != 4 {
+		t.Errorf("%d executions of 4 steps, want 4: %v", len(files), files)
+	}
+}
+
+// TestHubCoordinatorRestarts is D5: the coordinator stops while attempts
+// run; they finish meanwhile; a new coordinator on the same state folder
+// takes in their ends once and runs the rest, rerunning nothing.
+func TestHubCoordinatorRestarts(t *testing.T) {
+	needCluster(t)
+	e := newHubEnv(t, 3)
+	tw := e.startWorker("w1", e.cl.URLs(), nil)
+	path := e.dag("restart", 3, 2, "sleep 1.5")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- e.run(ctx, path, e.cl.URLs(), func(ro *RunOptions) { ro.Hub.detach = true }) }()
+	<-tw.starts
+	cancel()
+	<-done
+	time.Sleep(2 * time.Second) // the first layer ends with no coordinator
+	if err := e.run(t.Context(), path, e.cl.URLs(), nil); err != nil {
+		t.Fatal(err)
+	}
+	e.checkInvariants(e.task, 6)
+	files, _ := filepath.Glob(filepath.Join(e.dir, ".apollo", "artifacts", e.task, "*"))
+	if len(files) != 6 {
+		t.Errorf("%d executions of 6 steps, want 6 (nothing rerun): %v", len(files), files)
+	}
+}
+
+// TestHubSecondCoordinator is D6: a second coordinator of the same task
+// (another state folder, as on another host) is refused, naming the first
+// one's host and pid, and dispatches nothing.
+func TestHubSecondCoordinator(t *testing.T) {
+	needCluster(t)
+	e := newHubEnv(t, 3)
+	tw := e.startWorker("w1", e.cl.URLs(), nil)
+	path := e.dag("second", 1, 2, "sleep 1")
+	done := make(chan error, 1)
+	go func() { done <- e.run(t.Context(), path, e.cl.URLs(), nil) }()
+	<-tw.starts
+	other := t.TempDir()
+	eng := New(Options{StateDir: filepath.Join(other, ".apollo"), Workdir: other, Stdout: io.Discard, Progress: ProgressQuiet})
+	err := eng.Run(t.Context(), path, RunOptions{TaskID: e.task, Hub: HubOptions{URLs: e.cl.URLs(), CallTimeout: time.Second, GiveUp: 10 * time.Second}})
+	var held *remote.HeldError
+	if !errors.As(err, &held) {
+		t.Fatalf("second coordinator: %v, want a HeldError", err)
+	}
+	host, _ := os.Hostname()
+	if held.Holder.PID != os.Getpid() || held.Holder.Host != host || !strings.Contains(err.Error(), host) {
+		t.Errorf("second coordinator's error %q does not name host %s and pid %d", err, host, os.Getpid())
+	}
+	if logs, _ := filepath.Glob(filepath.Join(other, ".apollo", "logs", "*.jsonl")); len(logs) != 0 {
+		t.Errorf("the second coordinator wrote %v", logs)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	e.checkInvariants(e.task, 2)
+}
+
+// TestHubPartitionedWorkerFences is D8: a worker cut off by a partition (a
+// proxy that stops forwarding) ends its step itself; the attempt is
+// reported lost and runs again elsewhere; the cut-off worker reports no
+// end.
+func TestHubPartitionedWorkerFences(t *testing.T) {
+	needCluster(t)
+	e := newHubEnv(t, 3)
+	proxy := hubtest.NewProxy(t, strings.TrimPrefix(strings.Split(e.cl.URLs(), ",")[0], "nats://"))
+	cut := e.startWorker("cut", proxy.URL(), func(o *worker.Options) { o.Slots = 1 })
+	path := filepath.Join(e.dir, "part.yaml")
+	os.WriteFile(path, []byte(`task_name: part
+steps:
+  - id: long
+    command: 'sleep 5; touch "$APOLLO_ARTIFACTS_DIR/$APOLLO_STEP_ID.$APOLLO_RETRY_COUNT.$APOLLO_WORKER"'
+    cleanup_command: "true"
+`), 0o644)
+	done := make(chan error, 1)
+	go func() { done <- e.run(t.Context(), path, e.cl.URLs(), nil) }()
+	s := <-cut.starts
+	proxy.Block()
+	e.startWorker("w2", e.cl.URLs(), nil)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if syscall.Kill(-s.pgid, 0) == nil {
+		t.Errorf("the partitioned worker's step (pgid %d) still runs", s.pgid)
+	}
+	e.checkInvariants(e.task, 1)
+	recs := e.logOf(e.task)
+	if !hasLost(recs, attemptKey{"long", 0}) {
+		t.Error("no LOST for the partitioned worker's attempt")
+	}
+	files, _ := filepath.Glob(filepath.Join(e.dir, ".apollo", "artifacts", e.task, "*"))
+	if len(files) != 1 || !strings.HasPrefix(filepath.Base(files[0]), "long.1.") {
+		t.Errorf("executions %v, want only attempt 1's", files)
+	}
+}
+
+// TestHubCallDuringFailover is D9: a call to the hub made while the node the
+// client is connected to goes down is answered, within twice its deadline,
+// by another node (the research saw such a call hang for 88 s).
+func TestHubCallDuringFailover(t *testing.T) {
+	needCluster(t)
+	e := newHubEnv(t, 3)
+	// Connected to the first node only: the others are learnt from it.
+	first := strings.Split(e.cl.URLs(), ",")[0]
+	ctx := t.Context()
+	c, err := remote.Connect(ctx, remote.Config{URLs: first, Name: "d9", CallTimeout: 2 * time.Second, GiveUp: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	node := 0
+	e.cl.Stop(node)
+	began := time.Now()
+	err = c.Do(ctx, "create a consumer", func(ctx context.Context) error {
+		_, err := c.JS.CreateOrUpdateConsumer(ctx, remote.EventsStream, jetstream.ConsumerConfig{Durable: "d9",
+			AckPolicy: jetstream.AckExplicitPolicy})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took > 2*2*time.Second+time.Second {
+		t.Errorf("the call took %s through the fail-over; its deadline is 2s", took)
+	}
+}
+
+// TestHubTorture runs a 12-step DAG again and again under a random fault —
+// a worker killed, a hub node stopped and restarted, a worker partitioned,
+// the coordinator stopped and started again — checking the invariants
+// after each run. It takes minutes: APOLLO_LONG=1 (APOLLO_SEED to replay a
+// schedule, APOLLO_ROUNDS for its length, default 20).
+func TestHubTorture(t *testing.T) {
+	if os.Getenv("APOLLO_LONG") == "" {
+		t.Skip("set APOLLO_LONG=1 for the random-fault torture (minutes)")
+	}
+	seed := time.Now().UnixNano()
+	if s := os.Getenv("APOLLO_SEED"); s != "" {
+		fmt.Sscan(s, &seed)
+	}
+	rounds := 20
+	if s := os.Getenv("APOLLO_ROUNDS"); s != "" {
+		fmt.Sscan(s, &rounds)
+	}
+	t.Logf("seed %d (APOLLO_SEED=%d to replay), %d rounds", seed, seed, rounds)
+	rnd := newRand(seed)
+	for round := range rounds {
+		t.Run(fmt.Sprintf("round%02d", round), func(t *testing.T) {
+			e := newHubEnv(t, 3)
+			fault := rnd.IntN(4)
+			proxy := hubtest.NewProxy(t, strings.TrimPrefix(strings.Split(e.cl.URLs(), ",")[0], "nats://"))
+			victimURL := e.cl.URLs()
+			if fault == 2 {
+				victimURL = proxy.URL()
+			}
+			victim := e.startWorker("victim", victimURL, nil)
+			e.startWorker("w2", e.cl.URLs(), nil)
+			path := e.dag("torture", 4, 3, "sleep 0.5")
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- e.run(ctx, path, e.cl.URLs(), func(ro *RunOptions) { ro.Hub.detach = true }) }()
+			s := <-victim.starts
+			switch fault {
+			case 0:
+				t.Log("fault: a worker dies mid-step")
+				victim.die(s.pgid)
+			case 1:
+				i := rnd.IntN(3)
+				t.Logf("fault: node %d stopped for 2s", i)
+				e.cl.Stop(i)
+				time.Sleep(2 * time.Second)
+				if err := e.cl.Restart(i); err != nil {
+					t.Fatal(err)
+				}
+			case 2:
+				t.Log("fault: a worker is partitioned")
+				proxy.Block()
+			case 3:
+				t.Log("fault: the coordinator stops and starts again")
+				cancel()
+				<-done
+				go func() { done <- e.run(t.Context(), path, e.cl.URLs(), nil) }()
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+			e.checkInvariants(e.task, 12)
+		})
+	}
+}
+
+func newRand(seed int64) *rand.Rand { return rand.New(rand.NewPCG(uint64(seed), 0)) }

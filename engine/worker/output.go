@@ -1,0 +1,99 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"apollo/engine/remote"
+)
+
+// chunk is the most output one message carries.
+const chunk = 256 << 10
+
+// streamer sends an attempt's output file to the coordinator as it grows:
+// the executor writes (and caps) the file, the streamer reads what is new
+// every so often and publishes it at its offset.
+type streamer struct {
+	c    *remote.Client
+	work *remote.Work
+	path string
+
+	stopc chan struct{}
+	done  chan struct{}
+	mu    sync.Mutex
+	sent  int64
+	err   error
+}
+
+func newStreamer(c *remote.Client, work *remote.Work, path string) *streamer {
+	s := &streamer{c: c, work: work, path: path, stopc: make(chan struct{}), done: make(chan struct{})}
+	go s.loop()
+	return s
+}
+
+func (s *streamer) loop() {
+	defer close(s.done)
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopc:
+			return
+		case <-t.C:
+			s.send(false)
+		}
+	}
+}
+
+// send publishes what the file holds beyond what was sent.
+func (s *streamer) send(final bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return
+	}
+	f, err := os.Open(s.path)
+	if err != nil {
+		return // nothing printed yet
+	}
+	defer f.Close()
+	buf := make([]byte, chunk)
+	for {
+		n, rerr := f.ReadAt(buf, s.sent)
+		if n > 0 {
+			o := remote.Output{Run: s.work.Run, Step: s.work.Step, Attempt: s.work.Attempt, Offset: s.sent, Data: buf[:n]}
+			data, _ := json.Marshal(o)
+			id := remote.AttemptID(s.work.Task, s.work.Step, s.work.Attempt) + "/out/" + strconv.FormatInt(s.sent, 10)
+			if _, _, err := s.c.Publish(context.Background(), remote.OutputSubject(s.work.Task), id, data); err != nil {
+				s.err = err
+				return
+			}
+			s.sent += int64(n)
+		}
+		if rerr == io.EOF || n == 0 {
+			return
+		}
+		if rerr != nil {
+			s.err = rerr
+			return
+		}
+	}
+}
+
+// stop ends the streaming; with final, it sends what is left first. It
+// returns how many bytes were sent, and why not all, if so.
+func (s *streamer) stop(final bool) (int64, error) {
+	close(s.stopc)
+	<-s.done
+	if final {
+		s.send(true)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sent, s.err
+}

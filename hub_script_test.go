@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"apollo/engine/hubtest"
+	"apollo/engine/remote"
+)
+
+// cmdPorts sets each named variable to a free loopback port: ports A B C.
+func cmdPorts(ts *testscript.TestScript, neg bool, args []string) {
+	for _, name := range args {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			ts.Fatalf("ports: %v", err)
+		}
+		ts.Setenv(name, strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
+		l.Close()
+	}
+}
+
+// cmdWaitHub waits (up to 60 s: a new cluster elects its first leader in 4
+// to 9 s) until the hub at URLS has its streams: waithub URLS.
+func cmdWaitHub(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: waithub URLS")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := remote.Connect(ctx, remote.Config{URLs: args[0], Name: "waithub", CallTimeout: time.Second, GiveUp: 60 * time.Second})
+	if err != nil {
+		ts.Fatalf("waithub: %v", err)
+	}
+	defer c.Close()
+	for _, s := range []string{remote.StepsStream, remote.EventsStream, remote.OutputStream, "KV_" + remote.LeaseBucket, "KV_" + remote.IdemBucket} {
+		for {
+			cctx, ccancel := context.WithTimeout(ctx, time.Second)
+			_, err := c.JS.Stream(cctx, s)
+			ccancel()
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				ts.Fatalf("waithub: stream %s not there within 60s: %v", s, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// cmdHubCheck checks the invariants I1–I7 of a task run on a hub:
+// hubcheck TASK STEPS URLS.
+func cmdHubCheck(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 3 {
+		ts.Fatalf("usage: hubcheck TASK STEPS URLS")
+	}
+	steps, err := strconv.Atoi(args[1])
+	if err != nil {
+		ts.Fatalf("hubcheck: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := remote.Connect(ctx, remote.Config{URLs: args[2], Name: "hubcheck", CallTimeout: time.Second, GiveUp: 20 * time.Second})
+	if err != nil {
+		ts.Fatalf("hubcheck: %v", err)
+	}
+	defer c.Close()
+	errs := hubtest.Check(latestLog(ts, args[0]), ts.MkAbs(filepath.Join(".apollo", "artifacts", args[0])), steps, c)
+	for _, e := range errs {
+		ts.Logf("%v", e)
+	}
+	if len(errs) > 0 {
+		ts.Fatalf("hubcheck: %d invariant(s) broken", len(errs))
+	}
+}

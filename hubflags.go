@@ -1,0 +1,52 @@
+package main
+
+import (
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"apollo/engine/remote"
+)
+
+// hubFlags are how apollo run --hub and apollo worker reach the hub and
+// prove who they are (docs/spec.md §8).
+type hubFlags struct {
+	urls      string
+	tokenFile string
+	nkeySeed  string
+	tlsCA     string
+	tlsCert   string
+	tlsKey    string
+}
+
+func (o *hubFlags) addFlags(fs *pflag.FlagSet, what string) {
+	fs.StringVar(&o.urls, "hub", "", what)
+	fs.StringVar(&o.tokenFile, "token-file", "", "a file holding the hub's token (apollo hub --token-file)")
+	fs.StringVar(&o.nkeySeed, "nkey-seed", "", "a file holding this client's NKey seed (apollo hub --nkeys)")
+	fs.StringVar(&o.tlsCA, "tls-ca", "", "CA file that signed the hub's certificate")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "client certificate, for a hub that verifies them")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "the client certificate's key")
+}
+
+func (o *hubFlags) auth() remote.Auth {
+	return remote.Auth{TokenFile: o.tokenFile, NKeySeed: o.nkeySeed, TLSCA: o.tlsCA, TLSCert: o.tlsCert, TLSKey: o.tlsKey}
+}
+
+// envDuration reads a duration from the environment; 0 when unset or not a
+// positive duration.
+func envDuration(name string) time.Duration {
+	d, err := time.ParseDuration(os.Getenv(name))
+	if err != nil || d <= 0 {
+		return 0
+	}
+	return d
+}
+
+// Environment variables that tune the hub's deadlines (docs/spec.md §7.13).
+const (
+	envHubCallTimeout = "APOLLO_HUB_CALL_TIMEOUT" // one call to the hub (default 5s)
+	envHubGiveUp      = "APOLLO_HUB_GIVE_UP"      // the hub unreachable this long stops a run (default 2m)
+	envHubLeaseTTL    = "APOLLO_HUB_LEASE_TTL"    // a dead coordinator's lease lapses after this (default 30s)
+	envLiveness       = "APOLLO_LIVENESS"         // a silent worker's attempt is redelivered after this (default 30s)
+)
