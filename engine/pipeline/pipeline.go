@@ -118,7 +118,7 @@ type Step struct {
 	// step names ({{outputs.STEP}}, ctx.outputs.STEP), as validation found
 	// them.
 	OutputRefs []string
-	Pool        string // the hub's worker pool that runs it (docs/spec.md §8); "": the run's default
+	Pool       string // the hub's worker pool that runs it (docs/spec.md §8); "": the run's default
 
 	// depIdx holds the indexes in Pipeline.Steps of DependsOn, as Load
 	// resolved them.
