@@ -37,6 +37,12 @@
 // position, rather than yielding nil, so even `if os then` fails loudly; rawget(_G, "os") is
 // nil. gopher-lua cannot load bytecode; a chunk starting with "\x1bLua" gets a clear error.
 //
+// Coroutines never have a Go function as their bottom frame, which gopher-lua mishandles
+// (protect.go): coroutine.create(print) would end without switching back to its resumer, and
+// coroutine.create(coroutine.yield), or a body ending in `return coroutine.yield(x)`, crashed
+// the VM on its next resume. coroutine.create and coroutine.wrap give a Go function a Lua
+// function that calls it, and coroutine.yield is such a Lua function.
+//
 // require is apollo's own. It accepts only module names ([A-Za-z0-9_]+ parts joined by dots: no
 // paths, no ".."), and looks in package.loaded, then the state's Go modules, then a/b.lua and
 // a/b/init.lua in each of Options.ModuleDirs (opened through os.Root: no escape by "..", absolute

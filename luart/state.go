@@ -163,7 +163,7 @@ func (s *State) setup() {
 	str := newLibTable(L, libs.str, len(replacedStr))
 	tbl := newLibTable(L, libs.table, 1)
 	math := newLibTable(L, libs.math, 0)
-	co := newLibTable(L, libs.coroutine, 2)
+	co := newLibTable(L, libs.coroutine, 4)
 	s.installBuiltins(L, str, tbl, libs.strFormat)
 	str.RawSetString("__index", str)
 	L.SetMetatable(lua.LString(""), str) // string methods: ("x"):upper()
@@ -177,6 +177,8 @@ func (s *State) setup() {
 	G.RawSetString("xpcall", L.NewFunction(s.xpcall))
 	co.RawSetString("resume", L.NewFunction(s.coResume))
 	co.RawSetString("wrap", L.NewFunction(s.coWrap))
+	co.RawSetString("create", L.NewFunction(s.coCreate))
+	co.RawSetString("yield", luaBottom(L, libs.coYield))
 	unavailable(L, G, libs.globalsIndex)
 	unavailable(L, str, libs.stringIndex)
 
