@@ -1,0 +1,48 @@
+package luaproc
+
+import (
+	"bufio"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// setDataLimit sets the soft RLIMIT_DATA to the data segment the process
+// has now plus extra bytes (no higher than the hard limit). RLIMIT_DATA
+// (Linux 4.7 and later) counts the private writable mappings, which is
+// where the Go heap lives, and not the address space the runtime only
+// reserves, which RLIMIT_AS would (over a GiB before any work). Failure is
+// ignored: the meter still bounds the job.
+func setDataLimit(extra uint64) {
+	data := vmData()
+	if data == 0 {
+		return
+	}
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_DATA, &rl); err != nil {
+		return
+	}
+	rl.Cur = min(data+extra, rl.Max)
+	syscall.Setrlimit(syscall.RLIMIT_DATA, &rl)
+}
+
+// vmData returns the process's data segment (VmData), or 0.
+func vmData() uint64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmData:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package luaproc
+
+// setDataLimit does nothing where RLIMIT_DATA does not bound mmap (macOS):
+// there the heap meter and the Go memory limit bound a job.
+func setDataLimit(extra uint64) {}
