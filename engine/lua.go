@@ -34,9 +34,6 @@ type Lua struct {
 	Bundled fs.FS
 	// Workdir is the workspace; chunk names are relative to it.
 	Workdir string
-	// Binary is the apollo executable started as the workers, with
-	// IsolatedCommand; "" means this one (os.Executable).
-	Binary string
 
 	// worker is set in a worker process: attempts run here, and the
 	// worker's memory meter (luaproc), not the heap watchdog, bounds them.
@@ -90,7 +87,7 @@ func (x *Lua) workers() (*luaproc.Pool, error) {
 	if x.pool != nil {
 		return x.pool, nil
 	}
-	pool, err := newWorkerPool(x.Binary)
+	pool, err := newWorkerPool("") // this executable, started with IsolatedCommand
 	if err != nil {
 		return nil, err
 	}
