@@ -264,6 +264,9 @@ func appendLine(path, line string) {
 // until stdin ends or ctx does (SIGTERM). opts.Bundled are the bundled
 // modules, the same as the runner's when the binary is.
 func RunIsolatedChild(ctx context.Context, stdin io.Reader, stdout io.Writer, opts Options) error {
+	// The mark is for binaries that do not get here; the commands a step
+	// starts (an apollo run of its own) must not inherit it.
+	os.Unsetenv(workerEnv)
 	executors := map[string]*Lua{} // by workdir, so compiled chunks are kept between jobs
 	return luaproc.Serve(ctx, stdin, stdout, func(ctx context.Context, raw []byte, call func([]byte) ([]byte, error)) ([]byte, error) {
 		var job isolatedJob
