@@ -1,0 +1,29 @@
+package eventlog_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"testing"
+
+	"apollo/engine"
+)
+
+// TestMain lets the test binary serve as the Lua workers of the engines the
+// tests make (they start os.Executable with engine.IsolatedCommand), as
+// apollo's main does (TestPowerLoss runs a Lua step).
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == engine.IsolatedCommand {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		err := engine.RunIsolatedChild(ctx, os.Stdin, os.Stdout, engine.Options{})
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
