@@ -5,26 +5,28 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // setDataLimit sets the soft RLIMIT_DATA to the data segment the process
 // has now plus extra bytes (no higher than the hard limit). RLIMIT_DATA
 // (Linux 4.7 and later) counts the private writable mappings, which is
 // where the Go heap lives, and not the address space the runtime only
-// reserves, which RLIMIT_AS would (over a GiB before any work). Failure is
-// ignored: the meter still bounds the job.
+// reserves, which RLIMIT_AS would (over a GiB before any work). The hard
+// limit is left alone, so that a later job may have a larger limit; Lua
+// cannot call setrlimit. Failure is ignored: the meter still bounds the job.
 func setDataLimit(extra uint64) {
 	data := vmData()
 	if data == 0 {
 		return
 	}
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_DATA, &rl); err != nil {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_DATA, &rl); err != nil {
 		return
 	}
 	rl.Cur = min(data+extra, rl.Max)
-	syscall.Setrlimit(syscall.RLIMIT_DATA, &rl)
+	unix.Setrlimit(unix.RLIMIT_DATA, &rl)
 }
 
 // vmData returns the process's data segment (VmData), or 0.
