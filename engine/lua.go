@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -176,7 +177,7 @@ type prepared struct {
 func (x *Lua) prepare(ctx context.Context, a *Attempt, out io.Writer) prepared {
 	var p prepared
 	rt := x.runtime(a.Pipeline)
-	env := &stepEnv{a: a, out: out}
+	env := &stepEnv{a: a, out: out, worker: x.worker}
 	p.st, p.err = rt.NewState(ctx, luart.StateOptions{
 		Print: out, MemoryLimitMB: a.Step.MemoryMB, Modules: stdlib.Modules(env), Unwatched: x.worker})
 	if p.err != nil {
@@ -318,8 +319,9 @@ func absOr(p string) string {
 
 // stepEnv is the standard library's view of one attempt.
 type stepEnv struct {
-	a   *Attempt
-	out io.Writer
+	a      *Attempt
+	out    io.Writer
+	worker bool // the attempt runs in a Lua worker
 }
 
 func (e *stepEnv) TaskID() string      { return e.a.TaskID }
@@ -340,6 +342,16 @@ func (e *stepEnv) ExecEnv() []string {
 		}
 	}
 	return tags
+}
+
+// StartCommand starts a command apollo.exec runs. In a worker, the command
+// does not inherit the worker's RLIMIT_DATA: memory_mb bounds the Lua
+// state, not the programs it runs (as in the runner).
+func (e *stepEnv) StartCommand(cmd *exec.Cmd) error {
+	if e.worker {
+		return luaproc.WithoutDataLimit(cmd.Start)
+	}
+	return cmd.Start()
 }
 
 func (e *stepEnv) Marker(name string) (stdlib.Marker, bool) {

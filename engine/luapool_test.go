@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
@@ -34,10 +35,12 @@ steps:
       for i = 1, 1e10 do t[i] = {i} end
   - id: pooled
     lua: |
-      local r = require("apollo.exec").run({"sh", "-c", "echo $PPID $APOLLO_ATTEMPT"})
+      local exec = require("apollo.exec")
+      local r = exec.run({"sh", "-c", "echo $PPID $APOLLO_ATTEMPT"})
+      local limit = exec.run({"sh", "-c", "ulimit -d"})
       local idem = require("apollo.idem")
       local once = idem.once("pooled-once", function() return {n = 42} end)
-      return {out = r.stdout, task = ctx.task_id, once = once.n}
+      return {out = r.stdout, task = ctx.task_id, once = once.n, limit = limit.stdout}
   - id: here
     isolation: inprocess
     lua: |
@@ -75,8 +78,8 @@ steps:
 
 	self := strconv.Itoa(os.Getpid())
 	var pooled struct {
-		Out, Task string
-		Once      float64
+		Out, Task, Limit string
+		Once             float64
 	}
 	decodeOutput(t, st, "pooled", &pooled)
 	fields := strings.Fields(pooled.Out)
@@ -85,6 +88,10 @@ steps:
 	}
 	if pooled.Task != "t" || pooled.Once != 42 {
 		t.Errorf("pooled step returned %+v, want task t and once 42", pooled)
+	}
+	// memory_mb bounds the Lua state, not the commands it runs.
+	if got, want := strings.TrimSpace(pooled.Limit), ownDataLimit(); got != want {
+		t.Errorf("a pooled step's command has data limit %s, want the runner's %s", got, want)
 	}
 	var here string
 	decodeOutput(t, st, "here", &here)
@@ -153,6 +160,12 @@ func decodeOutput(t *testing.T, st *eventlog.State, id string, v any) {
 	if err := json.Unmarshal(s.Output, v); err != nil {
 		t.Fatalf("%s: output %s: %v", id, s.Output, err)
 	}
+}
+
+// ownDataLimit is this process's soft RLIMIT_DATA as `ulimit -d` prints it.
+func ownDataLimit() string {
+	out, _ := exec.Command("sh", "-c", "ulimit -d").Output()
+	return strings.TrimSpace(string(out))
 }
 
 func heapLive() uint64    { return readUint("/gc/heap/live:bytes") }

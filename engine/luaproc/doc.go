@@ -75,8 +75,8 @@
 // both cases: with the handler's result when the meter stopped the job, and
 // with Died set when the child died out of memory (its standard error says
 // so); any other death is an *ExitError with the child's exit status and
-// the start of its standard error. Commands the child starts inherit its
-// RLIMIT_DATA.
+// the start of its standard error. A command the child starts would inherit
+// its RLIMIT_DATA; WithoutDataLimit lifts it around the start of one.
 //
 // Why this mix, measured with TestMeterModes (LUAPROC_MEASURE=1; limit 256
 // MiB; the engine's Lua bombs, and two jobs near the limit that must

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -47,4 +48,32 @@ func vmData() uint64 {
 		}
 	}
 	return 0
+}
+
+// dataLimitMu serialises WithoutDataLimit.
+var dataLimitMu sync.Mutex
+
+// WithoutDataLimit runs fn with the soft RLIMIT_DATA raised to the hard
+// limit, and sets it back after: for starting a command (a fork inherits
+// the limit) that must not be bound by the job's. While fn runs the job's
+// code waits for it (a Lua state blocks in the call that starts the
+// command), so nothing else grows the process meanwhile; the heap meter
+// keeps watching.
+func WithoutDataLimit(fn func() error) error {
+	dataLimitMu.Lock()
+	defer dataLimitMu.Unlock()
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_DATA, &rl); err != nil || rl.Cur == rl.Max {
+		return fn()
+	}
+	lowered := rl.Cur
+	rl.Cur = rl.Max
+	if err := unix.Setrlimit(unix.RLIMIT_DATA, &rl); err != nil {
+		return fn()
+	}
+	defer func() {
+		rl.Cur = lowered
+		unix.Setrlimit(unix.RLIMIT_DATA, &rl)
+	}()
+	return fn()
 }
