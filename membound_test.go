@@ -50,8 +50,8 @@ var memBombs = []memBomb{
 	{"table.concat", `local p, t = {}, {} for i = 1, 256 do p[i] = string.rep("y", 4096) end for i = 1, 1e9 do t[i] = table.concat(p) .. i end`},
 	// string.format widths: 100 kB per call, kept.
 	{"format", `local t = {} for i = 1, 1e9 do t[i] = string.format("%99999d", i) end`},
-	// gsub expansion: 128 kB from 64 kB per call, kept.
-	{"gsub", `local s, t = string.rep("x", 65536), {} for i = 1, 1e9 do t[i] = (s:gsub("x", "yy")) end`},
+	// gsub expansion: 1 MiB from 64 KiB per call, kept.
+	{"gsub", `local s, t = string.rep("x", 65536), {} for i = 1, 1e9 do t[i] = (s:gsub("x", "yyyyyyyyyyyyyyyy")) end`},
 	// Tables of tables: millions of small objects, the GC's worst case.
 	{"tables", `local t = {} for i = 1, 1e10 do t[i] = {i} end`},
 	// Coroutines holding memory: each suspended with a string and its stack.
