@@ -121,6 +121,10 @@ func testHandler(ctx context.Context, raw []byte, call func([]byte) ([]byte, err
 			keep[len(keep)-1][i] = 1
 		}
 		return []byte("grown"), nil
+	case "hog":
+		// One allocation the meter cannot see coming, over RLIMIT_DATA.
+		keep = append(keep, make([]byte, job.MB<<20))
+		return []byte("survived"), nil
 	case "lua":
 		return luaJob(ctx, job.Lua, job.MB)
 	}
@@ -352,6 +356,21 @@ func TestMemoryLimit(t *testing.T) {
 		return #keep, n`}), Limits{MemoryMB: 64}, noRequests)
 	if err != nil || !strings.HasPrefix(string(out), "40 ") {
 		t.Errorf("work under the limit: %q, %v; want it to finish", out, err)
+	}
+}
+
+// TestDiesOfMemory: a child that dies of RLIMIT_DATA (one allocation past
+// it) fails its job with a *MemoryError that says so, unlike other deaths.
+func TestDiesOfMemory(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("RLIMIT_DATA is set on Linux only")
+	}
+	t.Parallel()
+	p := testPool(t, "", Options{})
+	_, err := p.Run(t.Context(), jobJSON(testJob{Op: "hog", MB: 1024}), Limits{MemoryMB: 64}, noRequests)
+	var me *MemoryError
+	if !errors.As(err, &me) || !me.Died || err.Error() != "memory limit exceeded (memory_mb 64)" {
+		t.Fatalf("error = %#v, want a *MemoryError with Died", err)
 	}
 }
 
