@@ -94,7 +94,7 @@ type Isolated struct {
 
 // Run starts a worker, runs the attempt in it and ends it.
 func (x *Isolated) Run(ctx context.Context, a *Attempt) Result {
-	pool, err := newWorkerPool(x.Binary)
+	pool, err := newWorkerPool(x.Binary, -1)
 	if err != nil {
 		if serr := a.Started(0); serr != nil {
 			return Result{Err: serr, ExitCode: -1, NotStarted: true}
@@ -106,10 +106,10 @@ func (x *Isolated) Run(ctx context.Context, a *Attempt) Result {
 }
 
 // newWorkerPool returns a pool of Lua workers running binary ("" for this
-// executable). Its children inherit the runner's environment and working
-// directory, and end when idle for a while or when the runner's end closes
-// their stdin.
-func newWorkerPool(binary string) (*luaproc.Pool, error) {
+// executable), keeping maxIdle of them (see luaproc.Options). Its children
+// inherit the runner's environment and working directory, and end when idle
+// for a while or when the runner's end closes their stdin.
+func newWorkerPool(binary string, maxIdle int) (*luaproc.Pool, error) {
 	if os.Getenv(workerEnv) != "" {
 		// A binary started as a worker that runs pipelines instead: a test
 		// binary without the dispatch in its TestMain. Starting more would
@@ -124,7 +124,7 @@ func newWorkerPool(binary string) (*luaproc.Pool, error) {
 		binary = exe
 	}
 	return luaproc.New(luaproc.Options{Path: binary, Args: []string{IsolatedCommand},
-		Env: append(os.Environ(), workerEnv+"=1")}), nil
+		Env: append(os.Environ(), workerEnv+"=1"), MaxIdle: maxIdle}), nil
 }
 
 // workerEnv marks the environment of a Lua worker.

@@ -88,7 +88,7 @@ func (x *Lua) workers() (*luaproc.Pool, error) {
 	if x.pool != nil {
 		return x.pool, nil
 	}
-	pool, err := newWorkerPool("") // this executable, started with IsolatedCommand
+	pool, err := newWorkerPool("", 0) // this executable; as many idle as were busy
 	if err != nil {
 		return nil, err
 	}

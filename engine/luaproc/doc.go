@@ -39,7 +39,8 @@
 //
 // The pool starts children on demand and keeps those that finish a job
 // idle, as many as were ever busy at once (so no more than the caller's
-// parallelism), each for IdleTimeout; a child is started in the background
+// parallelism; Options.MaxIdle < 0 keeps none, for a fresh child per job),
+// each for IdleTimeout; a child is started in the background
 // to replace one that died, was stopped, went over its limit or retired, so
 // the next job finds one ready. A child retires after a job that left the Go
 // runtime holding more than 64 MiB beyond what it started with: its heap is

@@ -27,7 +27,9 @@ type Options struct {
 	// Dir is the children's working directory; "" means the parent's.
 	Dir string
 	// MaxIdle is the most idle children the pool keeps. 0 means as many as
-	// were ever busy at once, which the caller's own parallelism bounds.
+	// were ever busy at once, which the caller's own parallelism bounds; a
+	// negative value keeps none and starts none ahead: every job gets a
+	// fresh child, which exits after it.
 	MaxIdle int
 	// IdleTimeout ends a child left idle that long (default 2 s).
 	IdleTimeout time.Duration
@@ -293,7 +295,10 @@ func (p *Pool) put(c *child) {
 
 // maxIdle is the most idle children kept; p.mu must be held.
 func (p *Pool) maxIdle() int {
-	if p.opts.MaxIdle > 0 {
+	switch {
+	case p.opts.MaxIdle < 0:
+		return 0
+	case p.opts.MaxIdle > 0:
 		return p.opts.MaxIdle
 	}
 	return max(p.most, 1)

@@ -397,6 +397,32 @@ func TestRetire(t *testing.T) {
 	}
 }
 
+// TestFreshChildren: with MaxIdle < 0 every job gets a fresh child, and
+// none is started ahead.
+func TestFreshChildren(t *testing.T) {
+	t.Parallel()
+	p := testPool(t, "", Options{MaxIdle: -1})
+	var pids []string
+	for range 2 {
+		out, err := p.Run(t.Context(), jobJSON(testJob{Op: "pid"}), Limits{}, noRequests)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, string(out))
+	}
+	if _, err := p.Run(t.Context(), jobJSON(testJob{Op: "exit", Code: 1}), Limits{}, noRequests); err == nil {
+		t.Fatal("a child that exits mid-job: no error")
+	}
+	time.Sleep(100 * time.Millisecond) // a spare would be starting now
+	if pids[0] == pids[1] || p.Started() != 3 {
+		t.Errorf("pids %v, %d children started; want a fresh child for each of 3 jobs and no spare", pids, p.Started())
+	}
+	pid, _ := strconv.Atoi(pids[1])
+	if !gone(pid, 3*time.Second) {
+		t.Errorf("the child %d outlived its job", pid)
+	}
+}
+
 // TestIdleTimeout: an idle child ends after the idle timeout.
 func TestIdleTimeout(t *testing.T) {
 	t.Parallel()
