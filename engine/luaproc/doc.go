@@ -75,7 +75,9 @@
 // Run returns a *MemoryError, "memory limit exceeded (memory_mb N)", in
 // both cases: with the handler's result when the meter stopped the job, and
 // with Died set when the child died out of memory (its standard error says
-// so); any other death is an *ExitError with the child's exit status and
+// so, or shows the runtime faulting at address 0 outside any goroutine,
+// which is how it dies when one of its own allocations it does not check
+// is refused); any other death is an *ExitError with the child's exit status and
 // the start of its standard error. A command the child starts would inherit
 // its RLIMIT_DATA; WithoutDataLimit lifts it around the start of one.
 //

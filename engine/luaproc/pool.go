@@ -234,11 +234,22 @@ func (c *child) exitError() *ExitError {
 }
 
 // diedOfMemory reports whether an exited child died out of memory: the Go
-// runtime's fatal errors when the kernel refuses it memory (RLIMIT_DATA).
+// runtime's fatal errors when the kernel refuses it memory (RLIMIT_DATA),
+// or the race detector's. Some of the runtime's own allocations are not
+// checked (Go 1.26's collector uses the nil a refused span queue gets, in
+// runtime.(*spanQueue).tryDrain): the child then dies of a SIGSEGV at
+// address 0 on a system stack ("goroutine 0"), outside any goroutine of
+// the program, which only the refused memory explains.
 func (c *child) diedOfMemory() bool {
 	<-c.exited
 	s := c.stderr.String()
-	return strings.Contains(s, "out of memory") || strings.Contains(s, "cannot allocate memory")
+	for _, msg := range []string{"out of memory", "cannot allocate memory", "failed to allocate"} {
+		if strings.Contains(s, msg) {
+			return true
+		}
+	}
+	return strings.Contains(s, "SIGSEGV: segmentation violation") && strings.Contains(s, " addr=0x0;") &&
+		strings.Contains(s, "goroutine 0 ")
 }
 
 // send writes a frame to the child.

@@ -441,7 +441,7 @@ func TestIdleTimeout(t *testing.T) {
 // idle children as were busy at once.
 func TestParallel(t *testing.T) {
 	t.Parallel()
-	p := testPool(t, "", Options{})
+	p := testPool(t, "", Options{IdleTimeout: time.Minute})
 	const n = 4
 	var wg sync.WaitGroup
 	pids := make([]string, n)
