@@ -235,7 +235,9 @@ func (c *child) exitError() *ExitError {
 
 // diedOfMemory reports whether an exited child died out of memory: the Go
 // runtime's fatal errors when the kernel refuses it memory (RLIMIT_DATA),
-// or the race detector's. Some of the runtime's own allocations are not
+// the race detector's, or a thread that could not be made (a thread's stack
+// is data too: in a cgo binary, pthread_create fails with EAGAIN and
+// runtime/cgo aborts). Some of the runtime's own allocations are not
 // checked (Go 1.26's collector uses the nil a refused span queue gets, in
 // runtime.(*spanQueue).tryDrain): the child then dies of a SIGSEGV at
 // address 0 on a system stack ("goroutine 0"), outside any goroutine of
@@ -243,7 +245,8 @@ func (c *child) exitError() *ExitError {
 func (c *child) diedOfMemory() bool {
 	<-c.exited
 	s := c.stderr.String()
-	for _, msg := range []string{"out of memory", "cannot allocate memory", "failed to allocate"} {
+	for _, msg := range []string{"out of memory", "cannot allocate memory", "failed to allocate",
+		"pthread_create failed", "failed to create new OS thread"} {
 		if strings.Contains(s, msg) {
 			return true
 		}
