@@ -242,7 +242,7 @@ func (r *run) luaExecutor(s *pipeline.Step) (executor.Executor, error) {
 		if err != nil {
 			return nil, fmt.Errorf("isolation: process: find the apollo binary: %w", err)
 		}
-		return &executor.Isolated{Binary: bin, LogPath: r.logPath}, nil
+		return &executor.Isolated{Binary: bin}, nil
 	}
 	ex, ok := r.e.opts.Executors["lua"]
 	if !ok {

@@ -167,18 +167,25 @@ func BenchmarkChain(b *testing.B) {
 }
 
 // BenchmarkLuaStep runs a chain of no-op Lua steps end to end (each with
-// its durable STEP_START) and, in the same iteration, the baselines it is
-// judged against, per step:
+// its durable STEP_START), in the worker processes Lua steps run in by
+// default, and, in the same iteration, the baselines it is judged against,
+// per step:
+//   - inprocess-µs/step: the same chain with isolation: inprocess, every
+//     state in the runner (the design before the workers); pool-ratio is
+//     µs/step over it, what the workers cost;
 //   - bare-state-µs: create and close a gopher-lua state with its default
 //     libraries (lua.NewState), the least a fresh state per step costs;
 //     ratio is µs/step over it;
 //   - fsync-µs: one O_APPEND write and fdatasync of a log line in the same
 //     folder, the floor of a durable STEP_START; fsync-ratio is µs/step over
 //     it;
-//   - lua-µs: the Lua executor alone (fresh sandboxed state, run, encoded
-//     result) on the same steps, without the engine or the log; lua-ratio
-//     is lua-µs over bare-state-µs.
+//   - lua-µs: the Lua executor alone (a job to a worker: fresh sandboxed
+//     state, run, encoded result) on the same steps, without the engine or
+//     the log, and inprocess-lua-µs the same in the runner; lua-ratio is
+//     lua-µs over bare-state-µs, lua-pool-ratio lua-µs over
+//     inprocess-lua-µs.
 //
+// Each engine run starts its own workers, as each apollo invocation does.
 // The no-fsync case runs the engine on a file system whose fsyncs do
 // nothing: what a step costs beyond its fsyncs (not durable).
 func BenchmarkLuaStep(b *testing.B) {
@@ -193,7 +200,15 @@ func BenchmarkLuaStep(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			dir, path := writePipeline(b, pipelineYAML(steps, "chain", c.durability, 1, bodyNoop))
+			inPath := filepath.Join(dir, "inprocess.yaml")
+			if err := os.WriteFile(inPath, []byte(pipelineYAML(steps, "chain", c.durability, 1, bodyNoop+"\n    isolation: inprocess")), 0o644); err != nil {
+				b.Fatal(err)
+			}
 			p, err := pipeline.Load(path, pipeline.LoadOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			inP, err := pipeline.Load(inPath, pipeline.LoadOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -203,9 +218,23 @@ func BenchmarkLuaStep(b *testing.B) {
 			}
 			defer raw.Close()
 			line := []byte(`{"seq":2,"ts":"2026-01-02T03:04:05.678Z","task_id":"bench","event_type":"STEP_START","step_id":"s1","status":"RUNNING","retry_count":0,"input_digest":"sha256:0000000000000000000000000000000000000000000000000000000000000000"}` + "\n")
-			var engine, bare, fsync, luaOnly time.Duration
+			luaOnly := func(p *pipeline.Pipeline) time.Duration {
+				x := &executor.Lua{Workdir: dir}
+				began := time.Now()
+				for _, s := range p.Steps {
+					a := &executor.Attempt{TaskID: "bench", StepID: s.ID, Step: s, Pipeline: p, Dir: dir,
+						OutputPath: filepath.Join(dir, "out-"+s.ID+".log"), Started: func(int) error { return nil },
+						Vars: map[string]string{"step_id": s.ID}, ArtifactsDir: dir, StateDir: dir}
+					if res := x.Run(b.Context(), a); res.Err != nil {
+						b.Fatalf("step %s: %v", s.ID, res.Err)
+					}
+				}
+				return time.Since(began)
+			}
+			var engine, inproc, bare, fsync, luaPool, luaIn time.Duration
 			for i := 0; b.Loop(); i++ {
-				engine += benchRun(b, dir, path, i, c.fsys, false)
+				engine += benchRun(b, dir, path, 2*i, c.fsys, false)
+				inproc += benchRun(b, dir, inPath, 2*i+1, c.fsys, false)
 
 				began := time.Now()
 				for range steps {
@@ -225,26 +254,21 @@ func BenchmarkLuaStep(b *testing.B) {
 				}
 				fsync += time.Since(began)
 
-				x := &executor.Lua{Workdir: dir}
-				began = time.Now()
-				for _, s := range p.Steps {
-					a := &executor.Attempt{TaskID: "bench", StepID: s.ID, Step: s, Pipeline: p, Dir: dir,
-						OutputPath: filepath.Join(dir, "out-"+s.ID+".log"), Started: func(int) error { return nil },
-						Vars: map[string]string{"step_id": s.ID}, ArtifactsDir: dir, StateDir: dir}
-					if res := x.Run(b.Context(), a); res.Err != nil {
-						b.Fatalf("step %s: %v", s.ID, res.Err)
-					}
-				}
-				luaOnly += time.Since(began)
+				luaPool += luaOnly(p)
+				luaIn += luaOnly(inP)
 			}
 			perStep := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 / float64(b.N*steps) }
 			b.ReportMetric(perStep(engine), "µs/step")
+			b.ReportMetric(perStep(inproc), "inprocess-µs/step")
+			b.ReportMetric(float64(engine)/float64(inproc), "pool-ratio")
 			b.ReportMetric(perStep(bare), "bare-state-µs")
 			b.ReportMetric(float64(engine)/float64(bare), "ratio")
 			b.ReportMetric(perStep(fsync), "fsync-µs")
 			b.ReportMetric(float64(engine)/float64(fsync), "fsync-ratio")
-			b.ReportMetric(perStep(luaOnly), "lua-µs")
-			b.ReportMetric(float64(luaOnly)/float64(bare), "lua-ratio")
+			b.ReportMetric(perStep(luaPool), "lua-µs")
+			b.ReportMetric(perStep(luaIn), "inprocess-lua-µs")
+			b.ReportMetric(float64(luaPool)/float64(bare), "lua-ratio")
+			b.ReportMetric(float64(luaPool)/float64(luaIn), "lua-pool-ratio")
 		})
 	}
 }

@@ -11,15 +11,16 @@
 //
 //	engine     → clock, executor, markers, pipeline, remote, statedir, template, textfmt, usage; eventlog, luart, stdlib
 //	history    → pipeline, statedir, textfmt, usage; eventlog
-//	worker     → executor, remote; eventlog, stdlib
+//	worker     → executor, remote; stdlib
 //	hub        → remote
 //	hubtest    → hub, remote; eventlog
 //	remote     → pipeline
 //	completion → pipeline, usage
-//	executor   → markers, pipeline, textfmt; eventlog, luart, stdlib
+//	executor   → luaproc, pipeline, textfmt; luart, stdlib
 //	markers    → eventlog, stdlib
 //	pipeline   → statedir, template, usage; luart, stdlib
 //	statedir   → eventlog
+//	luaproc    → (nothing of apollo)
 //	template   → (nothing of apollo)
 //	clock      → (nothing of apollo)
 //	textfmt    → (nothing of apollo)
@@ -28,7 +29,8 @@
 // What each holds: engine the scheduler and everything of one run (plan,
 // digests, snapshots, progress, summary); history the read-only views
 // (inspect, list, logs, graph) and gc; completion shell completion scripts;
-// executor the shell and Lua executors behind one seam; markers a task's
+// executor the shell and Lua executors behind one seam; luaproc the pool of
+// Lua worker processes, each job under a hard memory limit; markers a task's
 // idempotency markers; remote the names, messages and deadline-bounded
 // client that a coordinator and its workers share through the hub; worker
 // apollo worker; hub an embedded hub node; hubtest hub clusters for tests;

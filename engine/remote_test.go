@@ -58,14 +58,6 @@ var sharedHub struct {
 	err  error
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if sharedHub.cl != nil {
-		sharedHub.cl.StopAll()
-	}
-	os.Exit(code)
-}
-
 // newHubEnv gives a scenario a cluster of nodes (3: the shared one, with
 // every node running) and a workspace; its task id is unique, since the
 // hub outlives the scenario.

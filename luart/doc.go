@@ -37,6 +37,12 @@
 // position, rather than yielding nil, so even `if os then` fails loudly; rawget(_G, "os") is
 // nil. gopher-lua cannot load bytecode; a chunk starting with "\x1bLua" gets a clear error.
 //
+// Coroutines never have a Go function as their bottom frame, which gopher-lua mishandles
+// (protect.go): coroutine.create(print) would end without switching back to its resumer, and
+// coroutine.create(coroutine.yield), or a body ending in `return coroutine.yield(x)`, crashed
+// the VM on its next resume. coroutine.create and coroutine.wrap give a Go function a Lua
+// function that calls it, and coroutine.yield is such a Lua function.
+//
 // require is apollo's own. It accepts only module names ([A-Za-z0-9_]+ parts joined by dots: no
 // paths, no ".."), and looks in package.loaded, then the state's Go modules, then a/b.lua and
 // a/b/init.lua in each of Options.ModuleDirs (opened through os.Root: no escape by "..", absolute
@@ -82,14 +88,16 @@
 //     heap grow by its limit. This stops `..`-doubling and table-growth bombs with ErrMemory
 //     while the process and the other states carry on. Attribution is per process, so it is a
 //     heuristic: a state started while another was running away may be the one stopped, and a
-//     lone state can use the whole budget of the idle ones. The watchdog never sets
-//     debug.SetMemoryLimit; the engine decides that.
+//     lone state can use the whole budget of the idle ones, and a heap of millions of small
+//     tables makes each confirming GC take seconds. The watchdog never sets
+//     debug.SetMemoryLimit; the engine decides that. A state made with
+//     StateOptions.Unwatched is left out: its process bounds its memory itself.
 //
 // Not bounded in-process: one allocation larger than the free memory (a `..` of two huge
 // strings, a coroutine-per-item explosion between two polls) can still end the process with a
-// fatal out-of-memory error, and Go helpers that ignore L.Context() cannot be interrupted. For
-// scripts whose cost cannot be trusted, the engine runs the state in a child process with hard
-// limits (isolation: process). The value stack is capped at 1M slots (RegistryMaxSize), the
+// fatal out-of-memory error, and Go helpers that ignore L.Context() cannot be interrupted.
+// That is why the engine runs step bodies in child processes, one state at a time, each under
+// a hard limit of its own (engine/luaproc), and in the runner only when a step asks for it. The value stack is capped at 1M slots (RegistryMaxSize), the
 // call depth at 256 frames (deeper recursion fails with "chunk:line: stack overflow (more than
 // 256 nested calls)") and coroutine nesting at MaxCoroutineDepth, 200 (a coroutine resuming
 // one that resumes one ...; deeper fails with "chunk:line: coroutine nesting deeper than 200"),

@@ -31,12 +31,16 @@ type stdLibs struct {
 	str       []libEntry // string, without dump and the functions builtins.go replaces
 	table     []libEntry // table, without concat
 	math      []libEntry
-	coroutine []libEntry // coroutine, without resume and wrap
+	coroutine []libEntry // coroutine, without create, resume, wrap and yield
 	// strFormat is gopher-lua's string.format, which the sandbox's wraps.
 	strFormat lua.LGFunction
-	// coResume and coWrap are gopher-lua's coroutine.resume and wrap, which the sandbox's
-	// call after checking the nesting depth (protect.go).
-	coResume, coWrap lua.LGFunction
+	// coCreate, coResume and coWrap are gopher-lua's coroutine.create, resume and wrap, which
+	// the sandbox's call after checking the nesting depth or giving a Go function a Lua
+	// bottom frame (protect.go).
+	coCreate, coResume, coWrap lua.LGFunction
+	// coYield is gopher-lua's coroutine.yield; the sandbox's is a Lua function calling it
+	// (protect.go). pack and unpack serve that Lua function.
+	coYield, pack, unpack *lua.LFunction
 	// The __index functions of _G, string and package (see unavailable).
 	globalsIndex, stringIndex, packageIndex *lua.LFunction
 }
@@ -91,10 +95,14 @@ func loadLibs() *stdLibs {
 		str:       entries(str, "string.", replacedStr),
 		table:     entries(libTable(lua.TabLibName), "table.", []string{"concat"}),
 		math:      entries(libTable(lua.MathLibName), "math.", nil),
-		coroutine: entries(co, "coroutine.", []string{"resume", "wrap"}),
+		coroutine: entries(co, "coroutine.", []string{"create", "resume", "wrap", "yield"}),
 		strFormat: goFunction(str, "format"),
+		coCreate:  goFunction(co, "create"),
 		coResume:  goFunction(co, "resume"),
 		coWrap:    goFunction(co, "wrap"),
+		coYield:   L.NewFunction(goFunction(co, "yield")),
+		pack:      L.NewFunction(packResults),
+		unpack:    L.NewFunction(goFunction(L.G.Global, "unpack")),
 
 		globalsIndex: L.NewFunction(notAvailable("", unavailableGlobals)),
 		stringIndex:  L.NewFunction(notAvailable("string.", unavailableString)),

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -305,6 +306,9 @@ func (s *State) coResume(L *lua.LState) int {
 // coWrap is coroutine.wrap returning a function that checks the nesting before it resumes.
 func (s *State) coWrap(L *lua.LState) int {
 	libs := sharedLibs()
+	if fn := L.CheckFunction(1); fn.IsG {
+		L.Replace(1, luaBottom(L, fn))
+	}
 	libs.coWrap(L)
 	inner, _ := L.Get(-1).(*lua.LFunction)
 	var th *lua.LState
@@ -324,4 +328,67 @@ func (s *State) wrapped(L *lua.LState) int {
 	checkNesting(L, th)
 	L.Insert(th, 1)
 	return sharedLibs().coResume(L)
+}
+
+// Coroutines whose bottom frame is a Go function.
+//
+// gopher-lua switches back from a coroutine to its resumer only when a Lua function returns or
+// yields at the bottom of the coroutine's stack. A coroutine created from a Go function
+// (coroutine.create(print)) ends without switching back: resume returns nothing, the thread
+// stays the "current" one (the next resume says "can not resume a running thread"), and
+// coroutine.create(coroutine.yield) crashes the VM with a nil dereference on its second
+// resume. A Lua body that tail-calls yield (`return coroutine.yield(x)`) makes yield the bottom
+// frame and crashes the same way. So the sandbox never lets a Go function become a
+// coroutine's bottom frame: coroutine.create and coroutine.wrap give a Go function a Lua
+// function that calls it, and coroutine.yield is itself such a Lua function, so a tail call
+// of it replaces the body with a Lua frame. The calls are not tail calls, and keep every
+// result (nil ones too).
+
+// bottomSource is the Lua function standing in for a Go function f: the chunk's varargs are
+// its arguments. It reads f, pack and unpack from its own environment, a private table.
+const bottomSource = "local r = pack(f(...))\nreturn unpack(r, 1, r.n)"
+
+// bottomChunk names it in error positions (`coroutine.create(error)` resumed with "x" says
+// "[Go function]:1: x").
+const bottomChunk = "[Go function]"
+
+var bottomProto = sync.OnceValue(func() *lua.FunctionProto {
+	proto, err := compile(bottomChunk, bottomSource)
+	if err != nil {
+		panic("luart: " + err.Error())
+	}
+	return proto
+})
+
+// luaBottom returns a Lua function calling the Go function fn with its arguments and
+// returning all its results.
+func luaBottom(L *lua.LState, fn *lua.LFunction) *lua.LFunction {
+	libs := sharedLibs()
+	env := L.CreateTable(0, 3)
+	env.RawSetString("f", fn)
+	env.RawSetString("pack", libs.pack)
+	env.RawSetString("unpack", libs.unpack)
+	wrapper := L.NewFunctionFromProto(bottomProto())
+	wrapper.Env = env
+	return wrapper
+}
+
+// packResults returns its arguments in a table, with their count as n (Lua 5.2's table.pack).
+func packResults(L *lua.LState) int {
+	n := L.GetTop()
+	t := L.CreateTable(n, 1)
+	for i := 1; i <= n; i++ {
+		t.RawSetInt(i, L.Get(i))
+	}
+	t.RawSetString("n", lua.LNumber(n))
+	L.Push(t)
+	return 1
+}
+
+// coCreate is coroutine.create, with a Lua bottom frame for a Go function.
+func (s *State) coCreate(L *lua.LState) int {
+	if fn := L.CheckFunction(1); fn.IsG {
+		L.Replace(1, luaBottom(L, fn))
+	}
+	return sharedLibs().coCreate(L)
 }

@@ -88,6 +88,10 @@ type StateOptions struct {
 	// Modules are Go modules require finds first, by name ("apollo.idem"). A loader is called
 	// with the module name and returns the module value, as a package.preload loader does.
 	Modules map[string]lua.LGFunction
+	// Unwatched keeps the state out of the heap watchdog, for a process that bounds its
+	// memory itself (a child of engine/luaproc, which runs one state at a time under a limit
+	// of its own). The builtins still check their results against MemoryLimitMB.
+	Unwatched bool
 }
 
 // State is one fresh sandboxed Lua state. It is not safe for concurrent use, and must be
@@ -108,6 +112,7 @@ type State struct {
 	overflow lua.LString    // the last call-stack overflow under quiet
 	traced   *lua.LFunction // the trampoline of Call, made by the first Call
 	closed   bool
+	watched  bool // registered with the heap watchdog
 
 	// Kept by the heap watchdog.
 	seq       uint64
@@ -147,7 +152,10 @@ func (rt *Runtime) NewState(ctx context.Context, opts StateOptions) (*State, err
 	s.ls = lua.NewState(luaOptions)
 	s.setup()
 	s.ls.SetContext(s.ctx)
-	heapWatch.add(s)
+	if !opts.Unwatched {
+		s.watched = true
+		heapWatch.add(s)
+	}
 	return s, nil
 }
 
@@ -163,7 +171,7 @@ func (s *State) setup() {
 	str := newLibTable(L, libs.str, len(replacedStr))
 	tbl := newLibTable(L, libs.table, 1)
 	math := newLibTable(L, libs.math, 0)
-	co := newLibTable(L, libs.coroutine, 2)
+	co := newLibTable(L, libs.coroutine, 4)
 	s.installBuiltins(L, str, tbl, libs.strFormat)
 	str.RawSetString("__index", str)
 	L.SetMetatable(lua.LString(""), str) // string methods: ("x"):upper()
@@ -177,6 +185,8 @@ func (s *State) setup() {
 	G.RawSetString("xpcall", L.NewFunction(s.xpcall))
 	co.RawSetString("resume", L.NewFunction(s.coResume))
 	co.RawSetString("wrap", L.NewFunction(s.coWrap))
+	co.RawSetString("create", L.NewFunction(s.coCreate))
+	co.RawSetString("yield", luaBottom(L, libs.coYield))
 	unavailable(L, G, libs.globalsIndex)
 	unavailable(L, str, libs.stringIndex)
 
@@ -223,7 +233,9 @@ func (s *State) Close() {
 	}
 	s.closed = true
 	s.cancel(nil)
-	heapWatch.remove(s)
+	if s.watched {
+		heapWatch.remove(s)
+	}
 	s.ls.Close()
 }
 

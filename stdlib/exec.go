@@ -40,6 +40,8 @@ type Command struct {
 	Env     []string      // added to the process's environment ("K=V")
 	Stdin   string        // fed to standard input
 	Timeout time.Duration // 0: none (the context still applies)
+	// Start starts the command (cmd.Start when nil); see CommandStarter.
+	Start func(cmd *exec.Cmd) error
 }
 
 // CommandResult is how a command ended.
@@ -80,7 +82,11 @@ func RunCommand(ctx context.Context, c Command) (CommandResult, error) {
 	cmd.Env = append(append(os.Environ(), c.Env...), tag)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = p.inR, p.outW, p.errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	startErr := cmd.Start()
+	start := cmd.Start
+	if c.Start != nil {
+		start = func() error { return c.Start(cmd) }
+	}
+	startErr := start()
 	p.closeChildEnds()
 	if startErr != nil {
 		p.closeOwnEnds()
@@ -325,6 +331,9 @@ func (lib *library) execRun(L *lua.LState) int {
 	}
 	opts := optTable(L, fn, 2, "options")
 	checkOptions(L, fn, opts, "timeout", "env", "dir", "stdin")
+	if s, ok := lib.env.(CommandStarter); ok {
+		c.Start = s.StartCommand
+	}
 	c.Timeout = optSeconds(L, fn, opts, "timeout", 0)
 	if in, ok := optStringField(L, fn, opts, "stdin"); ok {
 		c.Stdin = in

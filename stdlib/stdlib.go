@@ -3,6 +3,7 @@ package stdlib
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -25,6 +26,14 @@ type Clock interface {
 // end the ones an attempt left running.
 type ExecEnver interface {
 	ExecEnv() []string
+}
+
+// CommandStarter is an optional interface of an Env: exec.run starts its
+// commands with StartCommand instead of cmd.Start. The engine's Lua workers
+// start them without the memory limit the worker runs the step under, which
+// a command would otherwise inherit.
+type CommandStarter interface {
+	StartCommand(cmd *exec.Cmd) error
 }
 
 // Modules returns the loaders of the standard library for one step, keyed by module name:

@@ -1,30 +1,48 @@
 package executor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"os/exec"
-	"runtime/debug"
-	"syscall"
+	"os"
+	"strings"
 
-	"apollo/engine/markers"
+	"apollo/engine/luaproc"
 	"apollo/engine/pipeline"
 	"apollo/engine/textfmt"
-	"apollo/eventlog"
+	"apollo/stdlib"
 )
 
-// IsolatedCommand is the hidden subcommand that runs one Lua attempt in a
-// child apollo process (isolation: process).
+// Lua attempts in worker processes.
+//
+// Every Lua attempt (but isolation: inprocess ones) runs in a child apollo
+// process, `apollo __lua-attempt`, which serves attempts one at a time over
+// its stdin and stdout through package luaproc, each under the step's
+// memory_mb as a hard limit. The runner keeps a pool of them per Lua
+// executor (Lua.workers): pre-started, reused while they stay small, and
+// replaced when one dies, is stopped or goes over its limit. isolation:
+// process gets a fresh worker for the attempt alone (Isolated).
+//
+// The runner stays the log's only writer: a worker asks it for markers and
+// to record them (markerRequest), and waits for the answer, so an
+// idem.once marker is durable before the code it guards runs. The STEP_START
+// is durable before the job is sent. A worker writes the attempt's output
+// file itself (print, apollo.log); when the runner stops or loses a worker,
+// it adds the error line.
+
+// IsolatedCommand is the hidden subcommand a Lua worker runs: apollo
+// __lua-attempt serves Lua attempts on its stdin and stdout until its stdin
+// ends (RunIsolatedChild).
 const IsolatedCommand = "__lua-attempt"
 
-// isolatedJob is what the parent sends the child on stdin.
+// isolatedJob is one Lua attempt as the runner sends it to a worker. Paths
+// are absolute: the worker's working directory is the runner's, but the
+// job must not depend on it.
 type isolatedJob struct {
-	Pipeline     *pipeline.Pipeline         `json:"pipeline"`
+	Pipeline     *pipeline.Pipeline         `json:"pipeline"` // Path, Dir, Modules and the one step
 	StepID       string                     `json:"step_id"`
 	TaskID       string                     `json:"task_id"`
 	RetryCount   int                        `json:"retry_count"`
@@ -36,16 +54,20 @@ type isolatedJob struct {
 	ArtifactsDir string                     `json:"artifacts_dir"`
 	StateDir     string                     `json:"state_dir"`
 	Dir          string                     `json:"dir"`
+	Workdir      string                     `json:"workdir"` // the Lua executor's, for chunk names
 	OutputPath   string                     `json:"output_path"`
 	OutputLimit  int64                      `json:"output_limit,omitempty"`
-	LogPath      string                     `json:"log_path"`
-	MemoryMB     int                        `json:"memory_mb"`
-	Failed       []FailedStep               `json:"failed,omitempty"`
-	Secrets      map[string]string          `json:"secrets,omitempty"`
-	MaskValues   []string                   `json:"mask,omitempty"`
+	// Env holds the attempt's APOLLO_* variables, which apollo.exec gives
+	// the commands it starts (the tags crash recovery finds them by).
+	Env []string `json:"env,omitempty"`
+	// Failed, Secrets and MaskValues are the Attempt's Failed, Secrets and
+	// Mask (its values): secrets travel on the pipe, never on disk.
+	Failed     []FailedStep      `json:"failed,omitempty"`
+	Secrets    map[string]string `json:"secrets,omitempty"`
+	MaskValues []string          `json:"mask,omitempty"`
 }
 
-// isolatedResult is what the child answers on stdout.
+// isolatedResult is what the worker answers.
 type isolatedResult struct {
 	Err          string          `json:"error,omitempty"`
 	OutputDigest string          `json:"output_digest"`
@@ -54,118 +76,230 @@ type isolatedResult struct {
 	Note         string          `json:"note,omitempty"`
 }
 
-// Isolated runs a Lua attempt in a child apollo process with a hard memory
-// limit (on Linux, see limitData) and a hard kill: for scripts whose cost
-// cannot be bounded inside the runner. The child appends its MARKER records to the log
-// itself, under the log's flock, as apollo script does.
+// markerRequest is a worker's request for a marker ("get") or to record
+// one ("record"); markerAnswer the runner's answer to a get.
+type markerRequest struct {
+	Op     string         `json:"op"`
+	Name   string         `json:"name,omitempty"`
+	Marker *stdlib.Marker `json:"marker,omitempty"`
+}
+
+type markerAnswer struct {
+	Found  bool          `json:"found"`
+	Marker stdlib.Marker `json:"marker"`
+}
+
+// Isolated runs each Lua attempt in a fresh worker process of its own,
+// started for it and ended after it (isolation: process): no earlier
+// attempt's process, even a small one, is reused.
 type Isolated struct {
 	// Binary is the apollo executable to start.
 	Binary string
-	// LogPath is the task's log, for the child's markers.
-	LogPath string
 }
 
-// Run starts the child, sends it the attempt and waits for its answer.
+// Run starts a worker, runs the attempt in it and ends it.
 func (x *Isolated) Run(ctx context.Context, a *Attempt) Result {
+	pool, err := newWorkerPool(x.Binary, -1)
+	if err != nil {
+		if serr := a.Started(0); serr != nil {
+			return Result{Err: serr, ExitCode: -1, NotStarted: true}
+		}
+		return Result{Err: err, ExitCode: -1}
+	}
+	defer pool.Close()
+	return runInWorker(ctx, pool, a, a.Dir)
+}
+
+// newWorkerPool returns a pool of Lua workers running binary ("" for this
+// executable), keeping maxIdle of them (see luaproc.Options). Its children
+// inherit the runner's environment and working directory, and end when idle
+// for a while or when the runner's end closes their stdin.
+func newWorkerPool(binary string, maxIdle int) (*luaproc.Pool, error) {
+	if os.Getenv(workerEnv) != "" {
+		// A binary started as a worker that runs pipelines instead: a test
+		// binary without the dispatch in its TestMain. Starting more would
+		// start it again and again.
+		return nil, fmt.Errorf("this process was started as a Lua worker (%s) but runs a pipeline: its main must dispatch %s to RunIsolatedChild", workerEnv, IsolatedCommand)
+	}
+	if binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find the apollo binary for the Lua workers: %w", err)
+		}
+		binary = exe
+	}
+	return luaproc.New(luaproc.Options{Path: binary, Args: []string{IsolatedCommand},
+		Env: append(os.Environ(), workerEnv+"=1"), MaxIdle: maxIdle}), nil
+}
+
+// workerEnv marks the environment of a Lua worker.
+const workerEnv = "APOLLO_LUA_WORKER"
+
+// runInWorker runs a Lua attempt in a worker of pool; workdir is the Lua
+// executor's, which chunk names are relative to.
+func runInWorker(ctx context.Context, pool *luaproc.Pool, a *Attempt, workdir string) Result {
 	if err := a.Started(0); err != nil {
 		return Result{Err: err, ExitCode: -1, NotStarted: true}
 	}
-	mem := a.Step.MemoryMB
-	if mem <= 0 {
-		mem = 256
-	}
-	job := isolatedJob{Pipeline: a.Pipeline, StepID: a.StepID, TaskID: a.TaskID, RetryCount: a.RetryCount,
-		Cleanup: a.Cleanup, InputDigest: a.InputDigest, Vars: a.Vars, Params: a.Params, Upstream: a.Upstream,
-		ArtifactsDir: a.ArtifactsDir, StateDir: a.StateDir, Dir: a.Dir, OutputPath: a.OutputPath, OutputLimit: a.OutputLimit,
-		LogPath: x.LogPath, MemoryMB: mem, Failed: a.Failed, Secrets: a.Secrets, MaskValues: a.Mask.Values()}
-	in, err := json.Marshal(job)
+	mem := memoryMB(a.Step)
+	job, err := json.Marshal(newIsolatedJob(a, workdir))
 	if err != nil {
-		return Result{Err: fmt.Errorf("isolation: encode the attempt: %w", err), ExitCode: -1}
+		return Result{Err: fmt.Errorf("encode the Lua attempt for its worker: %w", err), ExitCode: -1}
 	}
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(x.Binary, IsolatedCommand)
-	cmd.Dir = a.Dir
-	cmd.Env = a.Env
-	cmd.Stdin = bytes.NewReader(in)
-	cmd.Stdout = &stdout
-	cmd.Stderr = &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return Result{Err: fmt.Errorf("isolation: start %s: %w", x.Binary, err), ExitCode: -1}
-	}
-	waitErr := waitGroup(ctx, cmd, a.KillGrace, nil)
-	res := Result{ExitCode: exitCode(waitErr)}
-	res.TimedOut, res.Interrupted = endCause(ctx)
+	out, err := pool.Run(ctx, job, luaproc.Limits{MemoryMB: mem, KillGrace: a.KillGrace}, markerRequests(a))
 	var ans isolatedResult
-	decodeErr := json.Unmarshal(stdout.Bytes(), &ans)
+	answered := len(out) > 0 && json.Unmarshal(out, &ans) == nil
+	res := Result{ExitCode: 1}
+	res.TimedOut, res.Interrupted = endCause(ctx)
+	var memErr *luaproc.MemoryError
 	switch {
 	case res.TimedOut:
-		res.Err = fmt.Errorf("timed out after %s: the isolated Lua process was killed", a.Step.Timeout)
+		res.Err = fmt.Errorf("timed out after %s: the Lua state was stopped", a.Step.Timeout)
+		answered = false
 	case res.Interrupted:
-		res.Err = errors.New("interrupted: apollo was asked to stop; the isolated Lua process was killed")
-	case decodeErr != nil:
-		why := describeExit(waitErr)
-		if waitErr == nil {
-			why = "no answer"
-		}
-		res.Err = fmt.Errorf("the isolated Lua process died (%s) with its memory limit at %d MiB: %s",
-			why, mem, textfmt.OneLine(lastText(stderr.Bytes(), 400), 400))
-		if res.ExitCode == 0 {
-			res.ExitCode = -1
-		}
+		res.Err = errors.New("interrupted: apollo was asked to stop; the Lua state was stopped")
+		answered = false
+	case errors.As(err, &memErr) && answered && ans.Err != "":
+		// The worker's meter stopped the state; the worker says where.
+		res.Err, res.Note = errors.New(ans.Err), ans.Note
+	case errors.As(err, &memErr):
+		res.Err = fmt.Errorf("%w: the Lua worker ran out of memory; raise memory_mb if the step needs more", memErr)
+		answered = false
+	case err != nil:
+		res.Err = err
+	case !answered:
+		res.Err = errors.New("the Lua worker's answer cannot be read")
 	case ans.Err != "":
-		res.Err = errors.New(ans.Err)
-		res.TimedOut, res.Note = ans.TimedOut, ans.Note
+		res.Err, res.TimedOut, res.Note = errors.New(ans.Err), ans.TimedOut, ans.Note
 	default:
+		res.ExitCode = 0
 		res.OutputDigest, res.Output, res.Note = ans.OutputDigest, ans.Output, ans.Note
+	}
+	if res.Err != nil && !answered {
+		// The worker wrote no error line: it was stopped, or died.
+		appendLine(a.OutputPath, "error: "+a.Mask.String(textfmt.OneLine(res.Err.Error(), 2000)))
 	}
 	return res
 }
 
-func lastText(b []byte, n int) string {
-	if len(b) > n {
-		b = b[len(b)-n:]
+// newIsolatedJob describes a for a worker.
+func newIsolatedJob(a *Attempt, workdir string) isolatedJob {
+	p := &pipeline.Pipeline{Path: a.Pipeline.Path, Dir: absOr(a.Pipeline.Dir), Modules: a.Pipeline.Modules, Steps: []*pipeline.Step{a.Step}}
+	var tags []string
+	for _, kv := range a.Env {
+		if strings.HasPrefix(kv, "APOLLO_") {
+			tags = append(tags, kv)
+		}
 	}
-	return string(bytes.TrimSpace(b))
+	return isolatedJob{Pipeline: p, StepID: a.StepID, TaskID: a.TaskID, RetryCount: a.RetryCount,
+		Cleanup: a.Cleanup, InputDigest: a.InputDigest, Vars: a.Vars, Params: a.Params, Upstream: a.Upstream,
+		ArtifactsDir: absOr(a.ArtifactsDir), StateDir: absOr(a.StateDir), Dir: absOr(a.Dir), Workdir: absOr(workdir),
+		OutputPath: absOr(a.OutputPath), OutputLimit: a.OutputLimit, Env: tags,
+		Failed: a.Failed, Secrets: a.Secrets, MaskValues: a.Mask.Values()}
 }
 
-// RunIsolatedChild is the child's side: it reads a job from stdin, runs the
-// Lua attempt in this process under a hard memory limit, and writes the
-// result to stdout. Markers go straight to the task's log.
-func RunIsolatedChild(ctx context.Context, stdin io.Reader, stdout io.Writer, bundled fs.FS) error {
-	var job isolatedJob
-	if err := json.NewDecoder(stdin).Decode(&job); err != nil {
-		return fmt.Errorf("%s: read the job: %w", IsolatedCommand, err)
+// markerRequests answers a worker's marker requests from the task's
+// markers; a record is durable when the answer is sent.
+func markerRequests(a *Attempt) func(ctx context.Context, raw []byte) ([]byte, error) {
+	return func(ctx context.Context, raw []byte) ([]byte, error) {
+		var req markerRequest
+		if err := json.Unmarshal(raw, &req); err != nil {
+			return nil, fmt.Errorf("a Lua worker's request cannot be read: %w", err)
+		}
+		if a.Markers == nil {
+			return nil, errors.New("markers are not available here")
+		}
+		switch {
+		case req.Op == "get":
+			m, ok := a.Markers.Marker(req.Name)
+			return json.Marshal(markerAnswer{Found: ok, Marker: m})
+		case req.Op == "record" && req.Marker != nil:
+			if err := a.Markers.RecordMarker(a.StepID, a.RetryCount, *req.Marker); err != nil {
+				return nil, err
+			}
+			return []byte("{}"), nil
+		}
+		return nil, fmt.Errorf("a Lua worker asked for %q, which the runner does not answer", req.Op)
 	}
-	limit := uint64(job.MemoryMB) << 20
-	// The runtime needs some room beyond the script's data; the soft limit
-	// makes the GC work hard first.
-	debug.SetMemoryLimit(int64(limit))
-	if err := limitData(limit + 192<<20); err != nil {
-		return fmt.Errorf("%s: set the memory limit: %w", IsolatedCommand, err)
+}
+
+// remoteMarkers is a worker's MarkerStore: requests to the runner. A get
+// that fails answers "no marker": whatever the caller does next records a
+// marker first, which fails the same way, so nothing runs unguarded.
+type remoteMarkers struct {
+	call func(req []byte) ([]byte, error)
+}
+
+func (m remoteMarkers) Marker(name string) (stdlib.Marker, bool) {
+	req, _ := json.Marshal(markerRequest{Op: "get", Name: name})
+	raw, err := m.call(req)
+	if err != nil {
+		return stdlib.Marker{}, false
 	}
-	step := job.Pipeline.Step(job.StepID)
-	if step == nil {
-		return fmt.Errorf("%s: no step %q in the job", IsolatedCommand, job.StepID)
+	var ans markerAnswer
+	if json.Unmarshal(raw, &ans) != nil || !ans.Found {
+		return stdlib.Marker{}, false
 	}
-	book := markers.New(nil)
-	w, err := eventlog.Open(job.LogPath, eventlog.WriterOptions{TaskID: job.TaskID, Durability: eventlog.Always,
-		OnForeign: book.Observe}, func(r *eventlog.Record) error { book.Observe(r); return nil })
+	return ans.Marker, true
+}
+
+func (m remoteMarkers) RecordMarker(step string, retry int, mk stdlib.Marker) error {
+	req, err := json.Marshal(markerRequest{Op: "record", Marker: &mk})
 	if err != nil {
 		return err
 	}
-	defer w.Close()
-	book.Attach(w, nil)
-	a := &Attempt{TaskID: job.TaskID, StepID: job.StepID, RetryCount: job.RetryCount, Step: step,
-		Dir: job.Dir, OutputPath: job.OutputPath, OutputLimit: job.OutputLimit, Started: func(int) error { return nil },
-		Pipeline: job.Pipeline, Cleanup: job.Cleanup, InputDigest: job.InputDigest, Vars: job.Vars,
-		Params: job.Params, Upstream: job.Upstream, ArtifactsDir: job.ArtifactsDir, StateDir: job.StateDir,
-		Markers: book, Failed: job.Failed, Secrets: job.Secrets, Mask: textfmt.NewMasker(job.MaskValues...)}
-	x := &Lua{Bundled: bundled, Workdir: job.Dir}
-	res := x.Run(ctx, a)
-	ans := isolatedResult{OutputDigest: res.OutputDigest, Output: res.Output, TimedOut: res.TimedOut, Note: res.Note}
-	if res.Err != nil {
-		ans.Err = res.Err.Error()
+	if _, err := m.call(req); err != nil {
+		return fmt.Errorf("record marker %q: %w", mk.Name, err)
 	}
-	return json.NewEncoder(stdout).Encode(ans)
+	return nil
+}
+
+// appendLine adds a line to an attempt's output file.
+func appendLine(path, line string) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	io.WriteString(f, line+"\n")
+}
+
+// RunIsolatedChild is a Lua worker's side: it serves the Lua attempts the
+// runner sends on stdin, one at a time, each in a fresh state under the
+// memory limit the runner sets (package luaproc), and answers on stdout,
+// until stdin ends or ctx does (SIGTERM). bundled are the bundled
+// modules, the same as the runner's when the binary is.
+func RunIsolatedChild(ctx context.Context, stdin io.Reader, stdout io.Writer, bundled fs.FS) error {
+	// The mark is for binaries that do not get here; the commands a step
+	// starts (an apollo run of its own) must not inherit it.
+	os.Unsetenv(workerEnv)
+	executors := map[string]*Lua{} // by workdir, so compiled chunks are kept between jobs
+	return luaproc.Serve(ctx, stdin, stdout, func(ctx context.Context, raw []byte, call func([]byte) ([]byte, error)) ([]byte, error) {
+		var job isolatedJob
+		if err := json.Unmarshal(raw, &job); err != nil {
+			return nil, fmt.Errorf("%s: read the job: %w", IsolatedCommand, err)
+		}
+		step := job.Pipeline.Step(job.StepID)
+		if step == nil {
+			return nil, fmt.Errorf("%s: no step %q in the job", IsolatedCommand, job.StepID)
+		}
+		x := executors[job.Workdir]
+		if x == nil {
+			x = &Lua{Bundled: bundled, Workdir: job.Workdir, worker: true}
+			executors[job.Workdir] = x
+		}
+		a := &Attempt{TaskID: job.TaskID, StepID: job.StepID, RetryCount: job.RetryCount, Step: step,
+			Env: job.Env, Dir: job.Dir, OutputPath: job.OutputPath, OutputLimit: job.OutputLimit,
+			Started:  func(int) error { return nil }, // the runner made the STEP_START durable
+			Pipeline: job.Pipeline, Cleanup: job.Cleanup, InputDigest: job.InputDigest, Vars: job.Vars,
+			Params: job.Params, Upstream: job.Upstream, ArtifactsDir: job.ArtifactsDir, StateDir: job.StateDir,
+			Markers: remoteMarkers{call: call}, Failed: job.Failed, Secrets: job.Secrets,
+			Mask: textfmt.NewMasker(job.MaskValues...)}
+		res := x.Run(ctx, a)
+		ans := isolatedResult{OutputDigest: res.OutputDigest, Output: res.Output, TimedOut: res.TimedOut, Note: res.Note}
+		if res.Err != nil {
+			ans.Err = res.Err.Error()
+		}
+		return json.Marshal(ans)
+	})
 }

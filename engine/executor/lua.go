@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -15,23 +16,34 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
+	"apollo/engine/luaproc"
 	"apollo/engine/pipeline"
 	"apollo/luart"
 	"apollo/stdlib"
 )
 
 // Lua runs Lua bodies (lua, script, uses) and Lua cleanup hooks, each in a
-// fresh sandboxed state. Compiled chunks are shared through one runtime per
-// pipeline; states never are.
+// fresh sandboxed state, in a pool of worker processes (see isolate.go): a
+// worker runs one attempt at a time under the step's memory_mb as a hard
+// limit, so the runner never holds a step's heap. A step with isolation:
+// inprocess runs in the runner itself, bounded only by the runner's heap
+// watchdog. Compiled chunks are shared through one runtime per pipeline (in
+// each process); states never are.
 type Lua struct {
 	// Bundled holds the bundled step modules (scripts/), searched after the
-	// pipeline's modules folders.
+	// pipeline's modules folders. A worker has its own (see
+	// RunIsolatedChild): the same binary has the same.
 	Bundled fs.FS
 	// Workdir is the workspace; chunk names are relative to it.
 	Workdir string
 
+	// worker is set in a worker process: attempts run here, and the
+	// worker's memory meter (luaproc), not the heap watchdog, bounds them.
+	worker bool
+
 	mu       sync.Mutex
 	runtimes map[string]*luart.Runtime
+	pool     *luaproc.Pool
 }
 
 func (x *Lua) runtime(p *pipeline.Pipeline) *luart.Runtime {
@@ -54,8 +66,39 @@ func (x *Lua) runtime(p *pipeline.Pipeline) *luart.Runtime {
 	return rt
 }
 
-// Run runs one Lua attempt or cleanup.
+// Run runs one Lua attempt or cleanup: in a worker process, or here for
+// isolation: inprocess (and in the worker itself).
 func (x *Lua) Run(ctx context.Context, a *Attempt) Result {
+	if x.worker || a.Step.Isolation == "inprocess" {
+		return x.runHere(ctx, a)
+	}
+	pool, err := x.workers()
+	if err != nil {
+		if serr := a.Started(0); serr != nil {
+			return Result{Err: serr, ExitCode: -1, NotStarted: true}
+		}
+		return Result{Err: err, ExitCode: -1}
+	}
+	return runInWorker(ctx, pool, a, x.Workdir)
+}
+
+// workers returns the pool of worker processes, made on first use.
+func (x *Lua) workers() (*luaproc.Pool, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.pool != nil {
+		return x.pool, nil
+	}
+	pool, err := newWorkerPool("", 0) // this executable; as many idle as were busy
+	if err != nil {
+		return nil, err
+	}
+	x.pool = pool
+	return pool, nil
+}
+
+// runHere runs one Lua attempt or cleanup in this process.
+func (x *Lua) runHere(ctx context.Context, a *Attempt) Result {
 	out := newOutput(a)
 	defer out.Close()
 	// The durable STEP_START (an fsync: mostly waiting for the disk) and the making of the
@@ -83,11 +126,13 @@ func (x *Lua) Run(ctx context.Context, a *Attempt) Result {
 	res := Result{}
 	res.TimedOut, res.Interrupted = endCause(ctx)
 	switch {
+	case errors.Is(err, luaproc.ErrMemoryLimit) || errors.Is(err, luart.ErrMemory):
+		// The worker's memory meter, or a builtin asked for too much.
+		res.TimedOut, res.Interrupted = false, false
+		res.Err = fmt.Errorf("%w (memory_mb %d); raise memory_mb if the step needs more", err, memoryMB(a.Step))
 	case errors.Is(err, luart.ErrTimeout) || res.TimedOut:
 		res.TimedOut, res.Interrupted = true, false
 		res.Err = fmt.Errorf("timed out after %s: the Lua state was stopped", a.Step.Timeout)
-	case errors.Is(err, luart.ErrMemory):
-		res.Err = fmt.Errorf("%w; raise memory_mb or use isolation: process", err)
 	case res.Interrupted:
 		res.Err = errors.New("interrupted: apollo was asked to stop; the Lua state was stopped")
 	case err != nil:
@@ -95,7 +140,10 @@ func (x *Lua) Run(ctx context.Context, a *Attempt) Result {
 	}
 	res.Note = out.cutNote()
 	if res.Err != nil {
-		fmt.Fprintf(out, "error: %v\n", res.Err)
+		// A worker the runner stopped writes nothing: the runner says why.
+		if !x.worker || !res.Interrupted {
+			fmt.Fprintf(out, "error: %v\n", res.Err)
+		}
 		res.ExitCode = 1
 		return res
 	}
@@ -130,9 +178,9 @@ type prepared struct {
 func (x *Lua) prepare(ctx context.Context, a *Attempt, out io.Writer) prepared {
 	var p prepared
 	rt := x.runtime(a.Pipeline)
-	env := &stepEnv{a: a, out: out}
+	env := &stepEnv{a: a, out: out, worker: x.worker}
 	p.st, p.err = rt.NewState(ctx, luart.StateOptions{
-		Print: out, MemoryLimitMB: a.Step.MemoryMB, Modules: stdlib.Modules(env)})
+		Print: out, MemoryLimitMB: a.Step.MemoryMB, Modules: stdlib.Modules(env), Unwatched: x.worker})
 	if p.err != nil {
 		return p
 	}
@@ -284,6 +332,14 @@ func luaContext(L *lua.LState, a *Attempt) (*lua.LTable, error) {
 	return t, nil
 }
 
+// memoryMB is the step's memory limit in MiB.
+func memoryMB(s *pipeline.Step) int {
+	if s.MemoryMB > 0 {
+		return s.MemoryMB
+	}
+	return luart.DefaultMemoryLimitMB
+}
+
 func absOr(p string) string {
 	if abs, err := filepath.Abs(p); err == nil {
 		return abs
@@ -293,8 +349,9 @@ func absOr(p string) string {
 
 // stepEnv is the standard library's view of one attempt.
 type stepEnv struct {
-	a   *Attempt
-	out io.Writer
+	a      *Attempt
+	out    io.Writer
+	worker bool // the attempt runs in a Lua worker
 }
 
 func (e *stepEnv) TaskID() string      { return e.a.TaskID }
@@ -315,6 +372,16 @@ func (e *stepEnv) ExecEnv() []string {
 		}
 	}
 	return tags
+}
+
+// StartCommand starts a command apollo.exec runs. In a worker, the command
+// does not inherit the worker's RLIMIT_DATA: memory_mb bounds the Lua
+// state, not the programs it runs (as in the runner).
+func (e *stepEnv) StartCommand(cmd *exec.Cmd) error {
+	if e.worker {
+		return luaproc.WithoutDataLimit(cmd.Start)
+	}
+	return cmd.Start()
 }
 
 func (e *stepEnv) Marker(name string) (stdlib.Marker, bool) {

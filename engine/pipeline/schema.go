@@ -68,7 +68,7 @@ const pipelineSchema = `{
       "items": {"$ref": "#/$defs/localPath"}
     },
     "isolation": {
-      "description": "process: run every Lua step in a child apollo process with a hard memory limit.",
+      "description": "process: run every Lua step in a fresh worker process of its own (the default pools them).",
       "enum": ["", "process"]
     },
     "resources": {
@@ -209,7 +209,7 @@ const pipelineSchema = `{
         "cleanup_script": {"$ref": "#/$defs/luaFile"},
         "env": {"$ref": "#/$defs/env"},
         "memory_mb": {"$ref": "#/$defs/memoryMB"},
-        "isolation": {"description": "process: run this Lua step in a child apollo process.", "enum": ["", "inprocess", "process"]},
+        "isolation": {"description": "Lua steps run in pooled worker processes with a hard memory limit; process: a fresh worker of its own; inprocess: in the runner, without a hard bound.", "enum": ["", "inprocess", "process"]},
         "working_dir": {"description": "Where this shell step runs, relative to the pipeline file's folder.", "$ref": "#/$defs/workingDir"},
         "uses_resource": {
           "description": "A resource (or a list) the step holds while it runs; declared under resources.",

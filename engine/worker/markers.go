@@ -2,14 +2,11 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"sync"
 
 	"apollo/engine/executor"
 	"apollo/engine/remote"
-	"apollo/eventlog"
 	"apollo/stdlib"
 )
 
@@ -75,56 +72,4 @@ func (s *markerStore) RecordMarker(step string, retry int, m stdlib.Marker) erro
 		return fmt.Errorf("marker %q set in the hub, but not reported: %w", m.Name, err)
 	}
 	return nil
-}
-
-// scratchLog makes a log of the attempt's own for an isolated Lua child,
-// holding the markers it may read, and returns its path.
-func (s *markerStore) scratchLog(dir string) (string, error) {
-	work := s.a.work
-	path := filepath.Join(dir, "markers.jsonl")
-	w, err := eventlog.Open(path, eventlog.WriterOptions{TaskID: work.Task, Create: true, Durability: eventlog.Always,
-		First: &eventlog.Record{EventType: eventlog.TaskStart, Status: eventlog.Running,
-			Start: &eventlog.StartInfo{Version: eventlog.Version, TaskName: work.Pipeline.TaskName}}}, nil)
-	if err != nil {
-		return "", err
-	}
-	defer w.Close()
-	for _, m := range s.snapshot {
-		if hm, _, ok, err := s.hub.Get(context.WithoutCancel(s.ctx), m.Name); err == nil && ok {
-			m = hm
-		}
-		rec := &eventlog.Record{EventType: eventlog.Marker, StepID: work.Step, Status: eventlog.Running,
-			Marker: &eventlog.MarkerInfo{Name: m.Name, State: m.State, Result: m.Result}}
-		if err := w.Append(rec); err != nil {
-			return "", err
-		}
-	}
-	return path, nil
-}
-
-// isolated runs an isolated Lua attempt in a child apollo process, then
-// carries the markers the child recorded to the hub.
-type isolated struct {
-	inner *executor.Isolated
-	mk    *markerStore
-	log   string
-}
-
-func (x *isolated) Run(ctx context.Context, a *executor.Attempt) executor.Result {
-	var before int64
-	_, _ = eventlog.Read(x.log, eventlog.ReadOptions{TaskID: a.TaskID}, func(r *eventlog.Record) error {
-		before = r.Seq
-		return nil
-	})
-	res := x.inner.Run(ctx, a)
-	_, _ = eventlog.Read(x.log, eventlog.ReadOptions{TaskID: a.TaskID}, func(r *eventlog.Record) error {
-		if r.Seq > before && r.EventType == eventlog.Marker && r.Marker != nil {
-			m := stdlib.Marker{Name: r.Marker.Name, State: r.Marker.State, Result: json.RawMessage(r.Marker.Result)}
-			if err := x.mk.RecordMarker(a.StepID, a.RetryCount, m); err != nil && res.Err == nil {
-				res.Err = err
-			}
-		}
-		return nil
-	})
-	return res
 }

@@ -35,17 +35,13 @@ func (w *Worker) prepare(ctx context.Context, a *attempt, dir string) (executor.
 	case s.Command != "":
 		return w.shell, exa, nil
 	case s.Isolation == "process":
-		// The child appends its markers to a log of its own; they are
-		// carried to the hub when it ends.
+		// The child asks this worker for its markers, as a runner's child
+		// asks the runner: they go through the hub's gate.
 		bin, err := os.Executable()
 		if err != nil {
 			return nil, nil, fmt.Errorf("isolation: process: find the apollo binary: %w", err)
 		}
-		scratch, err := mk.scratchLog(dir)
-		if err != nil {
-			return nil, nil, err
-		}
-		return &isolated{inner: &executor.Isolated{Binary: bin, LogPath: scratch}, mk: mk, log: scratch}, exa, nil
+		return &executor.Isolated{Binary: bin}, exa, nil
 	default:
 		return w.lua, exa, nil
 	}

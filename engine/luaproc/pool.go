@@ -1,0 +1,528 @@
+package luaproc
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Options configure a Pool.
+type Options struct {
+	// Path and Args start a child: exec.Command(Path, Args...), a program
+	// whose main calls Serve.
+	Path string
+	Args []string
+	// Env is the children's environment; nil means the parent's.
+	Env []string
+	// Dir is the children's working directory; "" means the parent's.
+	Dir string
+	// MaxIdle is the most idle children the pool keeps. 0 means as many as
+	// were ever busy at once, which the caller's own parallelism bounds; a
+	// negative value keeps none and starts none ahead: every job gets a
+	// fresh child, which exits after it.
+	MaxIdle int
+	// IdleTimeout ends a child left idle that long (default 2 s).
+	IdleTimeout time.Duration
+	// StartTimeout bounds a child's start, until its hello (default 30 s).
+	StartTimeout time.Duration
+}
+
+// Limits bound one job.
+type Limits struct {
+	// MemoryMB is the job's memory limit in MiB; 0 means none.
+	MemoryMB int
+	// KillGrace is the time between SIGTERM and SIGKILL when the job's
+	// context ends (default 5 s).
+	KillGrace time.Duration
+}
+
+// MemoryError is the error of a job its child's memory limit stopped: the
+// meter in the child, or the kernel (the child died out of memory).
+type MemoryError struct {
+	MemoryMB int
+	// Died says the child died of it, rather than stopping the job.
+	Died bool
+}
+
+func (e *MemoryError) Error() string {
+	return fmt.Sprintf("memory limit exceeded (memory_mb %d)", e.MemoryMB)
+}
+
+// Is makes a *MemoryError match ErrMemoryLimit.
+func (e *MemoryError) Is(target error) bool { return target == ErrMemoryLimit }
+
+// ExitError is the error of a job whose child died of something other
+// than its memory limit, or could not be spoken to.
+type ExitError struct {
+	// Status says how the child ended ("exit status 2", "signal: killed").
+	Status string
+	// Stderr is the start of what the child wrote to its standard error
+	// during the job.
+	Stderr string
+}
+
+func (e *ExitError) Error() string {
+	msg := "the Lua worker process died (" + e.Status + ")"
+	if e.Stderr != "" {
+		msg += ": " + e.Stderr
+	}
+	return msg
+}
+
+// HandlerError is the error the child's handler returned.
+type HandlerError struct{ Msg string }
+
+func (e *HandlerError) Error() string { return e.Msg }
+
+// Pool runs jobs in pre-started child processes, one job per child at a
+// time. The zero value is not usable; use New. A Pool is safe for
+// concurrent use.
+type Pool struct {
+	opts Options
+
+	mu      sync.Mutex
+	idle    []*child
+	busy    int
+	most    int // the most children busy at once
+	closed  bool
+	spares  int // children being started to replace ones that left
+	started atomic.Int64
+}
+
+// New returns a pool that starts children on demand.
+func New(opts Options) *Pool {
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = 2 * time.Second
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 30 * time.Second
+	}
+	return &Pool{opts: opts}
+}
+
+// Started returns how many children the pool has started.
+func (p *Pool) Started() int64 { return p.started.Load() }
+
+// child is one child process.
+type child struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	frames chan frame    // from its stdout; closed at its end
+	exited chan struct{} // closed once it was waited for
+	err    error         // how it ended; set before exited is closed
+	stderr *headBuffer
+	timer  *time.Timer // the idle timeout, while idle
+}
+
+// start starts a child and waits for its hello.
+func (p *Pool) start(ctx context.Context) (*child, error) {
+	cmd := exec.Command(p.opts.Path, p.opts.Args...)
+	cmd.Env = p.opts.Env
+	cmd.Dir = p.opts.Dir
+	// Its own process group: a terminal's ^C reaches the parent, which
+	// decides, and the child and what it runs are ended as one.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	c := &child{cmd: cmd, stdin: stdin, frames: make(chan frame), exited: make(chan struct{}), stderr: &headBuffer{max: 4 << 10}}
+	cmd.Stderr = c.stderr
+	// Wait returns this long after the child exits even if something it
+	// started still holds its standard error.
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("luaproc: start %s: %w", p.opts.Path, err)
+	}
+	p.started.Add(1)
+	go c.read(bufio.NewReader(stdout))
+	timer := time.NewTimer(p.opts.StartTimeout)
+	defer timer.Stop()
+	select {
+	case f, ok := <-c.frames:
+		if ok && f.kind == kindHello && string(f.body) == version {
+			return c, nil
+		}
+		c.kill()
+		if !ok {
+			return nil, fmt.Errorf("luaproc: %s did not start: %w", p.opts.Path, c.exitError())
+		}
+		return nil, fmt.Errorf("luaproc: %s does not speak %q", p.opts.Path, version)
+	case <-timer.C:
+		c.kill()
+		return nil, fmt.Errorf("luaproc: %s did not start within %s", p.opts.Path, p.opts.StartTimeout)
+	case <-ctx.Done():
+		c.kill()
+		return nil, context.Cause(ctx)
+	}
+}
+
+// read passes the child's frames to c.frames until its stdout ends, then
+// waits for it.
+func (c *child) read(r *bufio.Reader) {
+	var readErr error
+	for {
+		kind, body, err := readFrame(r)
+		if err != nil {
+			readErr = err
+			break
+		}
+		c.frames <- frame{kind, body}
+	}
+	close(c.frames)
+	if !errors.Is(readErr, io.EOF) {
+		// A child that writes garbage or cuts a frame is not to be trusted.
+		c.signal(syscall.SIGKILL)
+	}
+	c.err = c.cmd.Wait()
+	close(c.exited)
+}
+
+// signal sends sig to the child's process group.
+func (c *child) signal(sig syscall.Signal) {
+	if pid := c.cmd.Process.Pid; pid > 0 {
+		syscall.Kill(-pid, sig)
+	}
+}
+
+// kill ends the child's group at once and waits for the child.
+func (c *child) kill() {
+	c.signal(syscall.SIGKILL)
+	c.drain()
+}
+
+// drain reads what the child still sends until it has exited.
+func (c *child) drain() {
+	for range c.frames {
+	}
+	<-c.exited
+}
+
+// stop ends a child whose job's context ended: SIGTERM to its group (the
+// child stops its job and exits), then SIGKILL after grace.
+func (c *child) stop(grace time.Duration) {
+	c.signal(syscall.SIGTERM)
+	t := time.AfterFunc(grace, func() { c.signal(syscall.SIGKILL) })
+	c.drain()
+	t.Stop()
+	// The group once more: what the child started in it does not outlive it.
+	c.signal(syscall.SIGKILL)
+}
+
+// exitError describes how an exited child ended.
+func (c *child) exitError() *ExitError {
+	<-c.exited
+	status := "exit status 0"
+	if c.err != nil {
+		status = c.err.Error()
+	}
+	return &ExitError{Status: status, Stderr: c.stderr.firstLines(3)}
+}
+
+// diedOfMemory reports whether an exited child died out of memory: the Go
+// runtime's fatal errors when the kernel refuses it memory (RLIMIT_DATA),
+// the race detector's, or a thread that could not be made (a thread's stack
+// is data too: in a cgo binary, pthread_create fails with EAGAIN and
+// runtime/cgo aborts). Some of the runtime's own allocations are not
+// checked (Go 1.26's collector uses the nil a refused span queue gets, in
+// runtime.(*spanQueue).tryDrain): the child then dies of a SIGSEGV at
+// address 0 on a system stack ("goroutine 0"), outside any goroutine of
+// the program, which only the refused memory explains.
+func (c *child) diedOfMemory() bool {
+	<-c.exited
+	s := c.stderr.String()
+	for _, msg := range []string{"out of memory", "cannot allocate memory", "failed to allocate",
+		"pthread_create failed", "failed to create new OS thread"} {
+		if strings.Contains(s, msg) {
+			return true
+		}
+	}
+	return strings.Contains(s, "SIGSEGV: segmentation violation") && strings.Contains(s, " addr=0x0;") &&
+		strings.Contains(s, "goroutine 0 ")
+}
+
+// send writes a frame to the child.
+func (c *child) send(kind byte, parts ...[]byte) error {
+	return writeFrame(c.stdin, kind, parts...)
+}
+
+// get returns an idle child, or starts one.
+func (p *Pool) get(ctx context.Context) (*child, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, errors.New("luaproc: the pool is closed")
+	}
+	p.busy++
+	p.most = max(p.most, p.busy)
+	for len(p.idle) > 0 {
+		c := p.idle[len(p.idle)-1]
+		p.idle = p.idle[:len(p.idle)-1]
+		c.timer.Stop()
+		select {
+		case <-c.exited:
+			continue // died while idle
+		default:
+		}
+		p.mu.Unlock()
+		return c, nil
+	}
+	p.mu.Unlock()
+	c, err := p.start(ctx)
+	if err != nil {
+		p.mu.Lock()
+		p.busy--
+		p.mu.Unlock()
+		return nil, err
+	}
+	return c, nil
+}
+
+// put returns a child that finished a job and stays.
+func (p *Pool) put(c *child) {
+	p.mu.Lock()
+	p.busy--
+	keep := !p.closed && len(p.idle) < p.maxIdle()
+	if keep {
+		p.idle = append(p.idle, c)
+		c.timer = time.AfterFunc(p.opts.IdleTimeout, func() { p.expire(c) })
+	}
+	p.mu.Unlock()
+	if !keep {
+		go c.close()
+	}
+}
+
+// maxIdle is the most idle children kept; p.mu must be held.
+func (p *Pool) maxIdle() int {
+	switch {
+	case p.opts.MaxIdle < 0:
+		return 0
+	case p.opts.MaxIdle > 0:
+		return p.opts.MaxIdle
+	}
+	return max(p.most, 1)
+}
+
+// leave accounts for a child that will not come back, and starts a spare in
+// its place, so that the next job does not wait for a start.
+func (p *Pool) leave() {
+	p.mu.Lock()
+	p.busy--
+	spare := !p.closed && len(p.idle)+p.spares < p.maxIdle()
+	if spare {
+		p.spares++
+	}
+	p.mu.Unlock()
+	if !spare {
+		return
+	}
+	go func() {
+		c, err := p.start(context.Background())
+		p.mu.Lock()
+		p.spares--
+		keep := err == nil && !p.closed && len(p.idle) < p.maxIdle()
+		if keep {
+			p.idle = append(p.idle, c)
+			c.timer = time.AfterFunc(p.opts.IdleTimeout, func() { p.expire(c) })
+		}
+		p.mu.Unlock()
+		if err == nil && !keep {
+			c.close()
+		}
+	}()
+}
+
+// expire ends an idle child whose idle timeout passed.
+func (p *Pool) expire(c *child) {
+	p.mu.Lock()
+	i := -1
+	for j, d := range p.idle {
+		if d == c {
+			i = j
+		}
+	}
+	if i >= 0 {
+		p.idle = append(p.idle[:i], p.idle[i+1:]...)
+	}
+	p.mu.Unlock()
+	if i >= 0 {
+		c.close()
+	}
+}
+
+// close ends a child between jobs: it exits at the end of its stdin (or
+// has already decided to); SIGKILL if it has not within 5 s.
+func (c *child) close() {
+	c.stdin.Close()
+	t := time.AfterFunc(5*time.Second, func() { c.signal(syscall.SIGKILL) })
+	c.drain()
+	t.Stop()
+}
+
+// Close ends the idle children and makes the pool refuse new jobs; children
+// running a job end when it does.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range idle {
+		c.timer.Stop()
+		wg.Go(c.close)
+	}
+	wg.Wait()
+	return nil
+}
+
+// Run runs job in a child under lim and returns its result. Requests the
+// child sends meanwhile are answered by onRequest, one at a time, on Run's
+// goroutine; the child waits for each answer. When ctx ends the child's
+// process group gets SIGTERM, then SIGKILL after lim.KillGrace, and Run
+// returns context.Cause(ctx) once the child is gone. A job stopped by its
+// memory limit returns a *MemoryError (with the handler's result, if the
+// child sent one); a child that died otherwise an *ExitError; the
+// handler's own error a *HandlerError. A child that died, was stopped or
+// went over its limit is replaced by a fresh one, started in the
+// background.
+func (p *Pool) Run(ctx context.Context, job []byte, lim Limits, onRequest func(ctx context.Context, req []byte) ([]byte, error)) ([]byte, error) {
+	if lim.KillGrace <= 0 {
+		lim.KillGrace = 5 * time.Second
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, context.Cause(ctx)
+	}
+	c, err := p.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.stderr.reset()
+	var head [jobHeaderLen]byte
+	binary.BigEndian.PutUint64(head[:], uint64(max(lim.MemoryMB, 0))<<20)
+	if err := c.send(kindJob, head[:], job); err != nil {
+		c.kill()
+		p.leave()
+		return nil, p.died(c, lim)
+	}
+	for {
+		select {
+		case f, ok := <-c.frames:
+			if !ok {
+				p.leave()
+				return nil, p.died(c, lim)
+			}
+			switch f.kind {
+			case kindRequest:
+				ans, rerr := onRequest(ctx, f.body)
+				flag := []byte{0}
+				if rerr != nil {
+					flag[0], ans = answerErr, []byte(rerr.Error())
+				}
+				if err := c.send(kindAnswer, flag, ans); err != nil {
+					c.kill()
+					p.leave()
+					return nil, p.died(c, lim)
+				}
+			case kindResult:
+				return p.result(c, f.body, lim)
+			default:
+				c.kill()
+				p.leave()
+				return nil, fmt.Errorf("%w: %q from the child during a job", errFrame, f.kind)
+			}
+		case <-ctx.Done():
+			c.stop(lim.KillGrace)
+			p.leave()
+			return nil, context.Cause(ctx)
+		}
+	}
+}
+
+// result takes a result frame's body.
+func (p *Pool) result(c *child, body []byte, lim Limits) ([]byte, error) {
+	if len(body) == 0 {
+		c.kill()
+		p.leave()
+		return nil, fmt.Errorf("%w: an empty result", errFrame)
+	}
+	flags, out := body[0], body[1:]
+	if flags&resultRetired != 0 {
+		go c.close()
+		p.leave()
+	} else {
+		p.put(c)
+	}
+	switch {
+	case flags&resultLimit != 0:
+		if flags&resultErr != 0 {
+			out = nil
+		}
+		return out, &MemoryError{MemoryMB: lim.MemoryMB}
+	case flags&resultErr != 0:
+		return nil, &HandlerError{Msg: string(out)}
+	}
+	return out, nil
+}
+
+// died returns the error of a child that ended during its job.
+func (p *Pool) died(c *child, lim Limits) error {
+	if lim.MemoryMB > 0 && c.diedOfMemory() {
+		return &MemoryError{MemoryMB: lim.MemoryMB, Died: true}
+	}
+	return c.exitError()
+}
+
+// headBuffer keeps the first max bytes written to it.
+type headBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf bytes.Buffer
+}
+
+func (h *headBuffer) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if room := h.max - h.buf.Len(); room > 0 {
+		h.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (h *headBuffer) String() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.buf.String()
+}
+
+func (h *headBuffer) reset() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.buf.Reset()
+}
+
+// firstLines returns the first n non-empty lines, joined by "; ".
+func (h *headBuffer) firstLines(n int) string {
+	var lines []string
+	for _, l := range strings.Split(h.String(), "\n") {
+		if l = strings.TrimSpace(l); l != "" && len(lines) < n {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "; ")
+}

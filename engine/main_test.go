@@ -1,0 +1,32 @@
+package engine
+
+import (
+	"apollo/engine/executor"
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"testing"
+)
+
+// TestMain lets the test binary serve as the Lua workers of the engines the
+// tests make (they start os.Executable with IsolatedCommand), as apollo's
+// main does, and stops the hub cluster the hub scenarios share.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == executor.IsolatedCommand {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		err := executor.RunIsolatedChild(ctx, os.Stdin, os.Stdout, nil)
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	code := m.Run()
+	if sharedHub.cl != nil {
+		sharedHub.cl.StopAll()
+	}
+	os.Exit(code)
+}
