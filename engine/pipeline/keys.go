@@ -61,6 +61,7 @@ var topFields = []topField{
 		l.p.Isolation, _ = l.top().choice(kv.key, kv.v, "", "process")
 	}},
 	{"steps", func(l *loader, kv keyValue) { l.stepsNode, l.stepsLine = kv.v, kv.k.Line }},
+	{"schedule", (*loader).schedule}, // schedule.go
 }
 
 // Roles of step keys.

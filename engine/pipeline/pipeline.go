@@ -36,6 +36,7 @@ type Pipeline struct {
 	Modules          []string // folders, relative to Dir
 	Isolation        string   // "" or "process": default for Lua steps
 	Steps            []*Step
+	Schedule         *Schedule // nil: none (apollo serve runs it on schedule)
 }
 
 // Step is one node of the DAG.
