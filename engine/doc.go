@@ -9,9 +9,10 @@
 // way: down this list, never up (TestImportArrows checks these lines
 // against the code).
 //
-//	engine     → clock, executor, markers, pipeline, statedir, template, textfmt, usage; eventlog, luart, stdlib
+//	engine     → clock, executor, intervene, markers, pipeline, statedir, template, textfmt, usage; eventlog, luart, stdlib
 //	history    → pipeline, statedir, textfmt, usage; eventlog
 //	completion → pipeline, usage
+//	intervene  → pipeline; eventlog
 //	executor   → markers, pipeline, textfmt; eventlog, luart, stdlib
 //	markers    → eventlog, stdlib
 //	pipeline   → statedir, template, usage; luart, stdlib
@@ -24,7 +25,8 @@
 // What each holds: engine the scheduler and everything of one run (plan,
 // digests, snapshots, progress, summary); history the read-only views
 // (inspect, list, logs, graph) and gc; completion shell completion scripts;
-// executor the shell and Lua executors behind one seam; markers a task's
+// executor the shell and Lua executors behind one seam; intervene the
+// manual interventions apollo script and apollo serve append; markers a task's
 // idempotency markers; pipeline the pipeline language; statedir the state
 // folder's files; template the {{name}} renderer; clock the injected time;
 // textfmt what people read; usage the command-line error. Outside engine/,
