@@ -85,7 +85,9 @@ accept_changes, or torn_tail (informational).
 
 TASK_SUMMARY closes an invocation: summary.counts per state, failed,
 failed_optional and blocked steps, and interrupted. Its status is SUCCESS
-when the task is complete.
+when the task is complete. summary.fsync is what the invocation's fsyncs of
+the log cost, up to the summary: {count, total_us, max_us} (microseconds);
+apollo serve exports it as the log fsync latency. Older logs lack it.
 
 # Replay
 
