@@ -15,7 +15,7 @@ func runCommand() *command[runOptions] {
 	return &command[runOptions]{
 		about: about{name: "run", summary: "run or resume the task of a pipeline",
 			usage:   "apollo run PIPELINE.yaml [flags]",
-			example: "  apollo run scripts/examples/daily_data_pipeline.yaml --var region=eu\n  apollo run pipeline.yaml --dry-run --json\n  apollo run pipeline.yaml --resume-from transform",
+			example: "  apollo run scripts/examples/daily_data_pipeline.yaml --var region=eu\n  apollo run pipeline.yaml --dry-run --json\n  apollo run pipeline.yaml --resume-from transform\n  apollo run pipeline.yaml --dates 2026-11-01..2026-11-30   # a backfill: one task per date",
 			json:    engine.PlanJSONDoc, argKind: completion.ArgPipeline},
 		nargs:    positional{1, 1, "expected one pipeline file"},
 		addFlags: (*runOptions).addFlags,
@@ -36,6 +36,7 @@ type runOptions struct {
 	stateDir      string
 	quiet         bool
 	progress      string
+	dates         string
 }
 
 func (o *runOptions) addFlags(fs *pflag.FlagSet) {
@@ -50,6 +51,7 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 	stateDirFlag(fs, &o.stateDir)
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print nothing but errors")
 	fs.StringVar(&o.progress, "progress", engine.ProgressAuto, "progress display: auto, board, plain or quiet")
+	fs.StringVar(&o.dates, "dates", "", "backfill: run the task of each date, oldest first (FROM..TO, or dates and ranges joined by commas)")
 }
 
 // runRun runs or resumes the task of the pipeline in.args[0], or prints
@@ -79,6 +81,10 @@ func runRun(ctx context.Context, o *runOptions, in invocation) error {
 		return err
 	}
 	e := newEngine(o.stateDir, o.progress, in.stdout, in.stderr)
-	return e.Run(ctx, in.args[0], engine.RunOptions{Vars: vars, TaskID: o.taskID, Fresh: o.fresh,
-		ResumeFrom: o.resumeFrom, AcceptChanges: o.acceptChanges, Parallel: o.parallel, DryRun: o.dryRun, JSON: o.json})
+	ro := engine.RunOptions{Vars: vars, TaskID: o.taskID, Fresh: o.fresh,
+		ResumeFrom: o.resumeFrom, AcceptChanges: o.acceptChanges, Parallel: o.parallel, DryRun: o.dryRun, JSON: o.json}
+	if in.changed("dates") {
+		return runDates(ctx, e, in, o, ro)
+	}
+	return e.Run(ctx, in.args[0], ro)
 }
