@@ -12,6 +12,7 @@
 //	engine     → clock, executor, intervene, markers, pipeline, statedir, template, textfmt, usage; eventlog, luart, stdlib
 //	history    → pipeline, statedir, textfmt, usage; eventlog
 //	completion → pipeline, usage
+//	cron       → clock, pipeline, statedir; eventlog
 //	intervene  → pipeline; eventlog
 //	executor   → markers, pipeline, textfmt; eventlog, luart, stdlib
 //	markers    → eventlog, stdlib
@@ -25,6 +26,7 @@
 // What each holds: engine the scheduler and everything of one run (plan,
 // digests, snapshots, progress, summary); history the read-only views
 // (inspect, list, logs, graph) and gc; completion shell completion scripts;
+// cron apollo serve's schedules and its schedule log;
 // executor the shell and Lua executors behind one seam; intervene the
 // manual interventions apollo script and apollo serve append; markers a task's
 // idempotency markers; pipeline the pipeline language; statedir the state
