@@ -13,6 +13,7 @@
 //	history    → pipeline, statedir, textfmt, usage; eventlog
 //	completion → pipeline, usage
 //	cron       → clock, pipeline, statedir; eventlog
+//	web        → cron, history, intervene, pipeline, statedir, textfmt; eventlog
 //	intervene  → pipeline; eventlog
 //	executor   → markers, pipeline, textfmt; eventlog, luart, stdlib
 //	markers    → eventlog, stdlib
@@ -26,7 +27,8 @@
 // What each holds: engine the scheduler and everything of one run (plan,
 // digests, snapshots, progress, summary); history the read-only views
 // (inspect, list, logs, graph) and gc; completion shell completion scripts;
-// cron apollo serve's schedules and its schedule log;
+// cron apollo serve's schedules and its schedule log; web apollo serve's
+// pages, API, live updates and metrics;
 // executor the shell and Lua executors behind one seam; intervene the
 // manual interventions apollo script and apollo serve append; markers a task's
 // idempotency markers; pipeline the pipeline language; statedir the state
