@@ -169,6 +169,7 @@ type index struct {
 	newest  map[string]*run
 	pending int // runs not read yet
 	changed func(keys []runKey)
+	saveMu  sync.Mutex
 }
 
 func newIndex(dirs []statedir.Dir, now func() time.Time) *index {
@@ -445,6 +446,8 @@ func (ix *index) progress() (total, pending int) {
 
 // save writes the cache of finished runs of each folder.
 func (ix *index) save() {
+	ix.saveMu.Lock()
+	defer ix.saveMu.Unlock()
 	for sd, d := range ix.dirs {
 		cf := cacheFile{V: 1}
 		for _, r := range ix.list() {

@@ -68,7 +68,13 @@ type Server struct {
 
 	wmu     sync.Mutex
 	watched map[string]watchTarget
+
+	bg sync.WaitGroup // the goroutines Start started
 }
+
+// Wait waits, once the context given to Start is done, for the server's
+// goroutines to end (the last one saves the index cache).
+func (s *Server) Wait() { s.bg.Wait() }
 
 // pipeEntry is one file of the pipelines folder.
 type pipeEntry struct {
@@ -129,17 +135,25 @@ func (s *Server) Start(ctx context.Context) error {
 		s.watchDir(d.Archive(), watchTarget{sd, "archive"})
 	}
 	todo := s.ix.scan()
+	s.bg.Add(3)
 	go func() {
+		defer s.bg.Done()
 		s.ix.readAll(todo)
-		s.ix.save()
+		if ctx.Err() == nil {
+			s.ix.save()
+		}
 		s.hub.runsChanged(nil)
 	}()
 	if s.opts.Pipelines != "" {
 		s.watchDir(s.opts.Pipelines, watchTarget{-1, "pipelines"})
 		s.loadPipelines()
 	}
-	go s.follow(ctx)
 	go func() {
+		defer s.bg.Done()
+		s.follow(ctx)
+	}()
+	go func() {
+		defer s.bg.Done()
 		tick := time.NewTicker(time.Minute)
 		defer tick.Stop()
 		for {
@@ -156,7 +170,11 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 	}()
 	if s.opts.Scheduler != nil {
-		go s.opts.Scheduler.Run(ctx)
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			s.opts.Scheduler.Run(ctx)
+		}()
 	}
 	return nil
 }
