@@ -246,12 +246,12 @@ func ganttSVG(atts []attempt, now time.Time) (template.HTML, int) {
 	H := float64(len(shown))*rowH + 34
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="gantt" xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" role="img" aria-label="timeline of attempts">`,
-		labelW+plotW+20, H, labelW+plotW+20, H)
+		labelW+plotW+40, H, labelW+plotW+40, H)
 	// Axis: five ticks from the first start.
 	for i := 0; i <= 4; i++ {
 		x := labelW + plotW*float64(i)/4
-		fmt.Fprintf(&b, `<line class="tick" x1="%.1f" y1="14" x2="%.1f" y2="%.1f"/><text class="axis" x="%.1f" y="10">+%s</text>`,
-			x, x, H, x-10, template.HTMLEscapeString(shortDur(time.Duration(span*float64(i)/4*float64(time.Second)))))
+		fmt.Fprintf(&b, `<line class="tick" x1="%.1f" y1="14" x2="%.1f" y2="%.1f"/><text class="axis" x="%.1f" y="10" text-anchor="middle">+%s</text>`,
+			x, x, H, x, template.HTMLEscapeString(shortDur(time.Duration(span*float64(i)/4*float64(time.Second)))))
 	}
 	for i, a := range shown {
 		end := a.End
