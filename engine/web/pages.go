@@ -388,7 +388,9 @@ func (s *Server) sseRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k := run.key
-	sent := map[string]string{}
+	// What the page has: the records its last event covered and the status
+	// then (a runner that died turns running steps dirty without a record).
+	seen, lastStatus := -1, ""
 	s.stream(w, r, &sub{key: &k}, func(ev *events) bool {
 		d := s.ix.detail(run)
 		if d == nil {
@@ -403,12 +405,12 @@ func (s *Server) sseRun(w http.ResponseWriter, r *http.Request) {
 			Output   string `json:"output,omitempty"`
 		}
 		running := d.report.Status == "running"
-		var steps []step
-		attempts := map[string]int{}
-		for _, a := range d.timeline {
-			attempts[a.Step] = a.Retry + 1
-		}
+		all := seen < 0 || d.report.Status != lastStatus || d.records < seen
+		steps := []step{}
 		for _, st := range d.report.Steps {
+			if !all && d.changed[st.ID] <= seen {
+				continue
+			}
 			state := st.Status
 			if st.Dirty && !running {
 				state = "DIRTY"
@@ -418,15 +420,12 @@ func (s *Server) sseRun(w http.ResponseWriter, r *http.Request) {
 				dur = textfmt.Duration(time.Duration(st.DurationMS) * time.Millisecond).String()
 			}
 			x := step{ID: st.ID, State: state, Attempts: st.Attempts, Duration: dur, Error: textfmt.OneLine(st.LastError, 200)}
-			if n := attempts[st.ID]; n > 0 {
-				x.Output = runLink(k) + "/steps/" + url.PathEscape(st.ID) + "/" + itoa(n-1)
+			if st.Attempts > 0 {
+				x.Output = runLink(k) + "/steps/" + url.PathEscape(st.ID) + "/" + itoa(st.RetryCount)
 			}
-			sig := x.State + "|" + itoa(x.Attempts) + "|" + x.Duration + "|" + x.Error
-			if sent[st.ID] != sig {
-				sent[st.ID] = sig
-				steps = append(steps, x)
-			}
+			steps = append(steps, x)
 		}
+		seen, lastStatus = d.records, d.report.Status
 		ev.send("run", map[string]any{"status": d.report.Status, "runner": d.report.Runner, "records": d.report.Records,
 			"last_event": d.report.LastEvent, "steps": steps})
 		return false
