@@ -169,6 +169,7 @@ type run struct {
 	// finished says its last invocation has a summary, so info is final
 	// until the log grows.
 	info     history.RunInfo
+	enc      []byte // info as /api/runs writes it, while finished
 	finished bool
 	loaded   bool
 	stats    runStats
@@ -385,7 +386,7 @@ func (ix *index) refresh(r *run, keep bool) bool {
 		r.off, r.seq, r.torn = tail.End, tail.LastSeq, tail.Torn
 	}
 	r.size, r.mod, r.loaded = fi.Size(), fi.ModTime(), true
-	r.info = r.sum.Info(false, 0, ix.now())
+	r.info, r.enc = r.sum.Info(false, 0, ix.now()), nil
 	st := r.sum.State()
 	r.finished = r.info.Status == "corrupt" || (st.Summary != nil && r.torn == 0)
 	if r.finished && !keep && time.Since(r.lastUse) > time.Minute {

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"html/template"
 	"io"
@@ -95,6 +96,7 @@ func runLink(k runKey) string { return "/runs/" + itoa(k.SD) + "/" + url.PathEsc
 // listRow is one line of the runs page.
 type listRow struct {
 	history.RunInfo
+	run  *run
 	Link string
 	Key  string
 	Dir  string
@@ -139,7 +141,7 @@ func (s *Server) runs(f runsFilter) ([]listRow, []string) {
 			names[ri.TaskName] = true
 		}
 		if f.keep(ri) {
-			rows = append(rows, listRow{RunInfo: ri, Link: runLink(r.key), Key: itoa(r.key.SD) + "/" + r.key.Name, Dir: s.dirs[r.key.SD].Root})
+			rows = append(rows, listRow{RunInfo: ri, run: r, Link: runLink(r.key), Key: itoa(r.key.SD) + "/" + r.key.Name, Dir: s.dirs[r.key.SD].Root})
 		}
 	}
 	return rows, slices.Sorted(func(yield func(string) bool) {
@@ -188,15 +190,47 @@ func (s *Server) pageRuns(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, "runs", p)
 }
 
+// apiRuns writes {"runs": [...]} byte for byte as apollo list --json
+// does; a finished run's entry is encoded once and kept.
 func (s *Server) apiRuns(w http.ResponseWriter, r *http.Request) {
 	rows, _ := s.runs(filterOf(r))
-	out := make([]history.RunInfo, len(rows))
-	for i, row := range rows {
-		out[i] = row.RunInfo
+	var b bytes.Buffer
+	b.Grow(len(rows) * 400)
+	if len(rows) == 0 {
+		b.WriteString("{\n  \"runs\": []\n}\n")
+	} else {
+		b.WriteString("{\n  \"runs\": [\n    ")
+		for i, row := range rows {
+			if i > 0 {
+				b.WriteString(",\n    ")
+			}
+			b.Write(row.run.encoded(row.RunInfo))
+		}
+		b.WriteString("\n  ]\n}\n")
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Runs []history.RunInfo `json:"runs"`
-	}{out})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(b.Bytes())
+}
+
+// encoded is ri, the run's entry now, as an element of list --json's
+// "runs": kept while the run is finished, when ri is its final entry.
+func (r *run) encoded(ri history.RunInfo) []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.enc != nil && r.finished {
+		return r.enc
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("    ", "  ")
+	enc.SetEscapeHTML(false)
+	enc.Encode(ri)
+	out := bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+	if r.finished && ri == r.info {
+		r.enc = out
+	}
+	return out
 }
 
 // sseRuns sends the list page each run that changed: event "runs", data

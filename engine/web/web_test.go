@@ -2,6 +2,7 @@ package web
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -174,11 +175,17 @@ func TestAPIShapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range want {
-		want[i].DurationMS, got.Runs[i].DurationMS = 0, 0 // an unfinished run's counts to now
+	var cli bytes.Buffer
+	history.WriteListJSON(&cli, want)
+	if body != cli.String() {
+		t.Errorf("/api/runs:\n%s\napollo list --all --json:\n%s", body, cli.String())
 	}
 	if !reflect.DeepEqual(got.Runs, want) {
 		t.Errorf("/api/runs:\n got %+v\nwant %+v", got.Runs, want)
+	}
+	h.get(t, "/api/runs") // a second time, from the kept encodings
+	if _, again := h.get(t, "/api/runs"); again != cli.String() {
+		t.Errorf("/api/runs the second time differs:\n%s", again)
 	}
 	code, body = h.get(t, "/api/runs/0/"+logName(t, dir, "bad"))
 	if code != 200 {
