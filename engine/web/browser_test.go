@@ -246,6 +246,13 @@ func TestBrowserLive(t *testing.T) {
 		t.Errorf("runs page shows:\n%s", got)
 	}
 
+	// A run that starts while the page is open appears at the top.
+	eval[bool](t, ctx, `window.notReloaded = true`)
+	waitFor(t, ctx, "the live stream opens", `document.getElementById("live").classList.contains("on")`)
+	newLog(t, d.dir, "etl-2026-11-02", time.Now().UTC().Truncate(time.Second), etl...).add(start("fetch_orders", 0))
+	waitFor(t, ctx, "the new run's row appears without a reload",
+		`window.notReloaded === true && document.querySelector("#runs tbody tr").dataset.key.includes("etl-2026-11-02")`)
+
 	within(t, ctx, "run page", chromedp.Navigate(base+"/runs/0/"+d.liveName), chromedp.WaitVisible(`svg.dag`))
 	eval[bool](t, ctx, `window.notReloaded = true`)
 	join := `document.querySelector('svg.dag g.node[data-step="join"]').classList`
