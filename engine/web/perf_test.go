@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -115,7 +116,15 @@ func TestPerformanceFigures(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	var startCPU time.Duration
 	startServer := func() (*Server, context.CancelFunc, time.Duration, time.Duration) {
+		runtime.GC()
+		c0 := cpu()
 		t0 := time.Now()
 		s, err := New(Options{StateDirs: []string{dir}})
 		if err != nil {
@@ -124,6 +133,7 @@ func TestPerformanceFigures(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		s.Start(ctx)
 		listed := time.Since(t0)
+		startCPU = cpu() - c0
 		for {
 			if _, p := s.ix.progress(); p == 0 {
 				break
@@ -133,12 +143,12 @@ func TestPerformanceFigures(t *testing.T) {
 		return s, cancel, listed, time.Since(t0)
 	}
 	s, cancel, listed, read := startServer()
-	t.Logf("| start, no index cache | answering in %s | every log read in %s |", ms(listed), ms(read))
+	t.Logf("| start, no index cache | answering in %s (%s of CPU) | every log read in %s |", ms(listed), ms(startCPU), ms(read))
 	cancel()
 	s.Wait()
 	s.ix.save()
 	s, cancel, listed, read = startServer()
-	t.Logf("| start, with the index cache | answering in %s | every log read in %s |", ms(listed), ms(read))
+	t.Logf("| start, with the index cache | answering in %s (%s of CPU) | every log read in %s |", ms(listed), ms(startCPU), ms(read))
 	defer func() { cancel(); s.Wait() }()
 	hs := httptest.NewServer(s.Handler())
 	defer hs.Close()
