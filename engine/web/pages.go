@@ -271,9 +271,14 @@ func (s *Server) sseRuns(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// maxTableSteps is the most steps a run page's table shows unless asked
+// for all: the first ones, in the graph's order.
+const maxTableSteps = 1000
+
 // runData is what the run page shows.
 type runData struct {
 	Key       string
+	Hidden    int // steps left out of the table (a huge run, without ?all)
 	Link      string
 	Report    *history.Report
 	Steps     []stepRow
@@ -353,6 +358,10 @@ func (s *Server) pageRun(w http.ResponseWriter, r *http.Request) {
 	}
 	p := s.newPage(r, "task "+d.report.TaskID, "runs")
 	rd := s.runData(run, d)
+	if len(rd.Steps) > maxTableSteps && r.URL.Query().Get("all") == "" {
+		rd.Hidden = len(rd.Steps) - maxTableSteps
+		rd.Steps = rd.Steps[:maxTableSteps]
+	}
 	p.SSE, p.Data = "/sse"+rd.Link, rd
 	s.render(w, r, "run", p)
 }
