@@ -145,10 +145,10 @@ func (s *Server) resume(run *run, user, why string) (*cron.Entry, error) {
 		return nil, fmt.Errorf("runs cannot be started from here: %s", s.opts.NoScheduler)
 	}
 	d := s.ix.detail(run)
-	if d == nil || d.state.Start == nil {
+	if d == nil || d.start == nil {
 		return nil, fmt.Errorf("the run's log names no pipeline")
 	}
-	st := d.state.Start
+	st := d.start
 	path := s.findPipeline(st.Pipeline, st.TaskName)
 	if path == "" {
 		return nil, fmt.Errorf("the pipeline file %s is gone (looked beside apollo serve and in the pipelines folder)", st.Pipeline)

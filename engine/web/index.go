@@ -515,7 +515,9 @@ type detail struct {
 	changed  map[string]int
 	timeline []attempt
 	warnings []*eventlog.Record
-	state    *eventlog.State
+	// start is the latest TASK_START's description of the run (nil before
+	// one), taken under the run's lock.
+	start *eventlog.StartInfo
 }
 
 // detail reads the run up to now and reports on it as inspect does.
@@ -539,6 +541,6 @@ func (ix *index) detail(r *run) *detail {
 	}
 	st := r.sum.State()
 	return &detail{report: history.NewReport(st, r.f.Path, r.sum.Records(), r.torn, runner),
-		timeline: slices.Clone(r.stats.timeline), warnings: slices.Clone(r.stats.warnings), state: st,
+		timeline: slices.Clone(r.stats.timeline), warnings: slices.Clone(r.stats.warnings), start: st.Start,
 		records: r.stats.records, changed: maps.Clone(r.stats.changed)}
 }

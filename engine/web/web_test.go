@@ -5,20 +5,24 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
+	"apollo/engine/cron"
 	"apollo/engine/history"
 	"apollo/engine/statedir"
 	"apollo/eventlog"
@@ -560,5 +564,86 @@ func TestIndexCache(t *testing.T) {
 		if ri := s.ix.entry(r); ri.TaskID == "ok" && ri.Status != "unfinished" {
 			t.Errorf("run ok after a reset = %s, want unfinished (open again)", ri.Status)
 		}
+	}
+}
+
+// TestResumeAndStop: resume starts apollo run on the run's task with its
+// pipeline and variables (through the scheduler, recorded), after a note in
+// the log; stop sends SIGTERM to the process holding the task's lock.
+func TestResumeAndStop(t *testing.T) {
+	dir := fixture(t)
+	pipes := filepath.Join(t.TempDir(), "pipelines")
+	os.MkdirAll(pipes, 0o755)
+	os.WriteFile(filepath.Join(pipes, "demo.yaml"), []byte("task_name: demo\nsteps:\n  - id: a\n    command: echo {{task_date}}\n"), 0o644)
+	jobs := make(chan cron.Job, 1)
+	sched, err := cron.New(cron.Options{StateDir: dir, Launch: func(j cron.Job, _, _ string) (*cron.Process, error) {
+		jobs <- j
+		return &cron.Process{PID: 4242, Wait: func() int { return 0 }}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sched.Close()
+	token := "0123456789abcdef0123"
+	s, err := New(Options{StateDirs: []string{dir}, Pipelines: pipes, Auth: &Auth{Token: []byte(token)}, Scheduler: sched, Host: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.Start(ctx)
+	hs := httptest.NewServer(s.Handler())
+	defer func() { hs.Close(); cancel(); s.Wait() }()
+	for ; ; time.Sleep(10 * time.Millisecond) {
+		if _, p := s.ix.progress(); p == 0 {
+			break
+		}
+	}
+	h := &harness{srv: s, http: hs, dir: dir}
+	form := func(action string) url.Values {
+		return url.Values{"action": {action}, "why": {"carry on"}, "csrf": {s.opts.Auth.csrf("token")}}
+	}
+	code, body := h.post(t, "/runs/0/"+logName(t, dir, "cut")+"/act", form("resume"), "Authorization", "Bearer "+token)
+	if code != 200 {
+		t.Fatalf("resume = %d %s", code, body)
+	}
+	j := <-jobs
+	if j.TaskID != "cut" || j.TaskDate != "2026-11-01" || j.Pipe.Path != filepath.Join(pipes, "demo.yaml") || j.Trigger != cron.TriggerManual {
+		t.Errorf("job = %+v, want task cut of demo.yaml on 2026-11-01", j)
+	}
+	recs := records(t, dir, "cut")
+	if last := recs[len(recs)-1]; !strings.HasPrefix(last.Message, "resume requested by token via apollo serve on h") {
+		t.Errorf("last record = %q, want the note of the resume", last.Message)
+	}
+
+	if _, err := exec.LookPath("flock"); err != nil {
+		t.Skip("no flock(1) to hold a task's lock from another process")
+	}
+	lock := statedir.Dir{Root: dir}.Lock("cut")
+	holder := exec.Command("flock", lock, "sleep", "30")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- holder.Wait() }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, held := eventlog.Holder(lock); held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("flock did not take the lock")
+		}
+	}
+	code, body = h.post(t, "/runs/0/"+logName(t, dir, "cut")+"/act", form("stop"), "Authorization", "Bearer "+token)
+	if code != 200 || !strings.Contains(body, fmt.Sprintf("SIGTERM to apollo process %d", holder.Process.Pid)) {
+		t.Fatalf("stop = %d %s", code, body)
+	}
+	select {
+	case err := <-done:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
+			t.Errorf("the holder ended with %v, want SIGTERM", err)
+		}
+	case <-time.After(10 * time.Second):
+		holder.Process.Kill()
+		t.Fatal("the holder did not end within 10s of the stop")
 	}
 }
