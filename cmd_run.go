@@ -16,7 +16,7 @@ func runCommand() *command[runOptions] {
 	return &command[runOptions]{
 		about: about{name: "run", summary: "run or resume the task of a pipeline",
 			usage:   "apollo run PIPELINE.yaml [flags]",
-			example: "  apollo run scripts/examples/daily_data_pipeline.yaml --var region=eu\n  apollo run pipeline.yaml --dry-run --json\n  apollo run pipeline.yaml --resume-from transform\n  apollo run pipeline.yaml --hub nats://10.0.0.1:4222,nats://10.0.0.2:4222 --token-file hub.token",
+			example: "  apollo run scripts/examples/daily_data_pipeline.yaml --var region=eu\n  apollo run pipeline.yaml --dry-run --json\n  apollo run pipeline.yaml --resume-from transform\n  apollo run pipeline.yaml --hub nats://10.0.0.1:4222,nats://10.0.0.2:4222 --token-file hub.token\n  apollo run pipeline.yaml --dates 2026-11-01..2026-11-30   # a backfill: one task per date",
 			json:    engine.PlanJSONDoc, argKind: completion.ArgPipeline},
 		nargs:    positional{1, 1, "expected one pipeline file"},
 		addFlags: (*runOptions).addFlags,
@@ -40,6 +40,7 @@ type runOptions struct {
 	progress      string
 	hub           hubFlags
 	pool          string
+	dates         string
 }
 
 func (o *runOptions) addFlags(fs *pflag.FlagSet) {
@@ -58,6 +59,7 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.progress, "progress", engine.ProgressAuto, "progress display: auto, board, plain or quiet")
 	o.hub.addFlags(fs, "run the steps on workers through this hub: nats://host:port[,nats://host:port...]")
 	fs.StringVar(&o.pool, "pool", "", "with --hub: the pool of steps that name none (default \"default\")")
+	fs.StringVar(&o.dates, "dates", "", "backfill: run the task of each date, oldest first (FROM..TO, or dates and ranges joined by commas)")
 }
 
 // runRun runs or resumes the task of the pipeline in.args[0], or prints
@@ -93,8 +95,12 @@ func runRun(ctx context.Context, o *runOptions, in invocation) error {
 		return err
 	}
 	e := newEngine(o.stateDir, o.progress, in.stdout, in.stderr)
-	return e.Run(ctx, in.args[0], engine.RunOptions{Vars: vars, TaskID: o.taskID, Fresh: o.fresh,
+	ro := engine.RunOptions{Vars: vars, TaskID: o.taskID, Fresh: o.fresh,
 		ResumeFrom: o.resumeFrom, Only: o.only, Until: o.until, AcceptChanges: o.acceptChanges, Parallel: o.parallel, DryRun: o.dryRun, JSON: o.json,
 		Hub: engine.HubOptions{URLs: o.hub.urls, Pool: o.pool, Auth: o.hub.auth(),
-			CallTimeout: envDuration(envHubCallTimeout), GiveUp: envDuration(envHubGiveUp), LeaseTTL: envDuration(envHubLeaseTTL)}})
+			CallTimeout: envDuration(envHubCallTimeout), GiveUp: envDuration(envHubGiveUp), LeaseTTL: envDuration(envHubLeaseTTL)}}
+	if in.changed("dates") {
+		return runDates(ctx, e, in, o, ro)
+	}
+	return e.Run(ctx, in.args[0], ro)
 }

@@ -9,13 +9,16 @@
 // way: down this list, never up (TestImportArrows checks these lines
 // against the code).
 //
-//	engine     → clock, executor, markers, pipeline, remote, statedir, template, textfmt, usage; eventlog, luart, stdlib
+//	engine     → clock, executor, intervene, markers, pipeline, remote, statedir, template, textfmt, usage; eventlog, luart, stdlib
 //	history    → pipeline, statedir, textfmt, usage; eventlog
 //	worker     → executor, remote; stdlib
 //	hub        → remote
 //	hubtest    → hub, remote; eventlog
 //	remote     → pipeline
 //	completion → pipeline, usage
+//	cron       → clock, pipeline, statedir; eventlog
+//	web        → cron, history, intervene, pipeline, statedir, textfmt; eventlog
+//	intervene  → pipeline; eventlog
 //	executor   → luaproc, pipeline, textfmt; luart, stdlib
 //	markers    → eventlog, stdlib
 //	pipeline   → statedir, template, usage; luart, stdlib
@@ -29,6 +32,9 @@
 // What each holds: engine the scheduler and everything of one run (plan,
 // digests, snapshots, progress, summary); history the read-only views
 // (inspect, list, logs, graph) and gc; completion shell completion scripts;
+// cron apollo serve's schedules and its schedule log; web apollo serve's
+// pages, API, live updates and metrics; intervene the manual interventions
+// apollo script and apollo serve append;
 // executor the shell and Lua executors behind one seam; luaproc the pool of
 // Lua worker processes, each job under a hard memory limit; markers a task's
 // idempotency markers; remote the names, messages and deadline-bounded

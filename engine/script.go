@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,8 +11,8 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
+	"apollo/engine/intervene"
 	"apollo/engine/markers"
-	"apollo/engine/pipeline"
 	"apollo/engine/statedir"
 	"apollo/engine/usage"
 	"apollo/eventlog"
@@ -149,42 +148,21 @@ func (s *scriptEnv) Markers() []stdlib.Marker { return s.book.All() }
 
 // Intervene appends a WARNING that says who changed what, and why.
 func (s *scriptEnv) Intervene(action, target, why string) error {
-	if why == "" {
-		return errors.New("say why: the reason is kept in the log")
+	req := intervene.Request{Action: action, Target: target, Why: why}
+	if why != "" {
+		req.By = s.who()
 	}
-	iv := &eventlog.Intervention{Action: action, Why: why, By: s.who()}
-	var msg, stepID string
-	switch action {
-	case eventlog.ActionReset, eventlog.ActionSkip:
-		s.mu.Lock()
-		_, known := s.state.Steps[target]
-		ids := append([]string(nil), s.state.Order...)
-		s.mu.Unlock()
-		if !known {
-			hint := ""
-			if m := pipeline.Suggest(target, ids); m != "" {
-				hint = fmt.Sprintf(" (did you mean %q?)", m)
-			}
-			return fmt.Errorf("no step %q in task %s%s", target, s.state.TaskID, hint)
-		}
-		iv.Steps = []string{target}
-		stepID = target
-		verb := "reset: the next apollo run runs it again"
-		if action == eventlog.ActionSkip {
-			verb = "skipped: the next apollo run treats it as SKIPPED"
-		}
-		msg = fmt.Sprintf("manual intervention by %s: step %q %s (why: %s)", iv.By, target, verb, why)
-	case eventlog.ActionClearMarker:
-		if _, ok := s.Marker(target); !ok {
-			return fmt.Errorf("no marker %q in task %s", target, s.state.TaskID)
-		}
-		iv.Marker = target
-		msg = fmt.Sprintf("manual intervention by %s: marker %q cleared: the guarded code may run again (why: %s)", iv.By, target, why)
-	default:
-		return fmt.Errorf("unknown intervention %q", action)
+	hasMarker := func(name string) bool {
+		_, ok := s.Marker(name)
+		return ok
 	}
-	return s.append(&eventlog.Record{EventType: eventlog.Warning, StepID: stepID, Status: eventlog.Running,
-		Message: msg, Intervention: iv})
+	s.mu.Lock()
+	rec, err := intervene.Record(s.state, hasMarker, req)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.append(rec)
 }
 
 func (s *scriptEnv) who() string {

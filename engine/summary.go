@@ -47,6 +47,8 @@ func (r *run) summarize(interrupted bool) error {
 		status = eventlog.Pending
 	}
 	dur := r.e.opts.Clock.Now().Sub(r.started)
+	total, longest := r.w.FsyncTimes()
+	info.Fsync = &eventlog.FsyncInfo{Count: r.w.Fsyncs(), TotalUS: total.Microseconds(), MaxUS: longest.Microseconds()}
 	rec := &eventlog.Record{EventType: eventlog.TaskSummary, Status: status, DurationMS: dur.Milliseconds(), Summary: info}
 	switch {
 	case partial:

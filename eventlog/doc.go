@@ -179,6 +179,9 @@ is not complete; and summary: counts (steps per state), failed and
 failed_optional (the steps that failed, required or optional), blocked
 (steps not run because a required dependency failed) and interrupted (a
 signal stopped the run).
+summary.fsync is what the invocation's fsyncs of the log cost, up to the
+summary: {count, total_us, max_us} (microseconds); apollo serve exports it as
+the log fsync latency. Older logs lack it.
 
 # Replay
 

@@ -151,6 +151,17 @@ type SummaryInfo struct {
 	FailedOptional []string       `json:"failed_optional,omitempty"`
 	Blocked        []string       `json:"blocked,omitempty"`
 	Interrupted    bool           `json:"interrupted,omitempty"`
+	// Fsync is what the invocation's fsyncs of the log cost, up to the
+	// summary itself.
+	Fsync *FsyncInfo `json:"fsync,omitempty"`
+}
+
+// FsyncInfo counts the fsyncs of a log by one invocation and their time,
+// in microseconds (TASK_SUMMARY's summary.fsync).
+type FsyncInfo struct {
+	Count   int64 `json:"count"`
+	TotalUS int64 `json:"total_us"`
+	MaxUS   int64 `json:"max_us"`
 }
 
 // MarkerInfo is the body of a MARKER record.
@@ -1211,7 +1222,8 @@ var (
 	startNames = []string{"v", "task_name", "pipeline", "pipeline_digest", "steps", "vars", "pid", "host",
 		"run_nonce", "invocation", "durability", "parallelism", "apollo_version"}
 	stepNames         = []string{"id", "depends_on", "optional", "definition_digest", "has_cleanup"}
-	summaryNames      = []string{"counts", "failed", "failed_optional", "blocked", "interrupted"}
+	summaryNames      = []string{"counts", "failed", "failed_optional", "blocked", "interrupted", "fsync"}
+	fsyncNames        = []string{"count", "total_us", "max_us"}
 	markerNames       = []string{"name", "state", "result"}
 	interventionNames = []string{"action", "steps", "marker", "why", "by"}
 )
@@ -1414,9 +1426,30 @@ func (d *decoder) summary() *SummaryInfo {
 			s.Blocked = list(d, d.strInto)
 		case 4: // interrupted
 			s.Interrupted = d.boolean()
+		case 5: // fsync
+			s.Fsync = d.fsync()
 		}
 	}
 	return s
+}
+
+func (d *decoder) fsync() *FsyncInfo {
+	if d.null() {
+		return nil
+	}
+	fi := new(FsyncInfo)
+	f := fields{names: fsyncNames}
+	for k := d.field(&f); k >= 0; k = d.field(&f) {
+		switch k {
+		case 0: // count
+			fi.Count = d.integer(64)
+		case 1: // total_us
+			fi.TotalUS = d.integer(64)
+		case 2: // max_us
+			fi.MaxUS = d.integer(64)
+		}
+	}
+	return fi
 }
 
 func (d *decoder) marker() *MarkerInfo {

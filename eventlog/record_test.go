@@ -310,7 +310,8 @@ func fullRecord() *Record {
 		DurationMS: 1 << 40, Message: `back\slash /`, PGID: 4242, ExitCode: intp(-3), NextDelayMS: 7,
 		Interrupted: true, TimedOut: true, Dirty: true, Output: json.RawMessage(`{"a":[1,-2.5e3,"x\"y",null,true,{}]}`),
 		Start: startInfo(Version), Summary: &SummaryInfo{Counts: map[string]int{Success: 3, "": 0}, Failed: []string{"a"},
-			FailedOptional: []string{}, Blocked: []string{"b", "c"}, Interrupted: true},
+			FailedOptional: []string{}, Blocked: []string{"b", "c"}, Interrupted: true,
+			Fsync: &FsyncInfo{Count: 3, TotalUS: 12345678901, MaxUS: 9}},
 		Marker:       &MarkerInfo{Name: "m", State: MarkerPending, Result: json.RawMessage(`"é"`)},
 		Intervention: &Intervention{Action: ActionSkip, Steps: []string{"x"}, Marker: "m", Why: "why", By: "by"}}
 }
@@ -431,7 +432,7 @@ func TestDecodeFastKnowsEveryField(t *testing.T) {
 		names []string
 	}{
 		{Record{}, recordNames}, {StartInfo{}, startNames}, {StepInfo{}, stepNames},
-		{SummaryInfo{}, summaryNames}, {MarkerInfo{}, markerNames}, {Intervention{}, interventionNames},
+		{SummaryInfo{}, summaryNames}, {FsyncInfo{}, fsyncNames}, {MarkerInfo{}, markerNames}, {Intervention{}, interventionNames},
 	} {
 		typ := reflect.TypeOf(c.v)
 		var tags []string

@@ -158,6 +158,10 @@ type Writer struct {
 
 	fsyncs  atomic.Int64
 	records atomic.Int64
+	// fsyncNanos and fsyncMaxNanos are the total and the longest time the
+	// fsyncs took: the runner reports them in its TASK_SUMMARY.
+	fsyncNanos    atomic.Int64
+	fsyncMaxNanos atomic.Int64
 
 	background sync.WaitGroup // fsyncs started by syncSoon
 }
@@ -329,6 +333,27 @@ func (w *Writer) Offset() int64 {
 
 // Fsyncs is the number of fsyncs of the log so far.
 func (w *Writer) Fsyncs() int64 { return w.fsyncs.Load() }
+
+// FsyncTimes is the total and the longest time this writer's fsyncs took.
+func (w *Writer) FsyncTimes() (total, longest time.Duration) {
+	return time.Duration(w.fsyncNanos.Load()), time.Duration(w.fsyncMaxNanos.Load())
+}
+
+// datasync fsyncs f, counting the fsync and its time.
+func (w *Writer) datasync(f File) error {
+	w.fsyncs.Add(1)
+	start := time.Now()
+	err := datasync(f)
+	d := time.Since(start).Nanoseconds()
+	w.fsyncNanos.Add(d)
+	for {
+		m := w.fsyncMaxNanos.Load()
+		if d <= m || w.fsyncMaxNanos.CompareAndSwap(m, d) {
+			break
+		}
+	}
+	return err
+}
 
 // Records is the number of records this writer appended.
 func (w *Writer) Records() int64 { return w.records.Load() }
@@ -528,8 +553,7 @@ func (w *Writer) syncTo(end int64) error {
 	target, seq, f, kind := w.offset, w.seq, w.f, w.lastKind
 	w.syncing = true
 	w.mu.Unlock()
-	w.fsyncs.Add(1)
-	err := datasync(f)
+	err := w.datasync(f)
 	w.mu.Lock()
 	w.syncing = false
 	w.cond.Broadcast()
@@ -632,8 +656,7 @@ func (w *Writer) repairLocked(end, n int64) error {
 	if err := w.f.Truncate(end); err != nil {
 		return fmt.Errorf("repair torn tail: truncate to %d: %w", end, err)
 	}
-	w.fsyncs.Add(1)
-	if err := datasync(w.f); err != nil {
+	if err := w.datasync(w.f); err != nil {
 		return fmt.Errorf("repair torn tail: fsync: %w", err)
 	}
 	w.offset = end
@@ -652,8 +675,7 @@ func (w *Writer) repairLocked(end, n int64) error {
 	if err != nil {
 		return err
 	}
-	w.fsyncs.Add(1)
-	if err := datasync(w.f); err != nil {
+	if err := w.datasync(w.f); err != nil {
 		return fmt.Errorf("repair torn tail: fsync: %w", err)
 	}
 	w.synced, w.syncedSeq = w.offset, w.seq

@@ -121,32 +121,31 @@ func (s *logSummary) duration(held bool, now time.Time) time.Duration {
 // summarizeLog replays a live or archived log.
 func summarizeLog(path, taskID string) (*logSummary, error) {
 	s := &logSummary{}
-	var invStart time.Time
-	state, _, err := statedir.Replay(path, taskID, func(r *eventlog.Record) {
-		t := r.Time()
-		switch r.EventType {
-		case eventlog.TaskStart:
-			if !invStart.IsZero() && !s.last.IsZero() {
-				s.spent += max(0, s.last.Sub(invStart))
-			}
-			invStart = t
-		case eventlog.TaskSummary:
-			if !invStart.IsZero() {
-				s.spent += max(0, t.Sub(invStart))
-			}
-			invStart = time.Time{}
-		}
-		s.records++
-		s.last = t
-	})
+	state, _, err := statedir.Replay(path, taskID, s.apply)
 	if err != nil {
 		return nil, err
 	}
 	s.state = state
-	if !invStart.IsZero() {
-		s.open = invStart
-	}
 	return s, nil
+}
+
+// apply counts r, read from the log, in the summary (not in its state).
+func (s *logSummary) apply(r *eventlog.Record) {
+	t := r.Time()
+	switch r.EventType {
+	case eventlog.TaskStart:
+		if !s.open.IsZero() && !s.last.IsZero() {
+			s.spent += max(0, s.last.Sub(s.open))
+		}
+		s.open = t
+	case eventlog.TaskSummary:
+		if !s.open.IsZero() {
+			s.spent += max(0, t.Sub(s.open))
+		}
+		s.open = time.Time{}
+	}
+	s.records++
+	s.last = t
 }
 
 // resumable reports whether apollo run would carry on a task whose newest

@@ -99,6 +99,11 @@ func runInfo(f statedir.LogFile, held bool, now time.Time) RunInfo {
 		ri.Status, ri.Error = "corrupt", err.Error()
 		return ri
 	}
+	return s.info(ri, held, now)
+}
+
+// info fills ri, a run's entry, from the summary of its log.
+func (s *logSummary) info(ri RunInfo, held bool, now time.Time) RunInfo {
 	st := s.state
 	if st.StartedAt != "" {
 		ri.StartedAt = st.StartedAt

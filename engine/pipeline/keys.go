@@ -74,6 +74,7 @@ var topFields = []topField{
 	{"steps", func(l *loader, kv keyValue) { l.stepsNode, l.stepsLine = kv.v, kv.k.Line }},
 	{HandlerOnFailure, func(l *loader, kv keyValue) { l.handlerNodes[0] = kv }},
 	{HandlerFinally, func(l *loader, kv keyValue) { l.handlerNodes[1] = kv }},
+	{"schedule", (*loader).schedule}, // schedule.go
 }
 
 // Roles of step keys.

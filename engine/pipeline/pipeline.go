@@ -53,6 +53,7 @@ type Pipeline struct {
 	// at the top level) give every step; already applied to Steps.
 	Defaults Defaults
 	Steps    []*Step
+	Schedule *Schedule // nil: none (apollo serve runs it on schedule)
 }
 
 // Defaults are what the top level sets for every step that does not set it

@@ -121,6 +121,24 @@ const pipelineSchema = `{
       "description": "Where shell steps run, relative to the pipeline file's folder (default: the folder apollo runs in).",
       "$ref": "#/$defs/workingDir"
     },
+    "schedule": {
+      "description": "When apollo serve runs the pipeline: a cron expression (minute hour day-of-month month day-of-week, or @daily, @hourly, ...) or a mapping.",
+      "oneOf": [
+        {"type": "string", "pattern": "\\S"},
+        {
+          "type": "object",
+          "required": ["cron"],
+          "additionalProperties": false,
+          "properties": {
+            "cron": {"description": "Five fields or an @ shorthand, read in timezone.", "type": "string", "pattern": "\\S"},
+            "timezone": {"description": "IANA time zone name (default UTC); task_date is the date there.", "type": "string", "pattern": "\\S"},
+            "catchup": {"description": "Scheduled times missed while apollo serve was down: none, latest (default) or all.", "enum": ["none", "latest", "all"]},
+            "catchup_limit": {"description": "With catchup: all, the most missed times run (default 10).", "type": "integer", "minimum": 1, "maximum": 10000},
+            "overlap": {"description": "A time that comes while a run of the pipeline goes on: skip (default) or queue.", "enum": ["skip", "queue"]}
+          }
+        }
+      ]
+    },
     "steps": {
       "description": "The steps of the DAG.",
       "type": "array",

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"apollo/engine/cron"
+	"apollo/engine/usage"
+	"apollo/engine/web"
+)
+
+func serveCommand() *command[serveOptions] {
+	return &command[serveOptions]{
+		about: about{name: "serve", summary: "watch runs in a browser, run pipelines on their schedules, export metrics",
+			usage: "apollo serve [--listen 127.0.0.1:8080] [--state-dir DIR]... [--pipelines DIR] [--token-file FILE | --auth-file FILE]",
+			example: "  apollo serve --pipelines pipelines/\n" +
+				"  apollo serve --listen 0.0.0.0:8080 --auth-file /etc/apollo/users --state-dir /srv/a --state-dir /srv/b\n" +
+				"  # users: one user:bcrypt-hash a line, as htpasswd -nB USER prints it"},
+		nargs:    positional{0, 0, "takes no arguments"},
+		addFlags: (*serveOptions).addFlags,
+		run:      runServe,
+	}
+}
+
+// serveOptions are the flags of apollo serve.
+type serveOptions struct {
+	listen    string
+	stateDirs []string
+	pipelines string
+	tokenFile string
+	authFile  string
+}
+
+func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on; any but loopback needs --token-file or --auth-file")
+	fs.StringArrayVar(&o.stateDirs, "state-dir", nil, "a state folder to show (repeatable; the first gets scheduled runs) (default $APOLLO_HOME, else .apollo)")
+	fs.StringVar(&o.pipelines, "pipelines", "", "folder of pipeline files to show and run on their schedules")
+	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the token that signs users in (at least 16 characters)")
+	fs.StringVar(&o.authFile, "auth-file", "", "basic-auth users: one user:bcrypt-hash a line (htpasswd -nB USER)")
+}
+
+// loopback reports whether addr (host:port) listens on loopback only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// selfExe is the apollo binary that runs started from the page run: this
+// one, by the name it was started with.
+func selfExe() string {
+	exe := os.Args[0]
+	if !strings.ContainsRune(exe, filepath.Separator) {
+		if p, err := exec.LookPath(exe); err == nil {
+			exe = p
+		}
+	}
+	if abs, err := filepath.Abs(exe); err == nil {
+		return abs
+	}
+	return exe
+}
+
+// runServe serves until SIGINT or SIGTERM. Runs it started go on in their
+// own process groups; the next serve takes them up.
+func runServe(ctx context.Context, o *serveOptions, in invocation) error {
+	dirs := o.stateDirs
+	if len(dirs) == 0 {
+		dirs = []string{stateDirDefault()}
+	}
+	for _, d := range dirs {
+		if d == "" {
+			return &usage.Error{Msg: "serve: --state-dir is empty; give a value or leave the flag out"}
+		}
+	}
+	if o.pipelines != "" {
+		if fi, err := os.Stat(o.pipelines); err != nil || !fi.IsDir() {
+			return &usage.Error{Msg: fmt.Sprintf("serve: --pipelines %s is not a folder", o.pipelines)}
+		}
+	}
+	auth := &web.Auth{}
+	var err error
+	if o.tokenFile != "" {
+		if auth.Token, err = web.LoadToken(o.tokenFile); err != nil {
+			return &usage.Error{Msg: "serve: " + err.Error()}
+		}
+	}
+	if o.authFile != "" {
+		if auth.Users, err = web.LoadUsers(o.authFile); err != nil {
+			return &usage.Error{Msg: "serve: " + err.Error()}
+		}
+	}
+	if !loopback(o.listen) && !auth.Enabled() {
+		return &usage.Error{Msg: fmt.Sprintf("serve: --listen %s is not a loopback address: anyone who reaches it would see every log; "+
+			"give --token-file or --auth-file, or listen on 127.0.0.1", o.listen)}
+	}
+	logf := func(format string, args ...any) { fmt.Fprintf(in.stderr, format+"\n", args...) }
+	wd, _ := os.Getwd()
+	noSched := ""
+	sched, err := cron.New(cron.Options{StateDir: dirs[0], Launch: cron.ExecLauncher(selfExe(), wd), Logf: logf})
+	if err != nil {
+		if _, ok := errors.AsType[*cron.LockedError](err); !ok {
+			return err
+		}
+		noSched = err.Error() + "; schedules and runs from the page are off here"
+		fmt.Fprintf(in.stderr, "apollo serve: %s\n", noSched)
+		sched = nil
+	}
+	if sched != nil {
+		defer sched.Close()
+	}
+	host, _ := os.Hostname()
+	srv, err := web.New(web.Options{StateDirs: dirs, Pipelines: o.pipelines, Auth: auth, Scheduler: sched,
+		NoScheduler: noSched, Version: version(), Logf: logf, Host: host})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if err := srv.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	defer srv.Close()
+	fmt.Fprintf(in.stderr, "apollo serve: http://%s/ (state folders: %s; pipelines: %s; sign-in: %s)\n",
+		ln.Addr(), strings.Join(dirs, ", "), orNone(o.pipelines), srv.DescribeAuth())
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if hs.Shutdown(shut) != nil {
+		hs.Close() // live pages hold their connections open
+	}
+	fmt.Fprintln(in.stderr, "apollo serve: stopped; runs it started go on")
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package web
+
+func newWatcher() (watcher, error) { return newPoller(), nil }
