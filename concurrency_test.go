@@ -37,6 +37,7 @@ func concurrencyPipeline() string {
 	for i := range concSteps {
 		fmt.Fprintf(&b, `  - id: s%02d
     timeout_seconds: 120
+    allow: [exec]
     lua: |
       local idem, exec = require("apollo.idem"), require("apollo.exec")
       exec.run({"sh", "-c", "while [ ! -e go ]; do sleep 0.01; done"})

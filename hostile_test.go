@@ -411,7 +411,7 @@ func luaPipeline(task, outside string, cases []luaCase, parallelism int, isolati
 	fmt.Fprintf(&b, "task_name: %s\nparallelism: %d\nisolation: %q\nvars: {outside: %q}\nsteps:\n", task, parallelism, isolation, outside)
 	var ids []string
 	for _, c := range cases {
-		fmt.Fprintf(&b, "  - id: %s\n    script: lua/%s.lua\n    optional: true\n    timeout_seconds: %d\n    memory_mb: 64\n", c.id, c.id, c.timeout)
+		fmt.Fprintf(&b, "  - id: %s\n    script: lua/%s.lua\n    optional: true\n    timeout_seconds: %d\n    memory_mb: 64\n    allow: [exec, http]\n", c.id, c.id, c.timeout)
 		ids = append(ids, c.id)
 	}
 	fmt.Fprintf(&b, `  - id: after
@@ -425,7 +425,8 @@ func luaPipeline(task, outside string, cases []luaCase, parallelism int, isolati
 }
 
 // TestHostileLua runs every script of testdata/hostile/lua as a step of the
-// real binary (memory_mb 64): each must end its step as its
+// real binary (memory_mb 64, allowed exec and http: the attacks get every
+// capability a pipeline can grant): each must end its step as its
 // "-- want:" line says (FAILED with that text, SUCCESS, or either for
 // "any"), the runner must survive to run the step after them all, exit 0
 // (the hostile steps are optional), and leave a folder outside the

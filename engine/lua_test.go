@@ -159,7 +159,7 @@ func TestLuaHostileScripts(t *testing.T) {
 				timeout = "60"
 			}
 			yaml := "task_name: hostile\nsteps:\n  - id: hostile\n    optional: true\n    timeout_seconds: " + timeout +
-				"\n    memory_mb: 64\n    lua: |\n      " + tt.body + "\n" +
+				"\n    memory_mb: 64\n    allow: [exec]\n    lua: |\n      " + tt.body + "\n" +
 				"  - id: after\n    depends_on: [hostile]\n    lua: |\n" +
 				"      assert(rawget(_G, \"os\") == nil and (\"x\"):upper() == \"X\")\n" +
 				"      require(\"apollo.fs\").write(\"after.txt\", \"alive\")\n"

@@ -34,6 +34,7 @@ steps:
       local t = {}
       for i = 1, 1e10 do t[i] = {i} end
   - id: pooled
+    allow: [exec]
     lua: |
       local exec = require("apollo.exec")
       local r = exec.run({"sh", "-c", "echo $PPID $APOLLO_ATTEMPT"})
@@ -43,6 +44,7 @@ steps:
       return {out = r.stdout, task = ctx.task_id, once = once.n, limit = limit.stdout}
   - id: here
     isolation: inprocess
+    allow: [exec]
     lua: |
       local r = require("apollo.exec").run({"sh", "-c", "echo $PPID"})
       return r.stdout

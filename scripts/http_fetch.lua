@@ -1,5 +1,7 @@
 --- http_fetch: download a URL into a file, atomically.
 ---
+--- needs: http (the step says allow: [http], or lists the hosts)
+---
 --- The file is written with idem.write (temporary file, fsync, rename), so a
 --- crash never leaves half a download in place. When `sha256` is given and the
 --- file already has that digest, nothing is downloaded: a rerun costs nothing.

@@ -1,5 +1,7 @@
 --- notify_webhook: POST a JSON message to a webhook at most once per task.
 ---
+--- needs: http (the step says allow: [http], or lists the hosts)
+---
 --- The POST is guarded by idem.once: a MARKER record is made durable before
 --- the request, and its result after. A rerun (a retry, a resume) returns the
 --- recorded result without posting again. If apollo was killed during the

@@ -77,6 +77,7 @@ func TestHTTPFetch(t *testing.T) {
 steps:
   - id: fetch
     uses: http_fetch
+    allow: [http]
     with: {url: "` + srv.URL + `/data.csv", dest: "out/data.csv", sha256: "` + sum + `"}
 `
 	err, st, _ := run(t, dir, yaml, engine.RunOptions{TaskID: "f1"})
@@ -122,6 +123,7 @@ func TestNotifyWebhookPostsOncePerTask(t *testing.T) {
 steps:
   - id: notify
     uses: notify_webhook
+    allow: [http]
     with: {url: "` + srv.URL + `", message: "published"}
 `
 	if err, _, _ := run(t, dir, yaml, engine.RunOptions{TaskID: "n1"}); err != nil {

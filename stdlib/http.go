@@ -3,6 +3,7 @@ package stdlib
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -129,7 +130,22 @@ func (lib *library) doHTTP(L *lua.LState, fn string, c httpCall) int {
 		}
 		raise(L, fn, "%s: %v", where, err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := http.DefaultClient
+	if caps, ok := lib.env.(Capabilities); ok {
+		if !caps.AllowHost(pu.Hostname()) {
+			raise(L, fn, "%s: host %s is not in the step's allow: [{http: [...]}] list", where, pu.Hostname())
+		}
+		client = &http.Client{CheckRedirect: func(r *http.Request, via []*http.Request) error {
+			if !caps.AllowHost(r.URL.Hostname()) {
+				return fmt.Errorf("redirected to host %s, which is not in the step's allow list", r.URL.Hostname())
+			}
+			if len(via) >= 10 {
+				return errors.New("stopped after 10 redirects")
+			}
+			return nil
+		}}
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		failed(err)
 	}

@@ -36,6 +36,16 @@ type CommandStarter interface {
 	StartCommand(cmd *exec.Cmd) error
 }
 
+// Capabilities is an optional interface of an Env: apollo.exec and
+// apollo.http are capabilities a step is granted (allow:), not defaults.
+// Allowed says whether the step has one ("exec", "http"); AllowHost whether
+// apollo.http may reach host, redirects included. An Env without it (apollo
+// script) has both.
+type Capabilities interface {
+	Allowed(capability string) bool
+	AllowHost(host string) bool
+}
+
 // Modules returns the loaders of the standard library for one step, keyed by module name:
 // "apollo.idem", "apollo.fs", "apollo.exec", "apollo.http", "apollo.json", "apollo.log",
 // "apollo.digest", and "apollo.state" only when env also implements StateEnv. Pass them as
@@ -59,7 +69,23 @@ func Modules(env Env) map[string]lua.LGFunction {
 	if st, ok := env.(StateEnv); ok {
 		mods["apollo.state"] = lib.loader(func() map[string]lua.LGFunction { return stateFuncs(st) })
 	}
+	if caps, ok := env.(Capabilities); ok {
+		for _, c := range []string{"exec", "http"} {
+			if !caps.Allowed(c) {
+				mods["apollo."+c] = denied(c)
+			}
+		}
+	}
 	return mods
+}
+
+// denied is the loader of a capability a step was not granted: requiring it
+// fails, saying how to grant it.
+func denied(capability string) lua.LGFunction {
+	return func(L *lua.LState) int {
+		L.RaiseError("apollo.%s is not allowed for this step: add allow: [%s] to the step (or to defaults:)", capability, capability)
+		return 0
+	}
 }
 
 // library is the standard library of one step: its Env and its confined file areas.

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -361,6 +362,15 @@ func (e *stepEnv) InputDigest() string { return e.a.InputDigest }
 func (e *stepEnv) Workspace() string   { return absOr(e.a.Dir) }
 func (e *stepEnv) StateDir() string    { return absOr(e.a.StateDir) }
 func (e *stepEnv) Log() io.Writer      { return e.out }
+
+// Allowed says whether the step was granted capability (allow:).
+func (e *stepEnv) Allowed(capability string) bool {
+	return slices.Contains(e.a.Step.Allow, capability)
+}
+
+// AllowHost says whether apollo.http may reach host: any host, unless the
+// step's allow: lists them.
+func (e *stepEnv) AllowHost(host string) bool { return e.a.Step.AllowsHost(host) }
 
 // ExecEnv tags the commands apollo.exec starts with the attempt, like the
 // processes of a shell step, so a resume after a crash can end them.

@@ -129,6 +129,7 @@ var stepFields = []stepField{
 		si.s.Isolation, _ = si.at.choice(kv.key, kv.v, "", "inprocess", "process")
 	}},
 	{"when", roleOther, (*stepInfo).when},
+	{"allow", roleOther, (*stepInfo).allow},
 	{"uses_resource", roleOther, (*stepInfo).usesResource},
 	{"foreach", roleOther, (*stepInfo).foreach},
 	{"matrix", roleOther, (*stepInfo).matrix},
@@ -150,7 +151,7 @@ var stepFields = []stepField{
 }
 
 // defaultKeys are the step keys that defaults: may set.
-var defaultKeys = []string{"retry_policy", "max_retries", "timeout_seconds", "env", "memory_mb", "working_dir"}
+var defaultKeys = []string{"retry_policy", "max_retries", "timeout_seconds", "env", "memory_mb", "working_dir", "allow"}
 
 // Keys, from the tables.
 var (
@@ -426,7 +427,8 @@ func (l *loader) step(index int, n *yaml.Node) {
 	si, s := l.newStep()
 	d := &l.p.Defaults
 	*s = Step{RetryPolicy: RetryNone, MaxRetries: l.p.MaxRetries, Durability: l.p.Durability,
-		Timeout: d.Timeout, MemoryMB: d.MemoryMB, WorkingDir: d.WorkingDir}
+		Timeout: d.Timeout, MemoryMB: d.MemoryMB, WorkingDir: d.WorkingDir,
+		Allow: slices.Clone(d.Allow), HTTPHosts: slices.Clone(d.HTTPHosts)}
 	if d.RetryPolicy != "" {
 		s.RetryPolicy = d.RetryPolicy
 	}

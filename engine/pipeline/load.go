@@ -1008,7 +1008,7 @@ func (l *loader) checkStepShape(si *stepInfo) {
 		at.errf(line, "with is read by Lua steps (as ctx.params), not by a command; pass values through env or the command itself")
 	}
 	if len(bodies) == 1 && bodies[0] == "command" {
-		for _, k := range []string{"memory_mb", "isolation"} {
+		for _, k := range []string{"memory_mb", "isolation", "allow"} {
 			if line, ok := si.lineOf(k); ok {
 				at.errf(line, "%s applies to Lua steps only (lua, script or uses); remove it from this command step", k)
 			}
@@ -1022,6 +1022,8 @@ func (l *loader) checkStepShape(si *stepInfo) {
 			at.errf(line, "working_dir applies to shell steps only (command); a Lua step's paths are relative to the workspace")
 		}
 		s.WorkingDir = "" // a default working_dir is for shell steps
+	} else {
+		s.Allow, s.HTTPHosts = nil, nil // a default allow is for Lua steps
 	}
 	l.checkForeach(si)
 	// retry_policy defaults to none, which never retries: a step that asks

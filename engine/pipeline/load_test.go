@@ -798,6 +798,45 @@ steps:
 			},
 		},
 		{
+			name: "capabilities used without allow",
+			src: `task_name: t
+modules: [lib]
+defaults:
+  allow: [http]
+steps:
+  - id: a
+    lua: |
+      local exec = require("apollo.exec")
+      return exec.run({"true"})
+    allow: []
+  - id: b
+    script: steps/b.lua
+    allow: [exec]
+  - id: c
+    lua: return require("apollo.http").get("https://example.com").status
+  - id: d
+    uses: fetcher
+    allow: [exec]
+  - id: e
+    uses: publish
+  - id: f
+    uses: publish
+    allow: [{http: [hooks.example.com]}]
+`,
+			setup: func(t *testing.T, ws, proj, outside string) {
+				writeFile(t, filepath.Join(proj, "steps/b.lua"), []byte("local http = require 'apollo.http'\nreturn http.get('https://example.com').status\n"))
+				writeFile(t, filepath.Join(proj, "lib/fetcher.lua"), []byte("-- needs: http\nreturn {run = function() end}\n"))
+			},
+			bundled: fstest.MapFS{"publish.lua": {Data: []byte("-- needs: http, exec\nreturn {run = function() end}")}},
+			want: []string{
+				`:7: step "a": lua uses apollo.exec, which the step is not allowed; add allow: [exec] to it (or to defaults:)`,
+				`:12: step "b": script "steps/b.lua" uses apollo.http, which the step is not allowed; add allow: [http] to it (or to defaults:)`,
+				`:17: step "d": uses "fetcher" uses apollo.http, which the step is not allowed; add allow: [http] to it (or to defaults:)`,
+				`:20: step "e": uses "publish" uses apollo.exec, which the step is not allowed; add allow: [exec] to it (or to defaults:)`,
+				`:22: step "f": uses "publish" uses apollo.exec, which the step is not allowed; add allow: [exec] to it (or to defaults:)`,
+			},
+		},
+		{
 			name: "no modules folder and no bundled modules",
 			src:  "task_name: t\nsteps:\n  - {id: a, uses: helper}\n",
 			want: []string{`:3: step "a": uses "helper": no such module: the pipeline has no modules folder; add modules: [lib] and lib/helper.lua`},

@@ -1,6 +1,9 @@
 package pipeline
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Durability settings for the event log (docs/spec.md §4).
 const (
@@ -65,6 +68,9 @@ type Defaults struct {
 	MemoryMB    int
 	Env         map[string]string // defaults.env, then the top-level env:
 	WorkingDir  string
+	// Allow and HTTPHosts are defaults.allow (see Step).
+	Allow     []string
+	HTTPHosts []string
 	// EnvFile holds the variables of env_file:, under every step's env.
 	EnvFile map[string]string
 }
@@ -109,6 +115,12 @@ type Step struct {
 	// Handler is the handler list the step belongs to (HandlerOnFailure,
 	// HandlerFinally), or "" for a step of steps:. A handler is optional.
 	Handler string
+	// Allow are the capabilities a Lua step is granted beyond fs, idem,
+	// json, log and digest: "exec", "http" (allow:). HTTPHosts, when not
+	// nil, are the hosts apollo.http may reach ("*.example.com" for the
+	// hosts under a domain).
+	Allow     []string
+	HTTPHosts []string
 	// Resources are the named resources the step holds while it runs
 	// (uses_resource:).
 	Resources []string
@@ -140,4 +152,18 @@ func (p *Pipeline) Step(id string) *Step {
 // with `uses` may bring its own, which only loading it tells; it counts.
 func (s *Step) HasCleanup() bool {
 	return s.CleanupCommand != "" || s.CleanupLua != "" || s.CleanupScript != "" || s.Uses != ""
+}
+
+// AllowsHost reports whether the step's apollo.http may reach host.
+func (s *Step) AllowsHost(host string) bool {
+	if s.HTTPHosts == nil {
+		return true
+	}
+	host = strings.ToLower(host)
+	for _, h := range s.HTTPHosts {
+		if h == host || (strings.HasPrefix(h, "*.") && strings.HasSuffix(host, h[1:])) {
+			return true
+		}
+	}
+	return false
 }

@@ -108,7 +108,8 @@ const pipelineSchema = `{
         "timeout_seconds": {"$ref": "#/$defs/seconds"},
         "env": {"$ref": "#/$defs/env"},
         "memory_mb": {"$ref": "#/$defs/memoryMB"},
-        "working_dir": {"$ref": "#/$defs/workingDir"}
+        "working_dir": {"$ref": "#/$defs/workingDir"},
+        "allow": {"$ref": "#/$defs/allow"}
       },
       "if": {"required": ["max_retries"], "properties": {"max_retries": {"minimum": 1}}},
       "then": {"required": ["retry_policy"]}
@@ -173,6 +174,16 @@ const pipelineSchema = `{
     "retryPolicy": {"description": "none (default), fixed or exponential.", "enum": ["none", "fixed", "exponential"]},
     "memoryMB": {"description": "Memory bound of a Lua step (default 256).", "type": "integer", "minimum": 1, "maximum": 1048576},
     "workingDir": {"description": "A folder, relative to the pipeline file's folder.", "$ref": "#/$defs/nonEmpty"},
+    "allow": {
+      "description": "Capabilities a Lua step gets beyond fs, idem, json, log and digest: exec, and http (any host, or {http: [hosts]}, *.example.com for a domain).",
+      "type": ["array", "null"],
+      "uniqueItems": true,
+      "items": {"oneOf": [
+        {"enum": ["exec", "http"]},
+        {"type": "object", "additionalProperties": false, "required": ["http"],
+         "properties": {"http": {"type": "array", "items": {"$ref": "#/$defs/nonEmpty"}}}}
+      ]}
+    },
     "env": {
       "description": "Environment variables. Templates: {{name}}.",
       "type": ["object", "null"],
@@ -253,6 +264,7 @@ const pipelineSchema = `{
           "type": ["array", "null"],
           "items": {"type": "object", "additionalProperties": {"$ref": "#/$defs/text"}}
         },
+        "allow": {"$ref": "#/$defs/allow"},
         "when": {"description": "A Lua expression over ctx.vars, ctx.outputs and ctx.status, evaluated when the step is ready: false skips it.", "$ref": "#/$defs/nonEmpty"},
         "pool": {"description": "With apollo run --hub: the worker pool that runs the step (default: default, or --pool).", "$ref": "#/$defs/name", "pattern": "^[A-Za-z0-9_-]+$", "maxLength": 128}
       },
@@ -272,7 +284,7 @@ const pipelineSchema = `{
       "allOf": [
         {
           "if": {"required": ["command"]},
-          "then": {"not": {"anyOf": [{"required": ["with"]}, {"required": ["memory_mb"]}, {"required": ["isolation"]}]}}
+          "then": {"not": {"anyOf": [{"required": ["with"]}, {"required": ["memory_mb"]}, {"required": ["isolation"]}, {"required": ["allow"]}]}}
         },
         {
           "if": {"required": ["working_dir"]},

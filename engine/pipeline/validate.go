@@ -3,7 +3,6 @@ package pipeline
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -389,44 +388,47 @@ func (l *loader) checkRefs() {
 	}
 	root := LuaRoot(l.opts.Workdir, p.Dir)
 	library := stdlib.Modules(nil)
-	scripts := map[string]string{} // path: what is wrong, "" if nothing
-	modules := map[string]string{}
-	var known []string // module names for hints, listed on first need
+	scripts := map[string]luaFile{} // by path
+	modules := map[string]luaFile{} // by name
+	var known []string              // module names for hints, listed on first need
 	compiled := map[string]luaVerdict{}
 	for _, r := range l.refs {
 		at := r.si.at
 		if r.key == "lua" || r.key == "cleanup_lua" {
 			l.checkInlineLua(r, compiled)
+			r.si.checkNeeds(r.line, r.key, r.name)
 			continue
 		}
 		if r.key != "uses" {
-			msg, done := scripts[r.name]
+			f, done := scripts[r.name]
 			if !done {
-				msg = checkScript(root, filepath.Join(p.Dir, r.name))
-				if msg == errNoScript {
-					msg = "does not exist (it is relative to the pipeline's folder); create it or fix the path"
+				f = checkScript(root, filepath.Join(p.Dir, r.name))
+				if f.msg == errNoScript {
+					f.msg = "does not exist (it is relative to the pipeline's folder); create it or fix the path"
 					if hint := l.hint(r.name, siblingScripts(p.Dir, r.name)); hint != "" {
-						msg = "does not exist" + hint
+						f.msg = "does not exist" + hint
 					}
 				}
-				scripts[r.name] = msg
+				scripts[r.name] = f
 			}
-			if msg != "" {
-				at.errf(r.line, "%s %q %s", r.key, r.name, msg)
+			if f.msg != "" {
+				at.errf(r.line, "%s %q %s", r.key, r.name, f.msg)
 			}
+			r.si.checkNeeds(r.line, fmt.Sprintf("%s %q", r.key, r.name), f.src)
 			continue
 		}
 		if _, ok := library[r.name]; ok {
 			at.errf(r.line, "uses %q names a library module, which a Lua body loads with require; uses takes a step module with run(ctx)", r.name)
 			continue
 		}
-		msg, done := modules[r.name]
+		f, done := modules[r.name]
 		if !done {
-			msg = findModule(dirs, dirNames, l.opts.Bundled, r.name)
-			modules[r.name] = msg
+			f = findModule(dirs, dirNames, l.opts.Bundled, r.name)
+			modules[r.name] = f
 		}
-		switch msg {
+		switch msg := f.msg; msg {
 		case "":
+			r.si.checkNeeds(r.line, fmt.Sprintf("uses %q", r.name), f.src)
 		case errNoModule:
 			if known == nil {
 				known = moduleNames(dirs, l.opts.Bundled)
@@ -438,51 +440,54 @@ func (l *loader) checkRefs() {
 	}
 }
 
-// checkScript says what keeps the Lua executor from reading the script
-// file at path through root, or that it does not compile ("path:line:
-// what"); "" when nothing does. A read that fails after the open is left
-// for running it to report.
-func checkScript(root, file string) string {
+// luaFile is a script file or module a step names: its source, or what
+// is wrong with it.
+type luaFile struct {
+	src string
+	msg string // "" when nothing is wrong
+}
+
+// checkScript reads the script file at path through root, as the Lua
+// executor will, and says what keeps it from running: it cannot be read,
+// or it does not compile ("path:line: what"). A read that fails after the
+// open is left for running it to report.
+func checkScript(root, file string) luaFile {
+	bad := func(format string, args ...any) luaFile { return luaFile{msg: fmt.Sprintf(format, args...)} }
 	rel, err := filepath.Rel(root, file)
 	if err != nil {
-		return fmt.Sprintf("cannot be resolved: %v", err)
+		return bad("cannot be resolved: %v", err)
 	}
 	r, err := os.OpenRoot(root)
 	if err != nil {
-		return fmt.Sprintf("cannot be read: %s", pathCause(err))
+		return bad("cannot be read: %s", pathCause(err))
 	}
 	defer r.Close()
 	fi, err := r.Stat(rel)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return errNoScript
+		return luaFile{msg: errNoScript}
 	case err != nil && escapes(file):
-		return "leads out of the workspace through a symbolic link; Lua steps read files inside it only"
+		return bad("leads out of the workspace through a symbolic link; Lua steps read files inside it only")
 	case err != nil:
-		return fmt.Sprintf("cannot be read: %s", pathCause(err))
+		return bad("cannot be read: %s", pathCause(err))
 	case fi.IsDir():
-		return "is a folder; name a .lua file"
+		return bad("is a folder; name a .lua file")
 	case !fi.Mode().IsRegular():
-		return fmt.Sprintf("is not a regular file (%s); name a .lua file", fileKind(fi.Mode()))
+		return bad("is not a regular file (%s); name a .lua file", fileKind(fi.Mode()))
 	}
-	f, err := r.Open(rel)
+	src, err := r.ReadFile(rel)
 	if err != nil {
-		return fmt.Sprintf("cannot be read: %s", pathCause(err))
-	}
-	src, err := io.ReadAll(f)
-	f.Close()
-	if err != nil {
-		return ""
+		return luaFile{}
 	}
 	line, msg := luart.CheckSyntax(string(src))
-	if msg == "" {
-		return ""
-	}
 	chunk := filepath.ToSlash(rel)
-	if line > 0 {
-		return fmt.Sprintf("does not compile: %s:%d: %s", chunk, line, msg)
+	switch {
+	case msg == "":
+		return luaFile{src: string(src)}
+	case line > 0:
+		return bad("does not compile: %s:%d: %s", chunk, line, msg)
 	}
-	return fmt.Sprintf("does not compile: %s: %s", chunk, msg)
+	return bad("does not compile: %s: %s", chunk, msg)
 }
 
 // What checkScript and findModule return when there is no such file.
@@ -513,7 +518,7 @@ func siblingScripts(dir, script string) []string {
 // os.Root: no way out), then in bundled. It returns "" when found,
 // errNoModule when not, or what is wrong with the file it found. names are
 // the folders as the pipeline writes them.
-func findModule(dirs, names []string, bundled fs.FS, name string) string {
+func findModule(dirs, names []string, bundled fs.FS, name string) luaFile {
 	base := strings.ReplaceAll(name, ".", "/")
 	candidates := []string{base + ".lua", base + "/init.lua"}
 	for i, dir := range dirs {
@@ -522,7 +527,7 @@ func findModule(dirs, names []string, bundled fs.FS, name string) string {
 			continue
 		}
 		if err != nil {
-			return fmt.Sprintf("modules folder %s cannot be read: %s", names[i], pathCause(err))
+			return luaFile{msg: fmt.Sprintf("modules folder %s cannot be read: %s", names[i], pathCause(err))}
 		}
 		for _, rel := range candidates {
 			fi, err := r.Stat(filepath.FromSlash(rel))
@@ -534,22 +539,26 @@ func findModule(dirs, names []string, bundled fs.FS, name string) string {
 			case err == nil && !fi.Mode().IsRegular():
 				err = errors.New("it is not a regular file")
 			}
+			var src []byte
+			if err == nil {
+				src, _ = r.ReadFile(filepath.FromSlash(rel))
+			}
 			r.Close()
 			if err != nil {
-				return fmt.Sprintf("%s cannot be loaded: %s", path.Join(filepath.ToSlash(names[i]), rel), pathCause(err))
+				return luaFile{msg: fmt.Sprintf("%s cannot be loaded: %s", path.Join(filepath.ToSlash(names[i]), rel), pathCause(err))}
 			}
-			return ""
+			return luaFile{src: string(src)}
 		}
 		r.Close()
 	}
 	if bundled != nil {
 		for _, rel := range candidates {
-			if _, err := fs.Stat(bundled, rel); err == nil {
-				return ""
+			if src, err := fs.ReadFile(bundled, rel); err == nil {
+				return luaFile{src: string(src)}
 			}
 		}
 	}
-	return errNoModule
+	return luaFile{msg: errNoModule}
 }
 
 // noModule says where a module was looked for, and what to do.
