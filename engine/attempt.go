@@ -223,7 +223,7 @@ func (r *run) newAttempt(n *node, rs *renderedStep, retry int) *executor.Attempt
 		PublishPath: publish, KillGrace: r.e.opts.KillGrace,
 		Pipeline: t.p, Vars: vars, Params: rs.with,
 		ArtifactsDir: t.dir.Artifacts(t.id), StateDir: t.dir.Root, Markers: r.markers, Failed: failed,
-		Secrets: r.secrets, Mask: r.mask}
+		Secrets: r.secrets, Mask: r.mask, Sources: rs.sources}
 }
 
 // executorFor picks the executor of a step's body.

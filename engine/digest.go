@@ -31,7 +31,8 @@ func sha256Hex(b []byte) string {
 }
 
 // definitionDigest digests what a step does, as rendered for this task: its
-// body, cleanup, environment, parameters, timeout and retry settings. It
+// body, cleanup, environment, parameters, timeout and retry settings, and
+// the content of the Lua files it loads (filesDigest). It
 // leaves out the graph (depends_on, optional), which TASK_START records on
 // its own: a new dependency does not make a finished result wrong.
 //
@@ -57,6 +58,9 @@ func definitionDigest(rs *renderedStep) string {
 	field(`,"command":`, rs.command)
 	b = append(b, `,"env":`...)
 	b = appendStringMap(b, rs.env)
+	if rs.filesDigest != "" { // keys added since the first format: only when set
+		field(`,"files":`, rs.filesDigest)
+	}
 	field(`,"isolation":`, s.Isolation)
 	if s.Item != nil { // keys added since the first format: only when set
 		b = append(b, `,"item":`...)
@@ -167,6 +171,9 @@ func definitionMap(rs *renderedStep) map[string]any {
 	if s.Item != nil {
 		m["item"] = s.Item
 	}
+	if rs.filesDigest != "" {
+		m["files"] = rs.filesDigest
+	}
 	return m
 }
 
@@ -189,6 +196,10 @@ func inputDigest(rs *renderedStep, upstream map[string]string, secrets string) s
 	b = appendJSONString(b, rs.body())
 	b = append(b, `,"env":`...)
 	b = appendStringMap(b, rs.env)
+	if rs.filesDigest != "" { // only when set, as in definitionDigest
+		b = append(b, `,"files":`...)
+		b = appendJSONString(b, rs.filesDigest)
+	}
 	if rs.step.Item != nil { // only when set, as in definitionDigest
 		b = append(b, `,"item":`...)
 		b = appendStringMap(b, rs.step.Item)
@@ -237,6 +248,9 @@ func inputMap(rs *renderedStep, upstream map[string]string, secrets string) map[
 	}
 	if rs.step.Item != nil {
 		m["item"] = rs.step.Item
+	}
+	if rs.filesDigest != "" {
+		m["files"] = rs.filesDigest
 	}
 	if secrets != "" {
 		m["secrets"] = secrets

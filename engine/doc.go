@@ -14,7 +14,7 @@
 //	worker     → executor, remote; stdlib
 //	hub        → remote
 //	hubtest    → hub, remote; eventlog
-//	remote     → pipeline
+//	remote     → pipeline; luart
 //	completion → pipeline, usage
 //	cron       → clock, pipeline, statedir; eventlog
 //	web        → cron, history, intervene, pipeline, statedir, textfmt; eventlog

@@ -95,6 +95,10 @@ func (r *run) instancesOf(n *node, output json.RawMessage) ([]*node, error) {
 		if err != nil {
 			return nil, err
 		}
+		if n.rs.filesDigest != "" { // the template's Lua files, read when the run began
+			rendered[0].sources, rendered[0].filesDigest = n.rs.sources, n.rs.filesDigest
+			rendered[0].defDigest = definitionDigest(rendered[0])
+		}
 		st := r.state.Step(inst.ID)
 		in := &node{rs: rendered[0], idx: len(r.nodes),
 			plan:     decide(inst, st, r.sc, r.t.p.MaxDirtyRestarts, r.e.opts.Clock.Now()),

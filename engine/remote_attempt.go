@@ -259,7 +259,7 @@ func (r *run) workFor(n *node, rs *renderedStep, retry int, input, pool string) 
 		Coordinator: host + ":" + strconv.Itoa(os.Getpid()), Pipeline: &p, Command: rs.command, Env: env,
 		Vars: vars, Params: rs.with, Upstream: r.upstreamOutputs(n), InputDigest: input,
 		ArtifactsDir: t.dir.Artifacts(t.id), StateDir: t.dir.Root, OutputLimit: max(r.e.opts.MaxOutputBytes, 0),
-		KillGrace: r.e.opts.KillGrace, Markers: marks}
+		KillGrace: r.e.opts.KillGrace, Markers: marks, Sources: rs.sources}
 }
 
 // outputWriter writes remote attempts' output into the coordinator's

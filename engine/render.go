@@ -4,6 +4,7 @@ import (
 	"apollo/engine/pipeline"
 	"apollo/engine/statedir"
 	"apollo/engine/template"
+	"apollo/luart"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +24,11 @@ type renderedStep struct {
 	env            map[string]string
 	with           map[string]any
 	defDigest      string
+	// sources are the Lua files the step loads, read once for the run
+	// (pinLuaFiles), and filesDigest their digest, part of the definition
+	// and input digests; none for a step that loads no file.
+	sources     luart.Sources
+	filesDigest string
 	// lateVars is set for a step whose command, cleanup or env names an
 	// upstream output: those are rendered again, with the outputs, when
 	// the step runs (late); until then they hold stand-ins, <outputs.ID.KEY>.

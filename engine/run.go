@@ -83,6 +83,9 @@ func (e *Engine) prepare(path string, ro RunOptions) (*task, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := e.pinLuaFiles(p, steps); err != nil {
+		return nil, err
+	}
 	return &task{p: p, id: vars["task_id"], vars: vars, steps: steps,
 		dir: statedir.Dir{Root: e.opts.StateDir}, parallel: e.parallelism(p, ro.Parallel)}, nil
 }
@@ -397,11 +400,23 @@ func (r *run) changedSteps() []string {
 		if !ok || st.Status != eventlog.Success || rerun[id] {
 			continue
 		}
-		if d, ok := recorded[id]; ok && d != rs.defDigest {
+		if d, ok := recorded[id]; ok && d != rs.defDigest && d != withoutFiles(rs) {
 			changed = append(changed, id)
 		}
 	}
 	return changed
+}
+
+// withoutFiles is a step's definition digest as it was before the content
+// of its Lua files was part of it: a log recorded then is read as it was
+// meant, the files unknown to it.
+func withoutFiles(rs *renderedStep) string {
+	if rs.filesDigest == "" {
+		return rs.defDigest
+	}
+	old := *rs
+	old.filesDigest = ""
+	return definitionDigest(&old)
 }
 
 func (r *run) taskStart() *eventlog.Record {

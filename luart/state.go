@@ -92,6 +92,9 @@ type StateOptions struct {
 	// memory itself (a child of engine/luaproc, which runs one state at a time under a limit
 	// of its own). The builtins still check their results against MemoryLimitMB.
 	Unwatched bool
+	// Sources are files read before the state was made (Runtime.Gather):
+	// DoFile and require run these texts instead of reading the files.
+	Sources Sources
 }
 
 // State is one fresh sandboxed Lua state. It is not safe for concurrent use, and must be
@@ -103,6 +106,7 @@ type State struct {
 	cancel   context.CancelCauseFunc
 	print    io.Writer
 	limit    int64                     // bytes
+	sources  Sources                   // StateOptions.Sources
 	modules  map[string]lua.LGFunction // StateOptions.Modules until Preload copies it
 	ownMods  bool                      // modules is the state's own copy
 	loaded   *lua.LTable               // package.loaded, as first installed
@@ -144,6 +148,7 @@ func (rt *Runtime) NewState(ctx context.Context, opts StateOptions) (*State, err
 		print:   opts.Print,
 		limit:   int64(mb) << 20,
 		modules: opts.Modules,
+		sources: opts.Sources,
 	}
 	if s.print == nil {
 		s.print = io.Discard
@@ -275,13 +280,12 @@ func (s *State) DoFile(path string) ([]lua.LValue, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
-	rel := filepath.Clean(path)
-	if filepath.IsAbs(rel) {
-		r, ok := s.rt.relInRoot(rel)
-		if !ok || r == "" {
-			return nil, fmt.Errorf("luart: %s is not a file inside %s", path, s.rt.root)
-		}
-		rel = filepath.FromSlash(r)
+	rel, err := s.rt.rootRel(path)
+	if err != nil {
+		return nil, err
+	}
+	if pinned, ok := s.sources[FileKey(rel)]; ok {
+		return s.DoChunk(pinned.Chunk, pinned.Text)
 	}
 	src, err := readInRoot(s.rt.root, rel)
 	if err != nil {
@@ -459,7 +463,7 @@ func (s *State) findLoader(L *lua.LState, name string) (*lua.LFunction, error) {
 	if fn, ok := s.modules[name]; ok {
 		return L.NewFunction(fn), nil
 	}
-	chunk, src, err := s.rt.findModule(name)
+	chunk, src, err := s.findModule(name)
 	if errors.Is(err, errModuleNotFound) {
 		return nil, fmt.Errorf("module not found (searched the Go modules, %s)", s.rt.searched())
 	}
@@ -471,6 +475,15 @@ func (s *State) findLoader(L *lua.LState, name string) (*lua.LFunction, error) {
 		L.Error(lua.LString(err.Error()), 0)
 	}
 	return L.NewFunctionFromProto(proto), nil
+}
+
+// findModule returns module name's source: as pinned in the state's
+// Sources, or else as the runtime finds it on disk.
+func (s *State) findModule(name string) (chunk, src string, err error) {
+	if pinned, ok := s.sources[ModuleKey(name)]; ok {
+		return pinned.Chunk, pinned.Text, nil
+	}
+	return s.rt.findModule(name)
 }
 
 // searchGo and searchLua are the entries of package.loaders, for scripts that call them;
@@ -491,7 +504,7 @@ func (s *State) searchLua(L *lua.LState) int {
 		L.Push(lua.LString(fmt.Sprintf("\n\tinvalid module name %q", name)))
 		return 1
 	}
-	chunk, src, err := s.rt.findModule(name)
+	chunk, src, err := s.findModule(name)
 	if err != nil {
 		L.Push(lua.LString(fmt.Sprintf("\n\tno module %q: %v", name, err)))
 		return 1

@@ -8,6 +8,7 @@ import (
 
 	"apollo/engine/pipeline"
 	"apollo/engine/textfmt"
+	"apollo/luart"
 	"apollo/stdlib"
 )
 
@@ -59,6 +60,10 @@ type Attempt struct {
 	// Failed are the task's failed steps, for a handler (on_failure,
 	// finally) once the task failed; nil otherwise.
 	Failed []FailedStep
+	// Sources are the Lua files the step loads, read once for the run
+	// (Lua.Gather): a Lua attempt runs these, not the files as they are
+	// now. Nil reads the files when the attempt loads them.
+	Sources luart.Sources
 }
 
 // FailedStep is a step that failed, as a handler is told of it.

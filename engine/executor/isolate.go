@@ -13,6 +13,7 @@ import (
 	"apollo/engine/luaproc"
 	"apollo/engine/pipeline"
 	"apollo/engine/textfmt"
+	"apollo/luart"
 	"apollo/stdlib"
 )
 
@@ -65,6 +66,9 @@ type isolatedJob struct {
 	Failed     []FailedStep      `json:"failed,omitempty"`
 	Secrets    map[string]string `json:"secrets,omitempty"`
 	MaskValues []string          `json:"mask,omitempty"`
+	// Sources are the Attempt's: the worker runs the files as the runner
+	// read them.
+	Sources luart.Sources `json:"sources,omitempty"`
 }
 
 // isolatedResult is what the worker answers.
@@ -195,7 +199,7 @@ func newIsolatedJob(a *Attempt, workdir string) isolatedJob {
 		Cleanup: a.Cleanup, InputDigest: a.InputDigest, Vars: a.Vars, Params: a.Params, Upstream: a.Upstream,
 		ArtifactsDir: absOr(a.ArtifactsDir), StateDir: absOr(a.StateDir), Dir: absOr(a.Dir), Workdir: absOr(workdir),
 		OutputPath: absOr(a.OutputPath), OutputLimit: a.OutputLimit, Env: tags,
-		Failed: a.Failed, Secrets: a.Secrets, MaskValues: a.Mask.Values()}
+		Failed: a.Failed, Secrets: a.Secrets, MaskValues: a.Mask.Values(), Sources: a.Sources}
 }
 
 // markerRequests answers a worker's marker requests from the task's
@@ -294,7 +298,7 @@ func RunIsolatedChild(ctx context.Context, stdin io.Reader, stdout io.Writer, bu
 			Pipeline: job.Pipeline, Cleanup: job.Cleanup, InputDigest: job.InputDigest, Vars: job.Vars,
 			Params: job.Params, Upstream: job.Upstream, ArtifactsDir: job.ArtifactsDir, StateDir: job.StateDir,
 			Markers: remoteMarkers{call: call}, Failed: job.Failed, Secrets: job.Secrets,
-			Mask: textfmt.NewMasker(job.MaskValues...)}
+			Mask: textfmt.NewMasker(job.MaskValues...), Sources: job.Sources}
 		res := x.Run(ctx, a)
 		ans := isolatedResult{OutputDigest: res.OutputDigest, Output: res.Output, TimedOut: res.TimedOut, Note: res.Note}
 		if res.Err != nil {

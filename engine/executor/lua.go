@@ -67,6 +67,33 @@ func (x *Lua) runtime(p *pipeline.Pipeline) *luart.Runtime {
 	return rt
 }
 
+// Gather reads the Lua files step s of p loads, as its attempts will load
+// them: its script and cleanup script, its uses module, and the modules
+// these and its inline bodies require by a literal name (luart.Gather).
+// Attempts given them (Attempt.Sources) run them as read here, whatever
+// happens to the files later. None for a step without Lua.
+func (x *Lua) Gather(p *pipeline.Pipeline, s *pipeline.Step) (luart.Sources, error) {
+	var files, modules, inline []string
+	for _, f := range []string{s.Script, s.CleanupScript} {
+		if f != "" {
+			files = append(files, filepath.Join(p.Dir, f))
+		}
+	}
+	if s.Uses != "" {
+		modules = append(modules, s.Uses)
+	}
+	for _, body := range []string{s.Lua, s.CleanupLua} {
+		if body != "" {
+			inline = append(inline, body)
+		}
+	}
+	if files == nil && modules == nil && inline == nil {
+		return nil, nil
+	}
+	// The standard library's modules are Go modules, all named apollo.*.
+	return x.runtime(p).Gather(files, modules, inline, func(name string) bool { return strings.HasPrefix(name, "apollo.") })
+}
+
 // Run runs one Lua attempt or cleanup: in a worker process, or here for
 // isolation: inprocess (and in the worker itself).
 func (x *Lua) Run(ctx context.Context, a *Attempt) Result {
@@ -181,7 +208,8 @@ func (x *Lua) prepare(ctx context.Context, a *Attempt, out io.Writer) prepared {
 	rt := x.runtime(a.Pipeline)
 	env := &stepEnv{a: a, out: out, worker: x.worker}
 	p.st, p.err = rt.NewState(ctx, luart.StateOptions{
-		Print: out, MemoryLimitMB: a.Step.MemoryMB, Modules: stdlib.Modules(env), Unwatched: x.worker})
+		Print: out, MemoryLimitMB: a.Step.MemoryMB, Modules: stdlib.Modules(env), Unwatched: x.worker,
+		Sources: a.Sources})
 	if p.err != nil {
 		return p
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"apollo/engine/pipeline"
+	"apollo/luart"
 )
 
 // Work is one attempt of a step, as the coordinator dispatches it: all a
@@ -41,6 +42,9 @@ type Work struct {
 	// holds them at dispatch; the hub's idem bucket is newer where it has
 	// a marker.
 	Markers []Marker `json:"markers,omitempty"`
+	// Sources are the Lua files the step loads, as the coordinator read
+	// them when its run began: the worker runs these texts.
+	Sources luart.Sources `json:"sources,omitempty"`
 }
 
 // StepDef is the step the work runs.

@@ -27,7 +27,8 @@ func (w *Worker) prepare(ctx context.Context, a *attempt, dir string) (executor.
 		Command: work.Command, Env: env, Dir: w.o.Workdir, OutputPath: filepath.Join(dir, "output.log"),
 		OutputLimit: work.OutputLimit, PublishPath: publish, KillGrace: work.KillGrace,
 		Pipeline: work.Pipeline, Vars: work.Vars, Params: work.Params, Upstream: work.Upstream,
-		InputDigest: work.InputDigest, ArtifactsDir: work.ArtifactsDir, StateDir: work.StateDir, Markers: mk}
+		InputDigest: work.InputDigest, ArtifactsDir: work.ArtifactsDir, StateDir: work.StateDir, Markers: mk,
+		Sources: work.Sources}
 	if exa.KillGrace <= 0 {
 		exa.KillGrace = 5 * time.Second
 	}
