@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	)
+)
 
 // Source is the text of a Lua file and the chunk name it runs under.
 type Source struct {
