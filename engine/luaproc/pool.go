@@ -251,8 +251,24 @@ func (c *child) diedOfMemory() bool {
 			return true
 		}
 	}
-	return strings.Contains(s, "SIGSEGV: segmentation violation") && strings.Contains(s, " addr=0x0;") &&
+	return strings.Contains(s, "SIGSEGV: segmentation violation") && faultsAtZero(s) &&
 		strings.Contains(s, "goroutine 0 ")
+}
+
+// faultsAtZero reports whether the runtime's signal report in s, its line
+// "PC=0x… m=N sigcode=N addr=0x…", names address 0.
+func faultsAtZero(s string) bool {
+	for line := range strings.Lines(s) {
+		if !strings.HasPrefix(line, "PC=") {
+			continue
+		}
+		for _, field := range strings.Fields(line) {
+			if field == "addr=0x0" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // send writes a frame to the child.

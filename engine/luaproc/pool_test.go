@@ -555,3 +555,21 @@ func BenchmarkRun(b *testing.B) {
 	b.ReportMetric(float64(direct.Nanoseconds())/1000/float64(b.N), "direct-µs")
 	b.ReportMetric(float64(pooled)/float64(direct), "ratio")
 }
+
+// TestFaultsAtZero: the runtime's report of a SIGSEGV is read as it is
+// written, one field per word and one line per report.
+func TestFaultsAtZero(t *testing.T) {
+	for _, c := range []struct {
+		stderr string
+		want   bool
+	}{
+		{"SIGSEGV: segmentation violation\nPC=0x433a5d m=7 sigcode=1 addr=0x0\n\ngoroutine 0 gp=0xc000 m=7 [idle]:\n", true},
+		{"SIGSEGV: segmentation violation\nPC=0x433a5d m=7 sigcode=1 addr=0x0", true},
+		{"SIGSEGV: segmentation violation\nPC=0x433a5d m=7 sigcode=1 addr=0x8\n", false},
+		{"panic: addr=0x0\n", false},
+	} {
+		if got := faultsAtZero(c.stderr); got != c.want {
+			t.Errorf("faultsAtZero(%q) = %v, want %v", c.stderr, got, c.want)
+		}
+	}
+}
