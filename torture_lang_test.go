@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"apollo/eventlog"
+)
+
+// langPipeline uses the flow of the pipeline language in one DAG: a step
+// when: skips and one it runs, foreach over a var, foreach over an upstream
+// output (instances made when the run gets there), a matrix with an
+// exclusion, an on_failure handler (the task never fails, so it must never
+// start) and a finally handler. Every body first counts its execution in
+// eff/.
+const langPipeline = `task_name: lang
+parallelism: 4
+max_dirty_restarts: 100000
+vars: {regions: "eu us asia"}
+steps:
+  - id: list
+    lua: |
+      require("apollo.fs").append("eff/list", "x\n")
+      return {"u", "v", "w", "x", "y"}
+  - id: each
+    foreach: {output: list}
+    command: mkdir -p eff out && echo x >> eff/each_{{item}} && sleep 0.01 && echo {{item}} > out/each_{{item}}.tmp && mv out/each_{{item}}.tmp out/each_{{item}}.txt
+    depends_on: [list]
+  - id: region
+    foreach: {var: regions}
+    command: mkdir -p eff out && echo x >> eff/region_{{item}} && sleep 0.01 && echo {{item}} > out/region_{{item}}.txt
+  - id: grid
+    matrix: {size: [s, m], tier: [a, b]}
+    exclude: [{size: m, tier: b}]
+    lua: |
+      local fs = require("apollo.fs")
+      fs.append("eff/grid_" .. ctx.item.size .. ctx.item.tier, "x\n")
+      require("apollo.idem").write("out/grid_" .. ctx.item.size .. ctx.item.tier .. ".txt", "ok")
+  - id: never
+    when: ctx.vars.regions == "none"
+    command: echo x >> eff/never
+    depends_on: [list]
+  - id: gated
+    when: ctx.status.list == "SUCCESS"
+    command: mkdir -p eff && echo x >> eff/gated
+    depends_on: [list]
+  - id: join
+    command: mkdir -p eff && echo x >> eff/join && ls out > out.list.tmp && mv out.list.tmp out.list
+    depends_on: [each, region, grid, gated, never]
+on_failure:
+  - id: alert
+    command: echo x >> eff/alert
+finally:
+  - id: report
+    command: mkdir -p eff && echo "$APOLLO_TASK_STATUS" >> eff/report
+`
+
+// langInstances are the instances the pipeline must expand into, and the
+// other steps that must end SUCCESS.
+var (
+	langInstances = []string{"each[u]", "each[v]", "each[w]", "each[x]", "each[y]",
+		"region[eu]", "region[us]", "region[asia]", "grid[s,a]", "grid[s,b]", "grid[m,a]"}
+	langSucceeded = []string{"list", "each", "gated", "join", "report"}
+)
+
+// langCheck checks the language invariants on the log as it stands.
+func langCheck(t *testing.T, dir string, final bool) []string {
+	t.Helper()
+	var bad []string
+	fail := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
+	path := taskLog(dir, "lang")
+	if path == "" {
+		return nil // killed before its log existed
+	}
+	recs, _, err := eventlog.ReadAll(path, eventlog.ReadOptions{TaskID: "lang"})
+	if err != nil {
+		return []string{fmt.Sprintf("the log does not read back: %v", err)}
+	}
+	ended := map[string]int{} // STEP_END SUCCESS per step
+	expanded := map[string]bool{}
+	for _, r := range recs {
+		if r.EventType == eventlog.StepStart && r.StepID == "alert" {
+			fail("the on_failure handler started, though the task never failed")
+		}
+		if r.EventType == eventlog.StepStart && r.StepID == "never" {
+			fail("the step whose when: is false started")
+		}
+		if id := r.StepID; strings.Contains(id, "[") && !slices.Contains(langInstances, id) {
+			fail("record of an instance the pipeline does not expand into: %s", id)
+		}
+		if r.EventType != eventlog.StepEnd {
+			continue
+		}
+		if r.Status == eventlog.Success {
+			ended[r.StepID]++
+			if strings.HasPrefix(r.Message, "expanded into") {
+				expanded[r.Message] = true
+			}
+		}
+		if r.StepID == "report" && r.Status == eventlog.Success {
+			for _, id := range append(slices.Clone(langInstances), "join") {
+				if ended[id] == 0 {
+					fail("the finally handler succeeded before %s did", id)
+				}
+			}
+		}
+	}
+	for id, n := range ended {
+		if n > 1 {
+			fail("%s ended SUCCESS %d times", id, n)
+		}
+	}
+	if len(expanded) > 2 { // each (from the output) and, for the static ones, none
+		fail("the templates expanded differently across runs: %v", expanded)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "eff", "never")); err == nil {
+		fail("the body of the step whose when: is false ran")
+	}
+	if !final {
+		return bad
+	}
+	for _, id := range append(slices.Clone(langInstances), langSucceeded...) {
+		if ended[id] != 1 {
+			fail("%s ended SUCCESS %d times, want once", id, ended[id])
+		}
+	}
+	if ended["never"] != 0 {
+		fail("never ended SUCCESS")
+	}
+	list, err := os.ReadFile(filepath.Join(dir, "out.list"))
+	if err != nil {
+		fail("join's listing is missing: %v", err)
+	}
+	if n := len(strings.Fields(string(list))); n != len(langInstances) {
+		fail("out/ holds %d files, want one per instance (%d):\n%s", n, len(langInstances), list)
+	}
+	return bad
+}
+
+// TestTortureLanguage kills the real binary with SIGKILL at random moments
+// while it runs a DAG of conditions, foreach and matrix instances and
+// handlers, resumes until the task is complete, and checks after every
+// kill: instances expand the same, a when: that is false never runs its
+// body, the on_failure handler never starts (the task never fails), no
+// step succeeds twice, and the finally handler succeeds once, after every
+// other step. APOLLO_LANG_KILLS sets the number of kills (default 30, -short
+// 6, long mode 300).
+func TestTortureLanguage(t *testing.T) {
+	kills := envInt("APOLLO_LANG_KILLS", 30)
+	switch {
+	case testing.Short():
+		kills = 6
+	case longMode() && os.Getenv("APOLLO_LANG_KILLS") == "":
+		kills = 300
+	}
+	seed := uint64(envInt("APOLLO_SEED", int(time.Now().UnixNano()%1e9)))
+	t.Logf("APOLLO_SEED=%d", seed)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	args := []string{"run", "pipeline.yaml", "--task-id", "lang", "--progress", "quiet"}
+	binary(t)
+
+	dir := t.TempDir()
+	writePipeline(t, dir, langPipeline)
+	began := time.Now()
+	if res := runApollo(t, dir, nil, args...); res.code != 0 {
+		t.Fatalf("clean run: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	full := time.Since(began)
+	if bad := langCheck(t, dir, true); len(bad) > 0 {
+		t.Fatalf("clean run: %s", strings.Join(bad, "\n"))
+	}
+
+	done, trials := 0, 0
+	for done < kills {
+		trials++
+		dir := t.TempDir()
+		writePipeline(t, dir, langPipeline)
+		for inTrial := 0; ; inTrial++ {
+			cmd := apolloCmd(t, dir, nil, args...)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			delay := time.Hour // let the trial end
+			if inTrial < 4 && done < kills {
+				delay = time.Duration(rng.Int64N(int64(full)))
+			}
+			var res runResult
+			select {
+			case err := <-exited:
+				res = waitResult(cmd, err, &stdout, &stderr)
+			case <-time.After(delay):
+				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				res = waitResult(cmd, <-exited, &stdout, &stderr)
+			}
+			noPanic(t, "lang", res)
+			if res.killed {
+				done++
+			}
+			if !res.killed && res.code != 0 {
+				t.Fatalf("trial %d: exit %d\n%s%s", trials, res.code, res.stdout, res.stderr)
+			}
+			if bad := langCheck(t, dir, !res.killed); len(bad) > 0 {
+				t.Fatalf("APOLLO_SEED=%d trial %d (%s), invocation %d (killed %v):\n%s", seed, trials, dir, inTrial+1, res.killed, strings.Join(bad, "\n"))
+			}
+			if !res.killed {
+				break
+			}
+		}
+	}
+	t.Logf("torture language seed=%d kills=%d trials=%d clean_run=%s", seed, done, trials, full.Round(time.Millisecond))
+}
