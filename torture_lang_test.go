@@ -64,7 +64,8 @@ finally:
 `
 
 // langInstances are the instances the pipeline must expand into, and the
-// other steps that must end SUCCESS.
+// other steps that must end SUCCESS (a foreach over a var and a matrix
+// expand when the run is planned: only their instances end).
 var (
 	langInstances = []string{"each[u]", "each[v]", "each[w]", "each[x]", "each[y]",
 		"region[eu]", "region[us]", "region[asia]", "grid[s,a]", "grid[s,b]", "grid[m,a]"}
