@@ -85,12 +85,16 @@ func waitForFile(t *testing.T, path string, done <-chan struct{}) {
 // on its own (no interleaved or torn line), seq runs 1..N without a gap,
 // and every record of every writer is there: each step's markers and
 // files, each script's marker and intervention, and nothing else.
-// APOLLO_CONC_REPS sets the number of rounds (CI: 3).
+// APOLLO_CONC_REPS sets the number of rounds (CI: 3; -short: 1).
 func TestConcurrentAppenders(t *testing.T) {
 	dir := t.TempDir()
 	writePipeline(t, dir, concurrencyPipeline())
 	writeFileT(t, filepath.Join(dir, "recover.lua"), []byte(recoveryScript))
-	for rep := range envInt("APOLLO_CONC_REPS", 3) {
+	reps := envInt("APOLLO_CONC_REPS", 3)
+	if testing.Short() && os.Getenv("APOLLO_CONC_REPS") == "" {
+		reps = 1
+	}
+	for rep := range reps {
 		t.Run(fmt.Sprintf("round%d", rep), func(t *testing.T) {
 			for _, f := range []string{"go", "release"} {
 				os.Remove(filepath.Join(dir, f))

@@ -511,10 +511,14 @@ func writePipeline(t *testing.T, dir, yaml string) {
 // runs the 31-step DAG — mid-step, mid-cleanup, mid-recovery, mid-summary —
 // resumes until the task is complete, and checks the invariants after every
 // kill and at the end. APOLLO_TORTURE_KILLS sets the number of kills (CI:
-// 100; long mode: 1,000); APOLLO_SEED replays a schedule.
+// 100; -short: 15; long mode: 1,000); APOLLO_SEED replays a schedule.
 func TestTorture(t *testing.T) {
 	kills := envInt("APOLLO_TORTURE_KILLS", 100)
-	if longMode() && os.Getenv("APOLLO_TORTURE_KILLS") == "" {
+	switch {
+	case os.Getenv("APOLLO_TORTURE_KILLS") != "":
+	case testing.Short():
+		kills = 15
+	case longMode():
 		kills = 1000
 	}
 	seed := uint64(envInt("APOLLO_SEED", int(time.Now().UnixNano()%1e9)))

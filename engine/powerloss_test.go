@@ -1,11 +1,4 @@
-// TestPowerLoss drives the engine, which builds only on Linux for now: the
-// constraint keeps GOOS=darwin go vet ./eventlog about eventlog. The test
-// belongs beside the engine (issue 15), where it loses the constraint once
-// the engine is portable.
-
-//go:build linux
-
-package eventlog_test
+package engine_test
 
 import (
 	"bytes"
@@ -329,12 +322,15 @@ steps:
 // STEP_START, no step may start again after a durable success, every rerun
 // of a cut-off attempt must follow its CLEANUP; at the end the task is
 // complete and the idem.once effect happened exactly once.
-// APOLLO_POWER_LOSSES sets the number of power losses (CI: 300; long mode:
-// 100,000); APOLLO_SEED replays.
+// APOLLO_POWER_LOSSES sets the number of power losses (CI: 300; -short: 30;
+// long mode: 100,000); APOLLO_SEED replays.
 func TestPowerLoss(t *testing.T) {
 	losses := 300
-	if os.Getenv("APOLLO_LONG") != "" {
+	switch {
+	case os.Getenv("APOLLO_LONG") != "":
 		losses = 100_000
+	case testing.Short():
+		losses = 30
 	}
 	if n, err := strconv.Atoi(os.Getenv("APOLLO_POWER_LOSSES")); err == nil && n > 0 {
 		losses = n
