@@ -145,6 +145,35 @@ func Start(o Options) (*Hub, error) {
 	if err := os.MkdirAll(o.StoreDir, 0o755); err != nil {
 		return nil, fmt.Errorf("hub: store %s: %w", o.StoreDir, err)
 	}
+	sopts := serverOptions(o)
+	size, err := addCluster(sopts, o)
+	if err != nil {
+		return nil, err
+	}
+	internal, err := addCredentials(sopts, o)
+	if err != nil {
+		return nil, err
+	}
+	s, err := startServer(sopts, o)
+	if err != nil {
+		return nil, err
+	}
+	h := &Hub{s: s, opts: o, size: size, ready: make(chan struct{})}
+	addr := s.Addr().(*net.TCPAddr)
+	h.url = "nats://" + net.JoinHostPort(addrHost(sopts.Host, addr), strconv.Itoa(addr.Port))
+	if o.TLSCert != "" && o.TLSCA != "" {
+		// Clients must present certificates, the node's own too: the
+		// first coordinator sets the streams up instead.
+		close(h.ready)
+	} else {
+		go h.setup(internal)
+	}
+	return h, nil
+}
+
+// serverOptions are the embedded server's settings for a single node
+// listening on o.Listen, before clustering and credentials.
+func serverOptions(o Options) *server.Options {
 	host, port, _ := splitHostPort(o.Listen)
 	sopts := &server.Options{
 		ServerName: o.Name, Host: host, Port: port,
@@ -160,62 +189,101 @@ func Start(o Options) (*Hub, error) {
 		h, _ := os.Hostname()
 		sopts.ServerName = fmt.Sprintf("%s-%d", h, port)
 	}
-	size := 1
-	if o.Cluster != "" {
-		ch, cp, _ := splitHostPort(o.Cluster)
-		sopts.Cluster = server.ClusterOpts{Name: "apollo", Host: ch, Port: cp}
-		var routes []*url.URL
-		for _, r := range o.Routes {
-			u, err := url.Parse(routeURL(r))
-			if err != nil || u.Host == "" {
-				return nil, &ConfigError{Msg: fmt.Sprintf("hub: --routes: %q is not host:port or nats://host:port", r)}
-			}
-			if sameAddr(u.Host, o.Cluster) {
-				continue // this node itself, in a list shared by all
-			}
-			routes = append(routes, u)
-		}
-		size += len(routes)
-		sopts.Routes = routes
+	return sopts
+}
+
+// addCluster sets up the cluster listener and the routes to the other
+// nodes, and returns the cluster's expected size (1 without a cluster).
+func addCluster(sopts *server.Options, o Options) (int, error) {
+	if o.Cluster == "" {
+		return 1, nil
 	}
-	var internal remote.Auth // how the node's own client authenticates
+	ch, cp, _ := splitHostPort(o.Cluster)
+	sopts.Cluster = server.ClusterOpts{Name: "apollo", Host: ch, Port: cp}
+	var routes []*url.URL
+	for _, r := range o.Routes {
+		u, err := url.Parse(routeURL(r))
+		if err != nil || u.Host == "" {
+			return 0, &ConfigError{Msg: fmt.Sprintf("hub: --routes: %q is not host:port or nats://host:port", r)}
+		}
+		if sameAddr(u.Host, o.Cluster) {
+			continue // this node itself, in a list shared by all
+		}
+		routes = append(routes, u)
+	}
+	sopts.Routes = routes
+	return 1 + len(routes), nil
+}
+
+// addCredentials applies the token, nkeys and TLS settings to the server
+// (and to its routes), and returns how the node's own client, which sets
+// up the streams, authenticates.
+func addCredentials(sopts *server.Options, o Options) (remote.Auth, error) {
+	var internal remote.Auth
 	switch {
 	case o.TokenFile != "":
 		tok, err := remote.ReadSecret(o.TokenFile)
 		if err != nil {
-			return nil, &ConfigError{Msg: "hub: " + err.Error()}
+			return internal, &ConfigError{Msg: "hub: " + err.Error()}
 		}
-		sopts.Authorization = tok
+		addToken(sopts, o, tok)
 		internal.Token = tok
-		if o.Cluster != "" {
-			sopts.Cluster.Username, sopts.Cluster.Password = "apollo", tok
-			for _, u := range sopts.Routes {
-				u.User = url.UserPassword("apollo", tok)
-			}
-		}
 	case o.NKeysFile != "":
 		users, err := readNKeys(o.NKeysFile)
 		if err != nil {
-			return nil, &ConfigError{Msg: "hub: " + err.Error()}
+			return internal, &ConfigError{Msg: "hub: " + err.Error()}
 		}
 		sopts.Nkeys = users
-		// The node's own client, which sets up the streams.
-		secret := make([]byte, 24)
-		rand.Read(secret)
-		internal.User, internal.Password = "apollo-hub", hex.EncodeToString(secret)
+		internal.User, internal.Password = "apollo-hub", randomPassword()
 		sopts.Users = []*server.User{{Username: internal.User, Password: internal.Password}}
 	}
 	if o.TLSCert != "" {
-		tc, err := tlsConfig(o.TLSCert, o.TLSKey, o.TLSCA)
-		if err != nil {
-			return nil, &ConfigError{Msg: "hub: " + err.Error()}
-		}
-		sopts.TLSConfig, sopts.TLS = tc, true
-		sopts.TLSVerify = o.TLSCA != ""
-		if o.Cluster != "" {
-			sopts.Cluster.TLSConfig = tc.Clone()
+		if err := addTLS(sopts, o); err != nil {
+			return internal, err
 		}
 	}
+	return internal, nil
+}
+
+// addToken makes tok the clients' secret and, in a cluster, the routes'
+// password.
+func addToken(sopts *server.Options, o Options, tok string) {
+	sopts.Authorization = tok
+	if o.Cluster == "" {
+		return
+	}
+	sopts.Cluster.Username, sopts.Cluster.Password = "apollo", tok
+	for _, u := range sopts.Routes {
+		u.User = url.UserPassword("apollo", tok)
+	}
+}
+
+// randomPassword is the password of the node's own client under --nkeys,
+// whose users all hold keys.
+func randomPassword() string {
+	secret := make([]byte, 24)
+	rand.Read(secret)
+	return hex.EncodeToString(secret)
+}
+
+// addTLS serves clients (and, in a cluster, routes) over TLS, verifying
+// their certificates when a CA is given.
+func addTLS(sopts *server.Options, o Options) error {
+	tc, err := tlsConfig(o.TLSCert, o.TLSKey, o.TLSCA)
+	if err != nil {
+		return &ConfigError{Msg: "hub: " + err.Error()}
+	}
+	sopts.TLSConfig, sopts.TLS = tc, true
+	sopts.TLSVerify = o.TLSCA != ""
+	if o.Cluster != "" {
+		sopts.Cluster.TLSConfig = tc.Clone()
+	}
+	return nil
+}
+
+// startServer starts the embedded server and waits until it accepts
+// connections.
+func startServer(sopts *server.Options, o Options) (*server.Server, error) {
 	s, err := server.NewServer(sopts)
 	if err != nil {
 		return nil, fmt.Errorf("hub: %w", err)
@@ -228,18 +296,7 @@ func Start(o Options) (*Hub, error) {
 		s.Shutdown()
 		return nil, fmt.Errorf("hub: the server did not start listening on %s within 30s", o.Listen)
 	}
-	h := &Hub{s: s, opts: o, size: size, ready: make(chan struct{})}
-	scheme := "nats://"
-	addr := s.Addr().(*net.TCPAddr)
-	h.url = scheme + net.JoinHostPort(addrHost(host, addr), strconv.Itoa(addr.Port))
-	if o.TLSCert != "" && o.TLSCA != "" {
-		// Clients must present certificates, the node's own too: the
-		// first coordinator sets the streams up instead.
-		close(h.ready)
-	} else {
-		go h.setup(internal)
-	}
-	return h, nil
+	return s, nil
 }
 
 // setup creates (or updates) the streams and buckets, replicated on up to
