@@ -25,86 +25,161 @@ import (
 //	   nil to skip it);
 //	I7 executions ≤ steps + recorded losses.
 func Check(log, artifacts string, steps int, c *remote.Client) []error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	taskOf := strings.TrimPrefix(filepath.Base(log), "task_")
-	taskOf = taskOf[:strings.LastIndexByte(taskOf, '_')]
-	recs, _, err := eventlog.ReadAll(log, eventlog.ReadOptions{TaskID: taskOf})
+	recs, err := readTaskLog(log)
 	if err != nil {
 		return []error{fmt.Errorf("I5: the log does not read back: %w", err)}
 	}
-	type key struct {
-		step string
-		n    int
+	var b breaches
+	l := readLedger(recs, &b)
+	l.checkEnds(steps, &b)
+	execs := checkExecutions(artifacts, l.starts, &b)
+	if int64(execs) > int64(steps)+l.lost {
+		b.add("I7: %d executions for %d steps and %d losses", execs, steps, l.lost)
 	}
-	final := map[string][]string{}
-	ends := map[key]int{}
-	starts := map[key]string{}
-	lostAt := map[key]bool{}
-	var lost, lastSrc int64
-	var summary *eventlog.Record
+	if c != nil {
+		if err := Drained(c, remote.DefaultPool, 15*time.Second); err != nil {
+			b.add("I6: %v", err)
+		}
+	}
+	return b
+}
+
+// breaches collects the invariants' breaches in the order they are found.
+type breaches []error
+
+func (b *breaches) add(format string, args ...any) { *b = append(*b, fmt.Errorf(format, args...)) }
+
+// readTaskLog reads the records of the task a log file task_<id>_<suffix> is named for.
+func readTaskLog(log string) ([]*eventlog.Record, error) {
+	taskOf := strings.TrimPrefix(filepath.Base(log), "task_")
+	taskOf = taskOf[:strings.LastIndexByte(taskOf, '_')]
+	recs, _, err := eventlog.ReadAll(log, eventlog.ReadOptions{TaskID: taskOf})
+	return recs, err
+}
+
+// attempt is one attempt of a step.
+type attempt struct {
+	step string
+	n    int
+}
+
+// ledger is what a task's log says of its steps' attempts.
+type ledger struct {
+	final   map[string][]string // each step's final (not RUNNING) STEP_END statuses
+	ends    map[attempt]int     // STEP_ENDs of each attempt
+	starts  map[attempt]string  // the worker each attempt's STEP_START names
+	lostAt  map[attempt]bool    // attempts reported LOST
+	lost    int64
+	lastSrc int64 // the last src_seq seen, for I5
+	summary *eventlog.Record
+}
+
+// readLedger gathers the ledger in one pass over the records, checking on
+// the way that seq and src_seq run in order (I5) and that every LOST is
+// cleaned up before the next attempt (I4).
+func readLedger(recs []*eventlog.Record, b *breaches) *ledger {
+	l := &ledger{
+		final:  map[string][]string{},
+		ends:   map[attempt]int{},
+		starts: map[attempt]string{},
+		lostAt: map[attempt]bool{},
+	}
 	for i, r := range recs {
-		if r.Seq != int64(i+1) {
-			bad("I5: record %d has seq %d", i+1, r.Seq)
-		}
-		if r.SrcSeq != 0 {
-			if r.SrcSeq <= lastSrc {
-				bad("I5: seq %d: src_seq %d after %d", r.Seq, r.SrcSeq, lastSrc)
-			}
-			lastSrc = r.SrcSeq
-		}
-		k := key{r.StepID, r.RetryCount}
-		switch r.EventType {
-		case eventlog.StepStart:
-			starts[k] = r.Worker
-		case eventlog.StepEnd:
-			ends[k]++
-			if r.Status != eventlog.Running {
-				final[r.StepID] = append(final[r.StepID], r.Status)
-			}
-		case eventlog.Lost:
-			lost++
-			lostAt[k] = true
-			cleaned := false
-			for _, q := range recs[i+1:] {
-				if q.StepID != r.StepID {
-					continue
-				}
-				if q.EventType == eventlog.Cleanup && q.Dirty {
-					cleaned = true
-				}
-				if q.EventType == eventlog.Dispatch && q.RetryCount > r.RetryCount && !cleaned {
-					bad("I4: attempt %d of %s dispatched before the lost attempt's cleanup", q.RetryCount, r.StepID)
-				}
-			}
-			if !cleaned {
-				bad("I4: LOST of %s attempt %d has no cleanup after it", r.StepID, r.RetryCount)
-			}
-		case eventlog.TaskSummary:
-			summary = r
+		l.checkOrder(i, r, b)
+		l.add(r)
+		if r.EventType == eventlog.Lost {
+			checkCleanedUp(r, recs[i+1:], b)
 		}
 	}
-	if len(final) != steps {
-		bad("I1: %d steps have a final STEP_END, want %d", len(final), steps)
+	return l
+}
+
+// checkOrder checks I5 for recs[i]: its seq is i+1, and its src_seq, when
+// set, is above the last one.
+func (l *ledger) checkOrder(i int, r *eventlog.Record, b *breaches) {
+	if r.Seq != int64(i+1) {
+		b.add("I5: record %d has seq %d", i+1, r.Seq)
 	}
-	for id, f := range final {
+	if r.SrcSeq != 0 {
+		if r.SrcSeq <= l.lastSrc {
+			b.add("I5: seq %d: src_seq %d after %d", r.Seq, r.SrcSeq, l.lastSrc)
+		}
+		l.lastSrc = r.SrcSeq
+	}
+}
+
+// add records what r says of its attempt.
+func (l *ledger) add(r *eventlog.Record) {
+	k := attempt{r.StepID, r.RetryCount}
+	switch r.EventType {
+	case eventlog.StepStart:
+		l.starts[k] = r.Worker
+	case eventlog.StepEnd:
+		l.ends[k]++
+		if r.Status != eventlog.Running {
+			l.final[r.StepID] = append(l.final[r.StepID], r.Status)
+		}
+	case eventlog.Lost:
+		l.lost++
+		l.lostAt[k] = true
+	case eventlog.TaskSummary:
+		l.summary = r
+	}
+}
+
+// checkCleanedUp checks I4 for the LOST record r, given the records after
+// it: a dirty cleanup of its step comes before any later attempt of it is
+// dispatched.
+func checkCleanedUp(r *eventlog.Record, after []*eventlog.Record, b *breaches) {
+	cleaned := false
+	for _, q := range after {
+		if q.StepID != r.StepID {
+			continue
+		}
+		if q.EventType == eventlog.Cleanup && q.Dirty {
+			cleaned = true
+		}
+		if q.EventType == eventlog.Dispatch && q.RetryCount > r.RetryCount && !cleaned {
+			b.add("I4: attempt %d of %s dispatched before the lost attempt's cleanup", q.RetryCount, r.StepID)
+		}
+	}
+	if !cleaned {
+		b.add("I4: LOST of %s attempt %d has no cleanup after it", r.StepID, r.RetryCount)
+	}
+}
+
+// checkEnds checks that each of the steps ended once, in SUCCESS, and the
+// summary says so (I1), that no attempt ended twice (I2), and that every
+// started attempt was ended or lost (I4).
+func (l *ledger) checkEnds(steps int, b *breaches) {
+	if len(l.final) != steps {
+		b.add("I1: %d steps have a final STEP_END, want %d", len(l.final), steps)
+	}
+	for id, f := range l.final {
 		if len(f) != 1 || f[0] != eventlog.Success {
-			bad("I1: step %s: final ends %v, want one SUCCESS", id, f)
+			b.add("I1: step %s: final ends %v, want one SUCCESS", id, f)
 		}
 	}
-	if summary == nil || summary.Status != eventlog.Success || summary.Summary == nil || summary.Summary.Counts[eventlog.Success] != steps {
-		bad("I1: the last summary does not say SUCCESS with %d steps", steps)
+	s := l.summary
+	if s == nil || s.Status != eventlog.Success || s.Summary == nil || s.Summary.Counts[eventlog.Success] != steps {
+		b.add("I1: the last summary does not say SUCCESS with %d steps", steps)
 	}
-	for k, n := range ends {
+	for k, n := range l.ends {
 		if n > 1 {
-			bad("I2: step %s attempt %d has %d STEP_ENDs", k.step, k.n, n)
+			b.add("I2: step %s attempt %d has %d STEP_ENDs", k.step, k.n, n)
 		}
 	}
-	for k := range starts {
-		if ends[k] == 0 && !lostAt[k] {
-			bad("I4: step %s attempt %d started and was neither ended nor lost", k.step, k.n)
+	for k := range l.starts {
+		if l.ends[k] == 0 && !l.lostAt[k] {
+			b.add("I4: step %s attempt %d started and was neither ended nor lost", k.step, k.n)
 		}
 	}
+}
+
+// checkExecutions checks that every execution, a side-effect file
+// <step>.<attempt>.<worker> in artifacts, has a STEP_START of that attempt
+// naming that worker (I3), and returns how many there were.
+func checkExecutions(artifacts string, starts map[attempt]string, b *breaches) int {
 	files, _ := filepath.Glob(filepath.Join(artifacts, "*"))
 	execs := 0
 	for _, f := range files {
@@ -115,19 +190,11 @@ func Check(log, artifacts string, steps int, c *remote.Client) []error {
 		execs++
 		var n int
 		fmt.Sscan(parts[1], &n)
-		if w, ok := starts[key{parts[0], n}]; !ok || w != parts[2] {
-			bad("I3: %s attempt %d ran on %s with no STEP_START for it (the log names worker %q)", parts[0], n, parts[2], w)
+		if w, ok := starts[attempt{parts[0], n}]; !ok || w != parts[2] {
+			b.add("I3: %s attempt %d ran on %s with no STEP_START for it (the log names worker %q)", parts[0], n, parts[2], w)
 		}
 	}
-	if int64(execs) > int64(steps)+lost {
-		bad("I7: %d executions for %d steps and %d losses", execs, steps, lost)
-	}
-	if c != nil {
-		if err := Drained(c, remote.DefaultPool, 15*time.Second); err != nil {
-			bad("I6: %v", err)
-		}
-	}
-	return errs
+	return execs
 }
 
 // Drained waits until the work queue is empty and pool's consumer awaits
