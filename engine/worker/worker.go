@@ -324,47 +324,75 @@ func (a *attempt) run(ctx context.Context, delivery uint64) {
 		return
 	}
 	out := newStreamer(w.o.Client, work, exa.OutputPath)
-	stopBeats := make(chan struct{})
-	var beats sync.WaitGroup
-	exa.Started = func(pgid int) error {
-		ev := &remote.Event{Type: remote.EventStarted, Run: work.Run, Task: work.Task, Step: work.Step, Attempt: work.Attempt,
-			Worker: w.id, Delivery: delivery, PGID: pgid}
-		// The start is stored (replicated, fsynced) before the body runs,
-		// and only while the message is surely still this worker's.
-		rctx, cancel := context.WithDeadline(ctx, a.fenceAt())
-		_, err := w.o.Client.Report(rctx, ev)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("the hub did not store the attempt's start in time, so its body was not run: %w", err)
-		}
-		if time.Now().After(a.fenceAt()) {
-			a.fenced = true
-			return errors.New("the attempt's lease ran out before its start was stored; its body was not run")
-		}
-		a.mu.Lock()
-		a.started, a.pgid = true, pgid
-		a.mu.Unlock()
-		if pgid > 0 {
-			w.running.add(a.token, pgid)
-		}
-		beats.Add(2)
-		go func() { defer beats.Done(); a.heartbeat(stopBeats) }()
-		go func() { defer beats.Done(); a.fence(stopBeats) }()
-		if w.o.Started != nil {
-			w.o.Started(work, pgid)
-		}
-		w.logf("%s: started (pgid %d)", id, pgid)
-		return nil
-	}
+	b := &beats{stop: make(chan struct{})}
+	exa.Started = func(pgid int) error { return a.begin(ctx, delivery, id, pgid, b) }
 	exa.Running = func(pgid int) {}
 	tctx, tcancel := executor.WithTimeout(ctx, work.StepDef().Timeout)
 	began := time.Now()
 	res := ex.Run(tctx, exa)
 	tcancel()
-	close(stopBeats)
-	beats.Wait()
+	b.end()
 	w.running.remove(a.token)
 	w.ran.Add(1)
+	a.finish(ctx, delivery, id, res, out, began)
+}
+
+// beats are an attempt's heartbeat and fence, which run from its stored
+// start until its body ends.
+type beats struct {
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+func (b *beats) start(a *attempt) {
+	b.wg.Add(2)
+	go func() { defer b.wg.Done(); a.heartbeat(b.stop) }()
+	go func() { defer b.wg.Done(); a.fence(b.stop) }()
+}
+
+// end stops them (if they started) and waits for them to return.
+func (b *beats) end() {
+	close(b.stop)
+	b.wg.Wait()
+}
+
+// begin is the executor's Started callback: the body may run only once
+// this returns nil.
+func (a *attempt) begin(ctx context.Context, delivery uint64, id string, pgid int, b *beats) error {
+	w, work := a.w, a.work
+	ev := &remote.Event{Type: remote.EventStarted, Run: work.Run, Task: work.Task, Step: work.Step, Attempt: work.Attempt,
+		Worker: w.id, Delivery: delivery, PGID: pgid}
+	// The start is stored (replicated, fsynced) before the body runs,
+	// and only while the message is surely still this worker's.
+	rctx, cancel := context.WithDeadline(ctx, a.fenceAt())
+	_, err := w.o.Client.Report(rctx, ev)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("the hub did not store the attempt's start in time, so its body was not run: %w", err)
+	}
+	if time.Now().After(a.fenceAt()) {
+		a.fenced = true
+		return errors.New("the attempt's lease ran out before its start was stored; its body was not run")
+	}
+	a.mu.Lock()
+	a.started, a.pgid = true, pgid
+	a.mu.Unlock()
+	if pgid > 0 {
+		w.running.add(a.token, pgid)
+	}
+	b.start(a)
+	if w.o.Started != nil {
+		w.o.Started(work, pgid)
+	}
+	w.logf("%s: started (pgid %d)", id, pgid)
+	return nil
+}
+
+// finish reports the attempt's end, and acknowledges its message once the
+// end is stored; a fenced attempt or one that never started reports
+// nothing.
+func (a *attempt) finish(ctx context.Context, delivery uint64, id string, res executor.Result, out *streamer, began time.Time) {
+	w := a.w
 	if a.isFenced() {
 		// Its attempt is (or soon is) another worker's to report lost: say
 		// nothing more, and leave the message to its redelivery.
@@ -379,6 +407,22 @@ func (a *attempt) run(ctx context.Context, delivery uint64) {
 		_ = a.msg.Nak() // delivered again: reported lost, then the coordinator's to clean and rerun
 		return
 	}
+	ev := a.endEvent(ctx, delivery, &res, out, began)
+	if _, err := w.o.Client.Report(context.WithoutCancel(ctx), ev); err != nil {
+		w.logf("%s: cannot report its end (%v); the hub will redeliver it and it will be reported lost", id, err)
+		return
+	}
+	if w.o.AfterEnd != nil {
+		w.o.AfterEnd(a.work)
+	}
+	a.acknowledge(id, res.Err)
+}
+
+// endEvent stops the output's streaming and makes the attempt's end
+// event. An interruption from the worker or the coordinator becomes
+// res.Err, so that the end says which.
+func (a *attempt) endEvent(ctx context.Context, delivery uint64, res *executor.Result, out *streamer, began time.Time) *remote.Event {
+	w, work := a.w, a.work
 	sent, outErr := out.stop(true)
 	ev := &remote.Event{Type: remote.EventEnd, Run: work.Run, Task: work.Task, Step: work.Step, Attempt: work.Attempt, Worker: w.id,
 		Delivery: delivery, ExitCode: res.ExitCode, OutputDigest: res.OutputDigest, Output: res.Output,
@@ -394,26 +438,24 @@ func (a *attempt) run(ctx context.Context, delivery uint64) {
 	if outErr != nil {
 		ev.Note = strings.TrimPrefix(ev.Note+"; output not all sent to the coordinator: "+outErr.Error(), "; ")
 	}
-	if _, err := w.o.Client.Report(context.WithoutCancel(ctx), ev); err != nil {
-		w.logf("%s: cannot report its end (%v); the hub will redeliver it and it will be reported lost", id, err)
-		return
-	}
-	if w.o.AfterEnd != nil {
-		w.o.AfterEnd(work)
-	}
-	// Acknowledged only now that the end is stored. A lost
-	// acknowledgement is harmless: the redelivery is reported lost, and
-	// the coordinator ignores the loss of an attempt that has ended.
-	actx, cancel := context.WithTimeout(context.Background(), w.o.Client.Config().CallTimeout)
-	err = a.msg.DoubleAck(actx)
+	return ev
+}
+
+// acknowledge acknowledges the message, now that the attempt's end is
+// stored, and logs the end. A lost acknowledgement is harmless: the
+// redelivery is reported lost, and the coordinator ignores the loss of an
+// attempt that has ended.
+func (a *attempt) acknowledge(id string, runErr error) {
+	actx, cancel := context.WithTimeout(context.Background(), a.w.o.Client.Config().CallTimeout)
+	err := a.msg.DoubleAck(actx)
 	cancel()
 	status := "ok"
-	if res.Err != nil {
-		status = res.Err.Error()
+	if runErr != nil {
+		status = runErr.Error()
 	}
-	w.logf("%s: ended: %s", id, firstLine(status))
+	a.w.logf("%s: ended: %s", id, firstLine(status))
 	if err != nil {
-		w.logf("%s: acknowledgement not confirmed (%v): a redelivery will be reported lost and ignored", id, err)
+		a.w.logf("%s: acknowledgement not confirmed (%v): a redelivery will be reported lost and ignored", id, err)
 	}
 }
 
