@@ -60,45 +60,74 @@ func dagSVG(nodes []node, link func(id string) string) template.HTML {
 	if len(nodes) > maxDrawnSteps {
 		return template.HTML(fmt.Sprintf(`<p class="note">%d steps: too many to draw; the table below lists them.</p>`, len(nodes)))
 	}
-	index := make(map[string]int, len(nodes))
+	l := layOut(nodes)
+	W, H := l.size()
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg class="dag" xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" role="img" aria-label="step graph">`, W, H, W, H)
+	l.drawEdges(&b)
+	l.drawNodes(&b, link)
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String())
+}
+
+// dagLayout places a DAG's nodes: a column for each depth, a row within it.
+type dagLayout struct {
+	nodes   []node
+	index   map[string]int // each node's place in nodes, by id
+	depth   []int          // each node's column: the longest path from a root
+	columns [][]int        // the nodes of each column, top to bottom
+	row     []float64      // each node's row in its column
+	width   []float64      // each column's width
+	x       []float64      // each column's left edge
+}
+
+// layOut places nodes, at least one.
+func layOut(nodes []node) *dagLayout {
+	l := &dagLayout{nodes: nodes, index: make(map[string]int, len(nodes))}
 	for i, n := range nodes {
-		index[n.ID] = i
+		l.index[n.ID] = i
 	}
-	// Depth by the longest path, in an order where dependencies come first.
-	depth := make([]int, len(nodes))
-	for _, i := range topo(nodes, index) {
-		for _, d := range nodes[i].DependsOn {
-			if j, ok := index[d]; ok {
-				depth[i] = max(depth[i], depth[j]+1)
+	l.setDepths()
+	l.setColumns()
+	l.setRows()
+	l.setColumnEdges()
+	return l
+}
+
+// setDepths sets each node's depth by the longest path, in an order where
+// dependencies come first.
+func (l *dagLayout) setDepths() {
+	l.depth = make([]int, len(l.nodes))
+	for _, i := range topo(l.nodes, l.index) {
+		for _, d := range l.nodes[i].DependsOn {
+			if j, ok := l.index[d]; ok {
+				l.depth[i] = max(l.depth[i], l.depth[j]+1)
 			}
 		}
 	}
+}
+
+// setColumns groups the nodes by depth, each column in the nodes' order.
+func (l *dagLayout) setColumns() {
 	cols := 0
-	for _, d := range depth {
+	for _, d := range l.depth {
 		cols = max(cols, d+1)
 	}
-	columns := make([][]int, cols)
-	for i := range nodes {
-		columns[depth[i]] = append(columns[depth[i]], i)
+	l.columns = make([][]int, cols)
+	for i := range l.nodes {
+		l.columns[l.depth[i]] = append(l.columns[l.depth[i]], i)
 	}
-	row := make([]float64, len(nodes))
-	for c, col := range columns {
+}
+
+// setRows orders each column after the first by the average row of its
+// nodes' dependencies (stably: ties keep their order), column by column
+// from the left, and numbers the rows.
+func (l *dagLayout) setRows() {
+	l.row = make([]float64, len(l.nodes))
+	for c, col := range l.columns {
 		if c > 0 {
-			key := func(i int) float64 {
-				sum, n := 0.0, 0
-				for _, d := range nodes[i].DependsOn {
-					if j, ok := index[d]; ok {
-						sum += row[j]
-						n++
-					}
-				}
-				if n == 0 {
-					return 0
-				}
-				return sum / float64(n)
-			}
 			slices.SortStableFunc(col, func(a, b int) int {
-				ka, kb := key(a), key(b)
+				ka, kb := l.meanDependencyRow(a), l.meanDependencyRow(b)
 				switch {
 				case ka < kb:
 					return -1
@@ -109,47 +138,85 @@ func dagSVG(nodes []node, link func(id string) string) template.HTML {
 			})
 		}
 		for r, i := range col {
-			row[i] = float64(r)
+			l.row[i] = float64(r)
 		}
 	}
-	width := make([]float64, cols)
-	for i, n := range nodes {
-		width[depth[i]] = max(width[depth[i]], float64(utf8.RuneCountInString(shorten(n.ID)))*charW+24)
+}
+
+// meanDependencyRow is the average row of node i's dependencies (0 with
+// none drawn).
+func (l *dagLayout) meanDependencyRow(i int) float64 {
+	sum, n := 0.0, 0
+	for _, d := range l.nodes[i].DependsOn {
+		if j, ok := l.index[d]; ok {
+			sum += l.row[j]
+			n++
+		}
 	}
-	x := make([]float64, cols)
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
+}
+
+// setColumnEdges makes each column as wide as its widest label and sets
+// the columns colGap apart.
+func (l *dagLayout) setColumnEdges() {
+	cols := len(l.columns)
+	l.width = make([]float64, cols)
+	for i, n := range l.nodes {
+		l.width[l.depth[i]] = max(l.width[l.depth[i]], float64(utf8.RuneCountInString(shorten(n.ID)))*charW+24)
+	}
+	l.x = make([]float64, cols)
 	for c := 1; c < cols; c++ {
-		x[c] = x[c-1] + width[c-1] + colGap
+		l.x[c] = l.x[c-1] + l.width[c-1] + colGap
 	}
+}
+
+// size is the drawing's width and height.
+func (l *dagLayout) size() (float64, float64) {
 	rows := 0
-	for _, col := range columns {
+	for _, col := range l.columns {
 		rows = max(rows, len(col))
 	}
-	W := x[cols-1] + width[cols-1] + 2*padding
+	last := len(l.columns) - 1
+	W := l.x[last] + l.width[last] + 2*padding
 	H := float64(rows)*(nodeH+rowGap) - rowGap + 2*padding
-	pos := func(i int) (float64, float64) {
-		return padding + x[depth[i]], padding + row[i]*(nodeH+rowGap)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="dag" xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" role="img" aria-label="step graph">`, W, H, W, H)
+	return W, H
+}
+
+// pos is the top left corner of node i's box.
+func (l *dagLayout) pos(i int) (float64, float64) {
+	return padding + l.x[l.depth[i]], padding + l.row[i]*(nodeH+rowGap)
+}
+
+// drawEdges draws a curve from each dependency's right side to its
+// dependent's left side.
+func (l *dagLayout) drawEdges(b *strings.Builder) {
 	b.WriteString(`<g class="edges">`)
-	for i, n := range nodes {
-		x2, y2 := pos(i)
+	for i, n := range l.nodes {
+		x2, y2 := l.pos(i)
 		for _, d := range n.DependsOn {
-			j, ok := index[d]
+			j, ok := l.index[d]
 			if !ok {
 				continue
 			}
-			x1, y1 := pos(j)
-			x1 += width[depth[j]]
+			x1, y1 := l.pos(j)
+			x1 += l.width[l.depth[j]]
 			y1 += nodeH / 2
 			y2c := y2 + nodeH/2
 			mid := (x1 + x2) / 2
-			fmt.Fprintf(&b, `<path d="M%.1f %.1f C%.1f %.1f %.1f %.1f %.1f %.1f"/>`, x1, y1, mid, y1, mid, y2c, x2, y2c)
+			fmt.Fprintf(b, `<path d="M%.1f %.1f C%.1f %.1f %.1f %.1f %.1f %.1f"/>`, x1, y1, mid, y1, mid, y2c, x2, y2c)
 		}
 	}
 	b.WriteString(`</g>`)
-	for i, n := range nodes {
-		px, py := pos(i)
+}
+
+// drawNodes draws each node as a box classed by its state, labelled with
+// its (shortened) id, and linked to link(id) when link is set.
+func (l *dagLayout) drawNodes(b *strings.Builder, link func(id string) string) {
+	for i, n := range l.nodes {
+		px, py := l.pos(i)
 		cls := "node " + stateClass(n.State)
 		if n.Optional {
 			cls += " optional"
@@ -159,13 +226,11 @@ func dagSVG(nodes []node, link func(id string) string) template.HTML {
 		if link != nil {
 			open, close = fmt.Sprintf(`<a href="%s">`, template.HTMLEscapeString(link(n.ID))), `</a>`
 		}
-		fmt.Fprintf(&b, `<g class="%s" data-step="%s">%s<rect x="%.1f" y="%.1f" width="%.1f" height="%d" rx="6"/>`+
+		fmt.Fprintf(b, `<g class="%s" data-step="%s">%s<rect x="%.1f" y="%.1f" width="%.1f" height="%d" rx="6"/>`+
 			`<text x="%.1f" y="%.1f">%s</text><title>%s %s</title>%s</g>`,
-			cls, id, open, px, py, width[depth[i]], nodeH, px+12, py+nodeH/2+4,
+			cls, id, open, px, py, l.width[l.depth[i]], nodeH, px+12, py+nodeH/2+4,
 			template.HTMLEscapeString(shorten(n.ID)), id, template.HTMLEscapeString(strings.ToLower(n.State)), close)
 	}
-	b.WriteString(`</svg>`)
-	return template.HTML(b.String())
 }
 
 // topo orders the nodes so that each comes after its dependencies (nodes
