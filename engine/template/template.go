@@ -586,10 +586,10 @@ func (f *frame) endWord() {
 }
 
 // unquoted reads one byte (or placeholder) in the unquoted context. It is
-// one switch over the characters that change the shell's state there, kept
-// whole on purpose: like a port of a state table, it reads best beside the
-// shell grammar it follows, and split up it would hide which byte moves to
-// which context.
+// one switch over the characters that change the shell's state there: like
+// a port of a state table, it reads best beside the shell grammar it
+// follows, so every byte that moves to another context keeps its case here;
+// only the longer readings of ")" and "<" are named parts of their own.
 func (l *shellLexer) unquoted(f *frame) {
 	t := l.toks[l.i]
 	if t < 0 {
@@ -652,38 +652,52 @@ func (l *shellLexer) unquoted(f *frame) {
 		l.i++
 	case ')':
 		f.endWord()
-		l.i++
-		switch {
-		case f.depth > 0:
-			f.depth--
-		case f.kind == frSubst && f.caseDepth > 0:
-			// the end of a case pattern
-		case f.kind == frSubst:
-			l.pop()
-			return
-		}
-		f.cmdPos = true
+		l.closeParen(f)
 	case '<':
 		f.endWord()
-		switch {
-		case l.peek(1) == '<' && l.peek(2) == '<': // bash here-string: a plain word follows
-			l.i += 3
-		case l.peek(1) == '<':
-			l.i += 2
-			strip := l.peek(0) == '-'
-			if strip {
-				l.i++
-			}
-			l.heredocDelim(strip)
-		default:
-			l.i++
-		}
+		l.lessThan()
 	case '{':
 		f.add(c)
 		f.brace = true
 		l.i++
 	default:
 		f.add(c)
+		l.i++
+	}
+}
+
+// closeParen reads a ")" in the unquoted context: it closes a "(" opened
+// in this frame, ends a case pattern, or else ends the $(...) the frame
+// is.
+func (l *shellLexer) closeParen(f *frame) {
+	l.i++
+	switch {
+	case f.depth > 0:
+		f.depth--
+	case f.kind == frSubst && f.caseDepth > 0:
+		// the end of a case pattern
+	case f.kind == frSubst:
+		l.pop()
+		return
+	}
+	f.cmdPos = true
+}
+
+// lessThan reads a "<" in the unquoted context: a redirection, a bash
+// here-string (a plain word follows), or a heredoc, whose delimiter it
+// reads so that the body is lexed once the line ends.
+func (l *shellLexer) lessThan() {
+	switch {
+	case l.peek(1) == '<' && l.peek(2) == '<':
+		l.i += 3
+	case l.peek(1) == '<':
+		l.i += 2
+		strip := l.peek(0) == '-'
+		if strip {
+			l.i++
+		}
+		l.heredocDelim(strip)
+	default:
 		l.i++
 	}
 }
