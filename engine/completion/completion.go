@@ -143,6 +143,10 @@ _apollo_words() {
 }
 `
 
+// bashCompletion is the bash script: the shared functions, then _apollo,
+// which completes the command name, then for each command a flag's value
+// (after a flag that takes one), a flag (after "-") or its positional
+// argument.
 func bashCompletion(cmds []Command) string {
 	var b strings.Builder
 	b.WriteString(bashHeader)
@@ -151,6 +155,24 @@ func bashCompletion(cmds []Command) string {
 	b.WriteString("    COMPREPLY=()\n")
 	fmt.Fprintf(&b, "    if ((COMP_CWORD == 1)); then\n        _apollo_words %q\n        return\n    fi\n", commandNames(cmds)+" help")
 	b.WriteString("    local cmd=\"${COMP_WORDS[1]}\" i npos=0 valued=\"\"\n")
+	writeBashValued(&b, cmds)
+	b.WriteString(bashCountArgs)
+	b.WriteString("    case \"$cmd\" in\n")
+	for _, c := range cmds {
+		writeBashCommand(&b, c, cmds)
+	}
+	b.WriteString("    help)\n")
+	fmt.Fprintf(&b, "        ((npos == 0)) && _apollo_words %q\n", commandNames(cmds))
+	b.WriteString("        ;;\n")
+	b.WriteString("    esac\n")
+	b.WriteString("    return 0\n")
+	b.WriteString("}\n\ncomplete -F _apollo apollo\n")
+	return b.String()
+}
+
+// writeBashValued writes a case that sets $valued to the command's flags
+// that take a value, which bashCountArgs skips with their values.
+func writeBashValued(b *strings.Builder, cmds []Command) {
 	b.WriteString("    case \"$cmd\" in\n")
 	for _, c := range cmds {
 		var valued []string
@@ -162,70 +184,79 @@ func bashCompletion(cmds []Command) string {
 				}
 			}
 		}
-		fmt.Fprintf(&b, "    %s) valued=%q ;;\n", c.Name, " "+strings.Join(valued, " ")+" ")
+		fmt.Fprintf(b, "    %s) valued=%q ;;\n", c.Name, " "+strings.Join(valued, " ")+" ")
 	}
 	b.WriteString("    esac\n")
-	b.WriteString("    # Count the arguments before the cursor, skipping flags and their values.\n")
-	b.WriteString("    for ((i = 2; i < COMP_CWORD; i++)); do\n")
-	b.WriteString("        case \"${COMP_WORDS[i]}\" in\n")
-	b.WriteString("        --) ;;\n")
-	b.WriteString("        -*=*) ;;\n")
-	b.WriteString("        -*) [[ $valued == *\" ${COMP_WORDS[i]} \"* ]] && ((i++)) ;;\n")
-	b.WriteString("        *) ((npos++)) ;;\n")
+}
+
+// bashCountArgs sets $npos to the number of positional arguments before
+// the cursor.
+const bashCountArgs = `    # Count the arguments before the cursor, skipping flags and their values.
+    for ((i = 2; i < COMP_CWORD; i++)); do
+        case "${COMP_WORDS[i]}" in
+        --) ;;
+        -*=*) ;;
+        -*) [[ $valued == *" ${COMP_WORDS[i]} "* ]] && ((i++)) ;;
+        *) ((npos++)) ;;
+        esac
+    done
+`
+
+// writeBashCommand writes the case of command c: its flags' values, its
+// flags, then its positional argument.
+func writeBashCommand(b *strings.Builder, c Command, cmds []Command) {
+	fmt.Fprintf(b, "    %s)\n", c.Name)
+	b.WriteString("        case \"$prev\" in\n")
+	for _, f := range c.Flags {
+		if f.Value == ValueNone {
+			continue
+		}
+		pat := "--" + f.Name
+		if f.Short != "" {
+			pat += "|-" + f.Short
+		}
+		fmt.Fprintf(b, "        %s) %s ;;\n", pat, bashValueAction(f))
+	}
 	b.WriteString("        esac\n")
-	b.WriteString("    done\n")
-	b.WriteString("    case \"$cmd\" in\n")
-	for _, c := range cmds {
-		fmt.Fprintf(&b, "    %s)\n", c.Name)
-		b.WriteString("        case \"$prev\" in\n")
-		for _, f := range c.Flags {
-			if f.Value == ValueNone {
-				continue
-			}
-			pat := "--" + f.Name
-			if f.Short != "" {
-				pat += "|-" + f.Short
-			}
-			action := "return"
-			switch {
-			case len(f.Values) > 0:
-				action = fmt.Sprintf("_apollo_words %q; return", strings.Join(f.Values, " "))
-			case f.Value == ValueDir:
-				action = "local IFS=$'\\n'; COMPREPLY=($(compgen -d -- \"$cur\")); compopt -o filenames 2>/dev/null; return"
-			case f.Value == ValueTask:
-				action = "_apollo_words \"$(_apollo_task_ids)\"; return"
-			}
-			fmt.Fprintf(&b, "        %s) %s ;;\n", pat, action)
-		}
-		b.WriteString("        esac\n")
-		fmt.Fprintf(&b, "        if [[ $cur == -* ]]; then\n            _apollo_words %q\n            return\n        fi\n", flagWords(c))
-		switch c.Args {
-		case ArgPipeline:
-			b.WriteString("        ((npos == 0)) && _apollo_files .yaml .yml\n")
-		case ArgLua:
-			b.WriteString("        ((npos == 0)) && _apollo_files .lua\n")
-		case ArgTask:
-			b.WriteString("        if ((npos == 0)); then\n")
-			b.WriteString("            if [[ $cur == */* || $cur == .* ]]; then\n")
-			b.WriteString("                _apollo_files .jsonl .jsonl.gz\n")
-			b.WriteString("            else\n")
-			b.WriteString("                _apollo_words \"$(_apollo_task_ids)\"\n")
-			b.WriteString("            fi\n")
-			b.WriteString("        fi\n")
-		case ArgShell:
-			fmt.Fprintf(&b, "        ((npos == 0)) && _apollo_words %q\n", strings.Join(Shells, " "))
-		case ArgCommand:
-			fmt.Fprintf(&b, "        ((npos == 0)) && _apollo_words %q\n", commandNames(cmds))
-		}
-		b.WriteString("        ;;\n")
-	}
-	b.WriteString("    help)\n")
-	fmt.Fprintf(&b, "        ((npos == 0)) && _apollo_words %q\n", commandNames(cmds))
+	fmt.Fprintf(b, "        if [[ $cur == -* ]]; then\n            _apollo_words %q\n            return\n        fi\n", flagWords(c))
+	writeBashArgs(b, c.Args, cmds)
 	b.WriteString("        ;;\n")
-	b.WriteString("    esac\n")
-	b.WriteString("    return 0\n")
-	b.WriteString("}\n\ncomplete -F _apollo apollo\n")
-	return b.String()
+}
+
+// bashValueAction completes the value of flag f: its fixed choices, a
+// folder, a task id, or nothing.
+func bashValueAction(f Flag) string {
+	switch {
+	case len(f.Values) > 0:
+		return fmt.Sprintf("_apollo_words %q; return", strings.Join(f.Values, " "))
+	case f.Value == ValueDir:
+		return "local IFS=$'\\n'; COMPREPLY=($(compgen -d -- \"$cur\")); compopt -o filenames 2>/dev/null; return"
+	case f.Value == ValueTask:
+		return "_apollo_words \"$(_apollo_task_ids)\"; return"
+	}
+	return "return"
+}
+
+// writeBashArgs completes the first positional argument, of kind args.
+func writeBashArgs(b *strings.Builder, args string, cmds []Command) {
+	switch args {
+	case ArgPipeline:
+		b.WriteString("        ((npos == 0)) && _apollo_files .yaml .yml\n")
+	case ArgLua:
+		b.WriteString("        ((npos == 0)) && _apollo_files .lua\n")
+	case ArgTask:
+		b.WriteString("        if ((npos == 0)); then\n")
+		b.WriteString("            if [[ $cur == */* || $cur == .* ]]; then\n")
+		b.WriteString("                _apollo_files .jsonl .jsonl.gz\n")
+		b.WriteString("            else\n")
+		b.WriteString("                _apollo_words \"$(_apollo_task_ids)\"\n")
+		b.WriteString("            fi\n")
+		b.WriteString("        fi\n")
+	case ArgShell:
+		fmt.Fprintf(b, "        ((npos == 0)) && _apollo_words %q\n", strings.Join(Shells, " "))
+	case ArgCommand:
+		fmt.Fprintf(b, "        ((npos == 0)) && _apollo_words %q\n", commandNames(cmds))
+	}
 }
 
 func zshCompletion(cmds []Command) string {
