@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nkeys"
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"apollo/engine/hubtest"
@@ -25,15 +28,42 @@ func cmdPorts(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// cmdWaitHub waits (up to 60 s: a new cluster elects its first leader in 4
-// to 9 s) until the hub at URLS has its streams: waithub URLS.
-func cmdWaitHub(ts *testscript.TestScript, neg bool, args []string) {
+// cmdNKey makes a user NKey: nkey NAME writes its seed to NAME.seed and
+// sets $NAME_PUB to its public key, for apollo hub --nkeys files.
+func cmdNKey(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 1 {
-		ts.Fatalf("usage: waithub URLS")
+		ts.Fatalf("usage: nkey NAME")
+	}
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		ts.Fatalf("nkey: %v", err)
+	}
+	seed, err := kp.Seed()
+	ts.Check(err)
+	pub, err := kp.PublicKey()
+	ts.Check(err)
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]+".seed"), seed, 0o600))
+	ts.Setenv(args[0]+"_PUB", pub)
+}
+
+// cmdWaitHub waits (up to 60 s: a new cluster elects its first leader in 4
+// to 9 s) until the hub at URLS has its streams: waithub URLS [CREDENTIALS],
+// where CREDENTIALS is a token file or an NKey seed (NAME.seed).
+func cmdWaitHub(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 && len(args) != 2 {
+		ts.Fatalf("usage: waithub URLS [CREDENTIALS]")
+	}
+	var auth remote.Auth
+	switch {
+	case len(args) == 1:
+	case strings.HasSuffix(args[1], ".seed"):
+		auth.NKeySeed = ts.MkAbs(args[1])
+	default:
+		auth.TokenFile = ts.MkAbs(args[1])
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := remote.Connect(ctx, remote.Config{URLs: args[0], Name: "waithub", CallTimeout: time.Second, GiveUp: 60 * time.Second})
+	c, err := remote.Connect(ctx, remote.Config{URLs: args[0], Name: "waithub", Auth: auth, CallTimeout: time.Second, GiveUp: 60 * time.Second})
 	if err != nil {
 		ts.Fatalf("waithub: %v", err)
 	}

@@ -50,6 +50,7 @@ func TestScripts(t *testing.T) {
 			"procs":    cmdProcs,
 			"ports":    cmdPorts,
 			"waithub":  cmdWaitHub,
+			"nkey":     cmdNKey,
 			"hubcheck": cmdHubCheck,
 		},
 	})

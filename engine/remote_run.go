@@ -45,6 +45,9 @@ type HubError struct {
 }
 
 func (e *HubError) Error() string {
+	if _, refused := errors.AsType[*remote.CredentialsError](e.Err); refused {
+		return fmt.Sprintf("task %s stopped: %v; run the same command again with them to resume", e.TaskID, e.Err)
+	}
 	return fmt.Sprintf("task %s stopped: %v; run the same command again to resume once the hub is back: "+
 		"attempts in flight are adopted, not run again", e.TaskID, e.Err)
 }

@@ -132,15 +132,40 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	c := &Client{NC: nc, JS: js, cfg: cfg, streams: map[string]jetstream.Stream{}}
 	// The first call waits for the connection within the limits.
 	if err := c.Do(ctx, "connect", func(ctx context.Context) error {
-		if !nc.IsConnected() {
-			return errors.New("not connected")
+		if nc.IsConnected() {
+			return nil
 		}
-		return nil
+		if err := nc.LastError(); refusedCredentials(err) {
+			return finalError{&CredentialsError{URLs: cfg.URLs, Cause: err}}
+		}
+		return errors.New("not connected")
 	}); err != nil {
 		nc.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// CredentialsError says the hub refused the credentials this client
+// presented, or their absence: a retry cannot change that.
+type CredentialsError struct {
+	URLs  string
+	Cause error
+}
+
+func (e *CredentialsError) Error() string {
+	return fmt.Sprintf("hub %s refused this client's credentials (%v): give the hub's --token-file, --nkey-seed or --tls-cert and --tls-key",
+		e.URLs, e.Cause)
+}
+
+func (e *CredentialsError) Unwrap() error { return e.Cause }
+
+// refusedCredentials reports whether err is the hub's refusal of the
+// credentials a client presented (or of their absence): no retry changes
+// it.
+func refusedCredentials(err error) bool {
+	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
+		errors.Is(err, nats.ErrAuthRevoked)
 }
 
 // Close closes the connection.

@@ -43,13 +43,28 @@ func bucketConfigs(r int) []jetstream.KeyValueConfig {
 // Ensure creates the streams and buckets apollo uses, with replicas
 // copies each. With update, existing ones are brought to that config (apollo
 // hub does, once its cluster is complete); without, existing ones are left
-// as they are (a coordinator or a worker on a hub someone else set up).
+// as they are (a coordinator on a hub someone else set up).
 func (c *Client) Ensure(ctx context.Context, replicas int, update bool) error {
+	return c.ensure(ctx, replicas, update, false)
+}
+
+// EnsureForWorker is Ensure for a worker: only the streams and the bucket a
+// worker uses, each looked up before it is created, so that a worker whose
+// credentials allow neither creating streams nor touching the coordinators'
+// lease bucket (apollo hub --nkeys) starts on a hub that has them.
+func (c *Client) EnsureForWorker(ctx context.Context, replicas int) error {
+	return c.ensure(ctx, replicas, false, true)
+}
+
+func (c *Client) ensure(ctx context.Context, replicas int, update, worker bool) error {
 	replicas = max(1, min(replicas, 3))
 	for _, cfg := range streamConfigs(replicas) {
 		err := c.Do(ctx, "create stream "+cfg.Name, func(ctx context.Context) error {
 			if update {
 				_, err := c.JS.CreateOrUpdateStream(ctx, cfg)
+				return err
+			}
+			if _, err := c.JS.Stream(ctx, cfg.Name); err == nil || !errors.Is(err, jetstream.ErrStreamNotFound) {
 				return err
 			}
 			_, err := c.JS.CreateStream(ctx, cfg)
@@ -63,9 +78,15 @@ func (c *Client) Ensure(ctx context.Context, replicas int, update bool) error {
 		}
 	}
 	for _, cfg := range bucketConfigs(replicas) {
+		if worker && cfg.Bucket != IdemBucket {
+			continue
+		}
 		err := c.Do(ctx, "create bucket "+cfg.Bucket, func(ctx context.Context) error {
 			if update {
 				_, err := c.JS.CreateOrUpdateKeyValue(ctx, cfg)
+				return err
+			}
+			if _, err := c.JS.KeyValue(ctx, cfg.Bucket); err == nil || !errors.Is(err, jetstream.ErrBucketNotFound) {
 				return err
 			}
 			_, err := c.JS.CreateKeyValue(ctx, cfg)

@@ -122,7 +122,7 @@ func New(ctx context.Context, o Options) (*Worker, error) {
 	if n := w.running.endLeftovers(5 * time.Second); n > 0 {
 		w.logf("ended %d process(es) that a stopped worker left running", n)
 	}
-	if err := o.Client.Ensure(ctx, o.Client.ClusterSize(), false); err != nil {
+	if err := o.Client.EnsureForWorker(ctx, o.Client.ClusterSize()); err != nil {
 		w.running.close()
 		return nil, err
 	}
