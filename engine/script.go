@@ -13,6 +13,7 @@ import (
 
 	"apollo/engine/intervene"
 	"apollo/engine/markers"
+	"apollo/engine/pipeline"
 	"apollo/engine/statedir"
 	"apollo/engine/usage"
 	"apollo/eventlog"
@@ -42,7 +43,8 @@ func (e *Engine) Script(ctx context.Context, path string, so ScriptOptions) erro
 		return err
 	}
 	if logPath == "" {
-		return &statedir.NotFoundError{TaskID: so.TaskID, StateDir: e.opts.StateDir}
+		dir := statedir.Dir{Root: e.opts.StateDir}
+		return &statedir.NotFoundError{TaskID: so.TaskID, StateDir: e.opts.StateDir, Suggestion: pipeline.Suggest(so.TaskID, dir.TaskIDs())}
 	}
 	env := &scriptEnv{e: e, path: path, state: eventlog.NewState(so.TaskID), stateDir: absPath(e.opts.StateDir)}
 	env.book = markers.New(nil)
