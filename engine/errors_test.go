@@ -2,7 +2,10 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"testing"
+
+	"apollo/engine/pipeline"
 )
 
 func TestTaskFailedErrorMessage(t *testing.T) {
@@ -23,6 +26,29 @@ func TestTaskFailedErrorMessage(t *testing.T) {
 		e := &TaskFailedError{TaskID: "t", Failed: tt.failed, Blocked: tt.blocked}
 		if got := e.Error(); got != tt.want {
 			t.Errorf("TaskFailedError{%v, %v}.Error() = %q, want %q", tt.failed, tt.blocked, got, tt.want)
+		}
+	}
+}
+
+func TestCompleteChanges(t *testing.T) {
+	p := &pipeline.Pipeline{Steps: []*pipeline.Step{
+		{ID: "a"}, {ID: "b", DependsOn: []string{"a"}}, {ID: "c", DependsOn: []string{"b"}}, {ID: "d"},
+	}}
+	tests := []struct {
+		changed []string
+		want    []string
+	}{
+		{nil, nil},
+		{[]string{"b"}, []string{"task complete; step b changed since: run with --resume-from b to rerun it"}},
+		{[]string{"b", "c"}, []string{"task complete; steps b, c changed since: run with --resume-from b to rerun them"}},
+		{[]string{"c", "d"}, []string{
+			"task complete; step c changed since: run with --resume-from c to rerun it",
+			"task complete; step d changed since: run with --resume-from d to rerun it",
+		}},
+	}
+	for _, tt := range tests {
+		if got := completeChanges(p, tt.changed); !slices.Equal(got, tt.want) {
+			t.Errorf("completeChanges(%v) = %q, want %q", tt.changed, got, tt.want)
 		}
 	}
 }
