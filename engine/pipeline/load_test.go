@@ -714,6 +714,26 @@ steps:
 			},
 		},
 		{
+			name: "a plain-scalar body cut by a YAML comment",
+			src: `task_name: t
+steps:
+  - id: a
+    lua: return #ctx.vars
+  - id: b
+    lua: local n = #ctx.vars; return n
+  - id: c
+    lua: return 1  # a real comment
+  - id: d
+    lua: "return '# quoted'"
+    cleanup_lua: return #ctx.vars
+`,
+			want: []string{
+				`:4: step "a": lua was cut by a YAML comment: the Lua read is "return", without "#ctx.vars"` + cutHint,
+				`:6: step "b": lua does not compile: syntax error near <eof>; a YAML comment cut the body before "#ctx.vars; return n"` + cutHint,
+				`:11: step "d": cleanup_lua was cut by a YAML comment: the Lua read is "return", without "#ctx.vars"` + cutHint,
+			},
+		},
+		{
 			name: "a script linked elsewhere in the workspace is read through it",
 			src:  "task_name: t\nsteps:\n  - {id: a, script: linked.lua}\n",
 			setup: func(t *testing.T, ws, proj, outside string) {
