@@ -115,6 +115,7 @@ type State struct {
 	quiet    *lua.LFunction // the trampoline of pcall and xpcall (protect.go)
 	overflow lua.LString    // the last call-stack overflow under quiet
 	traced   *lua.LFunction // the trampoline of Call, made by the first Call
+	chunks   map[string]string // the source of each chunk compiled here, by name (explain.go)
 	closed   bool
 	watched  bool // registered with the heap watchdog
 
@@ -267,11 +268,24 @@ func (s *State) DoChunk(chunkName, source string) ([]lua.LValue, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
-	proto, err := s.rt.Compile(chunkName, source)
+	proto, err := s.Compile(chunkName, source)
 	if err != nil {
 		return nil, err
 	}
 	return s.Call(s.ls.NewFunctionFromProto(proto))
+}
+
+// Compile compiles source named chunkName through the runtime's cache (Runtime.Compile), and
+// keeps the source, so that a runtime error in it can be explained from its text (explain.go).
+func (s *State) Compile(chunkName, source string) (*lua.FunctionProto, error) {
+	proto, err := s.rt.Compile(chunkName, source)
+	if err == nil {
+		if s.chunks == nil {
+			s.chunks = make(map[string]string, 2)
+		}
+		s.chunks[chunkName] = source
+	}
+	return proto, err
 }
 
 // DoFile runs a .lua file: path is relative to Options.Root, or absolute inside it, and may
@@ -361,7 +375,7 @@ func (s *State) convertError(err error) error {
 	se := &ScriptError{Traceback: trace}
 	switch v := ae.Object.(type) {
 	case lua.LString:
-		se.Msg = string(v)
+		se.Msg = s.explain(string(v))
 	case *lua.LTable:
 		se.Msg, se.Value = s.describeTable(v)
 	case nil:
@@ -470,7 +484,7 @@ func (s *State) findLoader(L *lua.LState, name string) (*lua.LFunction, error) {
 	if err != nil {
 		return nil, err
 	}
-	proto, err := s.rt.Compile(chunk, src)
+	proto, err := s.Compile(chunk, src)
 	if err != nil {
 		L.Error(lua.LString(err.Error()), 0)
 	}
@@ -509,7 +523,7 @@ func (s *State) searchLua(L *lua.LState) int {
 		L.Push(lua.LString(fmt.Sprintf("\n\tno module %q: %v", name, err)))
 		return 1
 	}
-	proto, err := s.rt.Compile(chunk, src)
+	proto, err := s.Compile(chunk, src)
 	if err != nil {
 		L.Error(lua.LString(err.Error()), 0)
 	}

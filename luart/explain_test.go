@@ -1,0 +1,74 @@
+package luart
+
+import (
+	"errors"
+	"slices"
+	"testing"
+)
+
+func TestIndexedExprs(t *testing.T) {
+	tests := []struct {
+		line, key string
+		want      []string
+	}{
+		{"return ctx.outputs.fetch.rows", "rows", []string{"ctx.outputs.fetch"}},
+		{"local n = ctx.outputs.fetch.rows + 1", "rows", []string{"ctx.outputs.fetch"}},
+		{`return ctx.outputs["fetch"].rows`, "rows", []string{`ctx.outputs["fetch"]`}},
+		{`return t["rows"]`, "rows", []string{"t"}},
+		{`return t['rows'] .. "x.rows"`, "rows", []string{"t"}},
+		{"return get(x, y).data", "data", []string{"get(x, y)"}},
+		{"return (a or b).data", "data", []string{"(a or b)"}},
+		{"x:close()", "close", []string{"x"}},
+		{"return list[i].name", "name", []string{"list[i]"}},
+		{"return list[i]", "3", []string{"list"}},
+		{"return list[3]", "3", []string{"list"}},
+		{"return a.rows + b.rows", "rows", []string{"a", "b"}},
+		{"return a.rows + a.rows", "rows", []string{"a"}},
+		{"if not cfg.db.host then end", "host", []string{"cfg.db"}},
+		{"return 1.5 + x.y", "y", []string{"x"}},
+		{"return a .. b.c", "c", []string{"b"}},
+		{"return {[k] = v}", "k", nil},
+		{"-- ctx.outputs.fetch.rows", "rows", nil},
+		{"return x.rows -- y.rows", "rows", []string{"x"}},
+		{`return [[a.rows]] .. z.rows`, "rows", []string{"z"}},
+		{"return nothing", "rows", nil},
+	}
+	for _, tt := range tests {
+		if got := indexedExprs(tt.line, tt.key); !slices.Equal(got, tt.want) {
+			t.Errorf("indexedExprs(%q, %q) = %q, want %q", tt.line, tt.key, got, tt.want)
+		}
+	}
+}
+
+// TestExplainIndex checks that a runtime error indexing nil names the expression, in an
+// inline chunk, a function called from elsewhere, and a module.
+func TestExplainIndex(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"lib/helper.lua": "local M = {}\nfunction M.f(t)\n  return t.config.name\nend\nreturn M\n"})
+	rt := New(Options{Root: dir, ModuleDirs: []string{dir + "/lib"}})
+	tests := []struct {
+		name, src, want string
+	}{
+		{"inline", "local ctx = {outputs = {}}\nreturn ctx.outputs.fetch.rows\n",
+			"p.yaml:2: attempt to index nil value 'ctx.outputs.fetch' with key 'rows'"},
+		{"module", "return require('helper').f({})\n",
+			"lib/helper.lua:3: attempt to index nil value 't.config' with key 'name'"},
+		{"not nil", "local n = 3\nreturn n.x\n", "p.yaml:2: attempt to index number value 'n' with key 'x'"},
+		{"line not found", "local t = {}\nreturn t.a\n.b", "p.yaml:2: attempt to index nil value with key 'b'"},
+		{"error() untouched", "error('attempt to index a non-table object(nil) with key \\'x\\'', 0)",
+			"attempt to index a non-table object(nil) with key 'x'"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newState(t, rt, StateOptions{})
+			_, err := s.DoChunk("p.yaml", tt.src)
+			var se *ScriptError
+			if !errors.As(err, &se) {
+				t.Fatalf("DoChunk = %v, want a *ScriptError", err)
+			}
+			if se.Msg != tt.want {
+				t.Errorf("message = %q, want %q", se.Msg, tt.want)
+			}
+		})
+	}
+}
