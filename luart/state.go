@@ -112,9 +112,9 @@ type State struct {
 	loaded   *lua.LTable               // package.loaded, as first installed
 	loading  map[string]bool           // made by the first require
 	require  *lua.LFunction
-	quiet    *lua.LFunction // the trampoline of pcall and xpcall (protect.go)
-	overflow lua.LString    // the last call-stack overflow under quiet
-	traced   *lua.LFunction // the trampoline of Call, made by the first Call
+	quiet    *lua.LFunction    // the trampoline of pcall and xpcall (protect.go)
+	overflow lua.LString       // the last call-stack overflow under quiet
+	traced   *lua.LFunction    // the trampoline of Call, made by the first Call
 	chunks   map[string]string // the source of each chunk compiled here, by name (explain.go)
 	closed   bool
 	watched  bool // registered with the heap watchdog

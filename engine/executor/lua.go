@@ -219,7 +219,7 @@ func (x *Lua) prepare(ctx context.Context, a *Attempt, out io.Writer) prepared {
 	}
 	L.SetGlobal("ctx", p.ctxTable)
 	if name, src := inlineBody(a); src != "" {
-		p.inline, p.inlineErr = rt.Compile(name, src)
+		p.inline, p.inlineErr = p.st.Compile(name, src)
 	}
 	return p
 }
@@ -230,13 +230,25 @@ func inlineBody(a *Attempt) (name, src string) {
 	s := a.Step
 	switch {
 	case a.Cleanup && s.CleanupLua != "":
-		return a.Pipeline.Path + "[" + s.ID + "].cleanup", s.CleanupLua
+		return inlineChunk(a.Pipeline.Path, s.ID+"].cleanup", s.CleanupLua, s.CleanupLuaLine)
 	case a.Cleanup && s.CleanupScript != "":
 		return "", ""
 	case s.Lua != "":
-		return a.Pipeline.Path + "[" + s.ID + "]", s.Lua
+		return inlineChunk(a.Pipeline.Path, s.ID+"]", s.Lua, s.LuaLine)
 	}
 	return "", ""
+}
+
+// inlineChunk names an inline body by the pipeline file, and shifts it down
+// to the file line its first line is on (line), so that errors and
+// tracebacks name the file's own lines: "pipeline.yaml:12: ...". A body
+// whose lines are not the file's (line 0) is named "pipeline.yaml[step]",
+// its lines its own.
+func inlineChunk(path, suffix, body string, line int) (name, src string) {
+	if line <= 0 {
+		return path + "[" + suffix, body
+	}
+	return path, strings.Repeat("\n", line-1) + body
 }
 
 // body runs the body (or cleanup) in p's state and returns its value as Go data.

@@ -91,6 +91,12 @@ type Step struct {
 	CleanupLua     string
 	CleanupScript  string
 
+	// LuaLine and CleanupLuaLine are the lines of the file that hold the
+	// first line of Lua and CleanupLua, when the body's lines are the
+	// file's lines one for one (a literal block, or one line); 0 otherwise.
+	// Lua errors name the file's lines through them.
+	LuaLine, CleanupLuaLine int
+
 	DependsOn   []string
 	Optional    bool
 	Timeout     time.Duration // 0: none
