@@ -217,6 +217,9 @@ func shellHook(field func(*Step) *string) func(*stepInfo, keyValue) {
 // and the line of the file its first line is on.
 func luaHook(field func(*Step) (*string, *int)) func(*stepInfo, keyValue) {
 	return func(si *stepInfo, kv keyValue) {
+		if si.commentedOut(kv) {
+			return
+		}
 		body, line := field(si.s)
 		*body, _ = si.at.nonEmpty(kv.key, kv.v)
 		*line = bodyLine(deref(kv.v), *body)
@@ -225,6 +228,17 @@ func luaHook(field func(*Step) (*string, *int)) func(*stepInfo, keyValue) {
 			si.at.outputRef(kv.key, r.step, r.text, lineIn(deref(kv.v), *body, r.off))
 		}
 	}
+}
+
+// commentedOut reports, with an error, a Lua key whose whole value YAML
+// read as a comment (`when: #ctx.outputs.list > 0`).
+func (si *stepInfo) commentedOut(kv keyValue) bool {
+	v := deref(kv.v)
+	if v.Tag != "!!null" || v.Value != "" || kv.k.LineComment == "" {
+		return false
+	}
+	si.at.errf(v.Line, "%s has no value: YAML read %q as a comment%s", kv.key, snippet(kv.k.LineComment), cutHint)
+	return true
 }
 
 // bodyLine is the line of the file that holds the first line of body, the
@@ -542,6 +556,9 @@ func (si *stepInfo) luaPath(key string, v *yaml.Node) string {
 // when decodes a step's condition: a Lua expression, checked to compile
 // here, whose upstream references are checked once the graph is known.
 func (si *stepInfo) when(kv keyValue) {
+	if si.commentedOut(kv) {
+		return
+	}
 	expr, ok := si.at.nonEmpty(kv.key, kv.v)
 	if !ok {
 		return
@@ -552,6 +569,9 @@ func (si *stepInfo) when(kv keyValue) {
 			line += n.Line
 		} else {
 			line = n.Line
+		}
+		if n.Style == 0 && n.LineComment != "" {
+			msg += fmt.Sprintf("; a YAML comment cut the expression before %q%s", snippet(n.LineComment), cutHint)
 		}
 		si.at.errf(line, "when does not compile as a Lua expression: %s", msg)
 		return

@@ -354,7 +354,7 @@ func (l *loader) checkInlineLua(r ref, compiled map[string]luaVerdict) {
 
 // cutHint says why a YAML comment cuts a plain scalar, and what to write.
 const cutHint = " (\"#\" after a space starts a comment in a plain YAML scalar); " +
-	"write the body as a block scalar: \"|\" after the key, the Lua on the lines below"
+	"write the Lua as a block scalar: \"|\" after the key, the Lua on the lines below"
 
 // luaCut reports whether the comment after a plain-scalar body that
 // compiles was most likely Lua: the body and the comment compile together
