@@ -25,7 +25,8 @@
 // (ErrTimeout, ErrMemory, context.Canceled), never by message text. A state keeps the source of
 // each chunk it compiles, so that gopher-lua's terse "attempt to index a non-table
 // object(nil) with key 'rows'" can name the expression from the failing line: "attempt to
-// index nil value 'ctx.outputs.fetch' with key 'rows'" (explain.go).
+// index nil value 'ctx.outputs.fetch' with key 'rows'", and a call of a value that is not a
+// function the call (explain.go).
 //
 // # The sandbox
 //

@@ -3,37 +3,125 @@ package luart
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+
+	lua "github.com/yuin/gopher-lua"
 )
 
 // indexRE matches gopher-lua's message for indexing a value that is not a table: it names
-// the value's type and the key, never the expression that held the value.
+// the value's type and the key, never the expression that held the value. callMsg is its
+// message for calling a value that is not a function, which names neither.
 var indexRE = regexp.MustCompile(`^attempt to index a non-table object\(([a-z]+)\) with key '(.*)'$`)
 
+const callMsg = "attempt to call a non-function object"
+
 // explain returns msg, a Lua error message with its "chunk:line: " position, made clearer
-// where gopher-lua's own is terse: indexing a nil value names the expression that was nil,
-// read from the chunk's line ("attempt to index nil value 'ctx.outputs.fetch' with key
-// 'rows'"). A message it cannot improve is returned as it is.
+// where gopher-lua's own is terse: indexing a value that is not a table, or calling one that
+// is not a function, names the expression that held it, read from the chunk's line
+// ("attempt to index nil value 'ctx.outputs.fetch' with key 'rows'", "attempt to call a
+// non-function value 'helper.run'"). A message it cannot improve is returned as it is.
 func (s *State) explain(msg string) string {
 	pos := position(msg)
-	m := indexRE.FindStringSubmatch(msg[len(pos):])
-	if pos == "" || m == nil {
+	if pos == "" {
 		return msg
 	}
-	typ, key := m[1], m[2]
-	what := ""
-	if line, ok := s.sourceLine(pos); ok {
-		exprs := indexedExprs(line, key)
-		switch len(exprs) {
-		case 0:
-		case 1:
-			what = fmt.Sprintf(" '%s'", exprs[0])
-		default:
-			what = " (one of '" + strings.Join(exprs, "', '") + "')"
+	rest := msg[len(pos):]
+	line, ok := s.sourceLine(pos)
+	if m := indexRE.FindStringSubmatch(rest); m != nil {
+		typ, key := m[1], m[2]
+		var exprs []string
+		if ok {
+			exprs = s.narrow(indexedExprs(line, key), func(v lua.LValue) bool { return v.Type().String() == typ })
+		}
+		return fmt.Sprintf("%sattempt to index %s value%s with key '%s'", pos, typ, naming(exprs), key)
+	}
+	if rest == callMsg && ok {
+		exprs := s.narrow(calledExprs(line), func(v lua.LValue) bool { return v.Type() != lua.LTFunction })
+		if len(exprs) > 0 {
+			return fmt.Sprintf("%sattempt to call a non-function value%s", pos, naming(exprs))
 		}
 	}
-	return fmt.Sprintf("%sattempt to index %s value%s with key '%s'", pos, typ, what, key)
+	return msg
+}
+
+// naming is how a message names the candidate expressions: " 'a'", " (one of 'a', 'b')", or
+// "" for none.
+func naming(exprs []string) string {
+	switch len(exprs) {
+	case 0:
+		return ""
+	case 1:
+		return fmt.Sprintf(" '%s'", exprs[0])
+	}
+	return " (one of '" + strings.Join(exprs, "', '") + "')"
+}
+
+// narrow keeps, of several candidate expressions, those that may have held the value the
+// error is about: a candidate whose value the state's globals tell (a dotted name from a
+// global, read without metamethods) is kept only when fits says the value fits the error.
+// Locals are gone once the error unwound the stack, and may shadow a global of the same
+// name, so narrowing never drops every candidate, nor the only one.
+func (s *State) narrow(exprs []string, fits func(lua.LValue) bool) []string {
+	if len(exprs) < 2 {
+		return exprs
+	}
+	var kept []string
+	for _, e := range exprs {
+		if v, known := s.globalValue(e); !known || fits(v) {
+			kept = append(kept, e)
+		}
+	}
+	if len(kept) == 0 {
+		return exprs
+	}
+	return kept
+}
+
+// globalValue reads expr, names joined by dots, from the state's globals without running
+// any metamethod; known is false for an expression it cannot read so.
+func (s *State) globalValue(expr string) (v lua.LValue, known bool) {
+	var cur lua.LValue = s.ls.G.Global
+	for _, part := range strings.Split(expr, ".") {
+		t, ok := cur.(*lua.LTable)
+		if !ok || !identRE.MatchString(part) {
+			return nil, false
+		}
+		cur = t.RawGetString(part)
+	}
+	return cur, true
+}
+
+// calledExprs returns the expressions on one line of Lua source that are called (f(...),
+// a.b(...), obj:m(...)), each once, in order; not the names a function statement defines.
+func calledExprs(line string) []string {
+	if len(line) > maxExplainedLine {
+		return nil
+	}
+	code := maskStrings(line)
+	var out []string
+	for i := 0; i < len(code); i++ {
+		if code[i] != '(' || i == 0 || !(isNameByte(code[i-1]) || code[i-1] == ']' || code[i-1] == ')') {
+			continue
+		}
+		e := prefixExpr(code, line, i)
+		if e == "" || definesFunction(code, i-len(e)) {
+			continue
+		}
+		if !slices.Contains(out, e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// definesFunction reports whether the expression at index from of code follows the keyword
+// function: `function M.f(x)` defines M.f, it does not call it.
+func definesFunction(code string, from int) bool {
+	before := strings.TrimRight(code[:from], " \t")
+	word := len(before) - len("function")
+	return strings.HasSuffix(before, "function") && (word == 0 || !isNameByte(before[word-1]))
 }
 
 // sourceLine returns the line of a chunk compiled in this state that pos ("chunk:line: ")

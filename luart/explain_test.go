@@ -55,6 +55,12 @@ func TestExplainIndex(t *testing.T) {
 			"lib/helper.lua:3: attempt to index nil value 't.config' with key 'name'"},
 		{"not nil", "local n = 3\nreturn n.x\n", "p.yaml:2: attempt to index number value 'n' with key 'x'"},
 		{"line not found", "local t = {}\nreturn t.a\n.b", "p.yaml:2: attempt to index nil value with key 'b'"},
+		{"narrowed by the globals", "ctx = {outputs = {a = {}}}\nreturn ctx.outputs.a.rows + ctx.outputs.b.rows\n",
+			"p.yaml:2: attempt to index nil value 'ctx.outputs.b' with key 'rows'"},
+		{"not narrowed to none", "local a, b\nreturn a.rows + b.rows\n",
+			"p.yaml:2: attempt to index nil value (one of 'a', 'b') with key 'rows'"},
+		{"call", "helper = {}\nreturn helper.run(1)\n", "p.yaml:2: attempt to call a non-function value 'helper.run'"},
+		{"call narrowed", "helper = {}\nprint(helper.run(1))\n", "p.yaml:2: attempt to call a non-function value 'helper.run'"},
 		{"error() untouched", "error('attempt to index a non-table object(nil) with key \\'x\\'', 0)",
 			"attempt to index a non-table object(nil) with key 'x'"},
 	}
@@ -70,5 +76,26 @@ func TestExplainIndex(t *testing.T) {
 				t.Errorf("message = %q, want %q", se.Msg, tt.want)
 			}
 		})
+	}
+}
+
+func TestCalledExprs(t *testing.T) {
+	tests := []struct {
+		line string
+		want []string
+	}{
+		{"return helper.run(ctx)", []string{"helper.run"}},
+		{"print(foo(x))", []string{"print", "foo"}},
+		{"obj:close()", []string{"obj:close"}},
+		{"local function f(x) return g(x) end", []string{"g"}},
+		{"function M.f(x) end", nil},
+		{"if (a) then return (b) end", nil},
+		{`log("x(y)")`, []string{"log"}},
+		{"return t[1](x)", []string{"t[1]"}},
+	}
+	for _, tt := range tests {
+		if got := calledExprs(tt.line); !slices.Equal(got, tt.want) {
+			t.Errorf("calledExprs(%q) = %q, want %q", tt.line, got, tt.want)
+		}
 	}
 }
