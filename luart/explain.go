@@ -133,10 +133,11 @@ func (s *State) sourceLine(pos string) (string, bool) {
 	}
 	n, err := strconv.Atoi(pos[i+1 : len(pos)-2])
 	src, ok := s.chunks[pos[:i]]
+	n -= src.offset
 	if err != nil || !ok || n < 1 {
 		return "", false
 	}
-	for line := range strings.Lines(src) {
+	for line := range strings.Lines(src.text) {
 		if n--; n == 0 {
 			return strings.TrimRight(line, "\r\n"), true
 		}

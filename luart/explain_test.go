@@ -3,6 +3,7 @@ package luart
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -97,5 +98,43 @@ func TestCalledExprs(t *testing.T) {
 		if got := calledExprs(tt.line); !slices.Equal(got, tt.want) {
 			t.Errorf("calledExprs(%q) = %q, want %q", tt.line, got, tt.want)
 		}
+	}
+}
+
+// TestCompileAt checks that a chunk numbered from a later line reports that line in runtime
+// errors (in the chunk and in a function it defines), in syntax errors and in tracebacks, and
+// that the nil expression is still read from its text.
+func TestCompileAt(t *testing.T) {
+	rt := New(Options{Root: t.TempDir()})
+	tests := []struct {
+		name, src, want string
+	}{
+		{"runtime", "local t = {}\nreturn t.a.b\n", "p.yaml:11: attempt to index nil value 't.a' with key 'b'"},
+		{"in a function", "local function f()\n  error('boom')\nend\nf()\n", "p.yaml:11: boom"},
+		{"syntax", "local x = 1\nreturn x +\n", "p.yaml:12: syntax error near <eof>"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newState(t, rt, StateOptions{})
+			proto, err := s.CompileAt("p.yaml", tt.src, 10)
+			if err == nil {
+				_, err = s.Call(s.L().NewFunctionFromProto(proto))
+			}
+			var se *ScriptError
+			if !errors.As(err, &se) {
+				t.Fatalf("err = %v, want a *ScriptError", err)
+			}
+			if se.Msg != tt.want {
+				t.Errorf("message = %q, want %q", se.Msg, tt.want)
+			}
+			if tt.name == "in a function" && !strings.Contains(se.Traceback, "p.yaml:13: in main chunk") {
+				t.Errorf("traceback = %q, want the main chunk at p.yaml:13", se.Traceback)
+			}
+		})
+	}
+	// The cached proto keeps its own lines for a state that compiles it from line 1.
+	s := newState(t, rt, StateOptions{})
+	if _, err := s.DoChunk("p.yaml", "local t = {}\nreturn t.a.b\n"); err == nil || !strings.HasPrefix(err.Error(), "p.yaml:2: ") {
+		t.Errorf("DoChunk after CompileAt = %v, want the error at p.yaml:2", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -112,10 +113,10 @@ type State struct {
 	loaded   *lua.LTable               // package.loaded, as first installed
 	loading  map[string]bool           // made by the first require
 	require  *lua.LFunction
-	quiet    *lua.LFunction    // the trampoline of pcall and xpcall (protect.go)
-	overflow lua.LString       // the last call-stack overflow under quiet
-	traced   *lua.LFunction    // the trampoline of Call, made by the first Call
-	chunks   map[string]string // the source of each chunk compiled here, by name (explain.go)
+	quiet    *lua.LFunction         // the trampoline of pcall and xpcall (protect.go)
+	overflow lua.LString            // the last call-stack overflow under quiet
+	traced   *lua.LFunction         // the trampoline of Call, made by the first Call
+	chunks   map[string]chunkSource // the source of each chunk compiled here, by name (explain.go)
 	closed   bool
 	watched  bool // registered with the heap watchdog
 
@@ -278,14 +279,74 @@ func (s *State) DoChunk(chunkName, source string) ([]lua.LValue, error) {
 // Compile compiles source named chunkName through the runtime's cache (Runtime.Compile), and
 // keeps the source, so that a runtime error in it can be explained from its text (explain.go).
 func (s *State) Compile(chunkName, source string) (*lua.FunctionProto, error) {
+	return s.CompileAt(chunkName, source, 1)
+}
+
+// CompileAt compiles source as Compile does, numbering its first line line: a chunk that is
+// part of a bigger file (an inline body in a pipeline file) reports the file's lines in its
+// errors and tracebacks ("pipeline.yaml:12: ..."). The cached proto is shared; the renumbered
+// one is a copy.
+func (s *State) CompileAt(chunkName, source string, line int) (*lua.FunctionProto, error) {
+	off := max(line, 1) - 1
 	proto, err := s.rt.Compile(chunkName, source)
-	if err == nil {
-		if s.chunks == nil {
-			s.chunks = make(map[string]string, 2)
+	if err != nil {
+		if se, ok := err.(*ScriptError); ok && off > 0 {
+			se.Msg = shiftPosition(se.Msg, chunkName, off)
 		}
-		s.chunks[chunkName] = source
+		return nil, err
 	}
-	return proto, err
+	if s.chunks == nil {
+		s.chunks = make(map[string]chunkSource, 2)
+	}
+	s.chunks[chunkName] = chunkSource{text: source, offset: off}
+	if off > 0 {
+		proto = shifted(proto, off)
+	}
+	return proto, nil
+}
+
+// chunkSource is the text of a chunk compiled in a state, and how far its lines are shifted.
+type chunkSource struct {
+	text   string
+	offset int
+}
+
+// shifted returns a copy of p, and of the functions it defines, whose line numbers are off
+// lines further down. Like renamed, it shares what gopher-lua never changes.
+func shifted(p *lua.FunctionProto, off int) *lua.FunctionProto {
+	c := *p
+	if c.LineDefined > 0 {
+		c.LineDefined += off
+		c.LastLineDefined += off
+	}
+	c.DbgSourcePositions = make([]int, len(p.DbgSourcePositions))
+	for i, l := range p.DbgSourcePositions {
+		if l > 0 {
+			l += off
+		}
+		c.DbgSourcePositions[i] = l
+	}
+	if len(p.FunctionPrototypes) > 0 {
+		c.FunctionPrototypes = make([]*lua.FunctionProto, len(p.FunctionPrototypes))
+		for i, f := range p.FunctionPrototypes {
+			c.FunctionPrototypes[i] = shifted(f, off)
+		}
+	}
+	return &c
+}
+
+// shiftPosition moves the line of msg's "chunkName:line: " position off lines down.
+func shiftPosition(msg, chunkName string, off int) string {
+	rest, ok := strings.CutPrefix(msg, chunkName+":")
+	if !ok {
+		return msg
+	}
+	num, tail, ok := strings.Cut(rest, ":")
+	n, err := strconv.Atoi(num)
+	if !ok || err != nil {
+		return msg
+	}
+	return fmt.Sprintf("%s:%d:%s", chunkName, n+off, tail)
 }
 
 // DoFile runs a .lua file: path is relative to Options.Root, or absolute inside it, and may
