@@ -576,7 +576,7 @@ func (si *stepInfo) when(kv keyValue) {
 		si.at.errf(line, "when does not compile as a Lua expression: %s", msg)
 		return
 	}
-	si.s.When = expr
+	si.s.When, si.s.WhenLine = expr, bodyLine(n, expr)
 	for _, r := range luaOutputRefs(expr) {
 		si.at.outputRef(kv.key, r.step, r.text, lineIn(n, expr, r.off))
 	}

@@ -132,7 +132,9 @@ type Step struct {
 	Resources []string
 	// When is a Lua expression evaluated when the step becomes ready; a
 	// false value skips the step (docs/spec.md §2). "" runs it always.
-	When string
+	// WhenLine is the file line of its first line, as LuaLine.
+	When     string
+	WhenLine int
 	// OutputRefs are the ancestors, beyond DependsOn, whose outputs the
 	// step names ({{outputs.STEP}}, ctx.outputs.STEP), as validation found
 	// them.
