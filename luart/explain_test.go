@@ -138,3 +138,18 @@ func TestCompileAt(t *testing.T) {
 		t.Errorf("DoChunk after CompileAt = %v, want the error at p.yaml:2", err)
 	}
 }
+
+// FuzzExprs checks that reading the candidate expressions of any line never panics, and that
+// each candidate is text of the line.
+func FuzzExprs(f *testing.F) {
+	for _, s := range []string{"return ctx.outputs.fetch.rows", `t["k"](x):m [[s]] -- c`, "a..b.c", "f((()", "x[[y]].z", "]].a", "'\\", "function a.b(c) d:e() end"} {
+		f.Add(s, "rows")
+	}
+	f.Fuzz(func(t *testing.T, line, key string) {
+		for _, e := range slices.Concat(indexedExprs(line, key), calledExprs(line)) {
+			if e == "" || !strings.Contains(line, e) {
+				t.Errorf("candidate %q of %q is not text of the line", e, line)
+			}
+		}
+	})
+}
