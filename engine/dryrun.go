@@ -128,10 +128,16 @@ func (e *Engine) dryRun(t *task, ro RunOptions) error {
 	}
 	w := bufio.NewWriterSize(e.opts.Stdout, 64<<10)
 	writePlan(w, pl)
+	if pl.Complete {
+		// As apollo run says it: a complete task does nothing, changed or not.
+		for _, l := range completeChanges(t.p, pl.Changed) {
+			fmt.Fprintln(w, l)
+		}
+	}
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("write the plan: %w", err)
 	}
-	if len(pl.Changed) > 0 && !ro.AcceptChanges {
+	if len(pl.Changed) > 0 && !ro.AcceptChanges && !pl.Complete {
 		return &ChangedError{TaskID: pl.TaskID, Steps: pl.Changed}
 	}
 	return nil
@@ -153,7 +159,7 @@ func writePlan(w io.Writer, pl *Plan) {
 	if pl.ResumeFrom != "" {
 		fmt.Fprintf(w, "resume from %s: it and its descendants run again; other unfinished steps are skipped\n", pl.ResumeFrom)
 	}
-	if len(pl.Changed) > 0 {
+	if len(pl.Changed) > 0 && !pl.Complete {
 		fmt.Fprintf(w, "changed since they succeeded: %s (apollo run refuses without --accept-changes)\n", strings.Join(pl.Changed, ", "))
 	}
 	// A plan can have 100,000 lines: each is put together by hand, as

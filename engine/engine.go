@@ -139,14 +139,33 @@ type TaskFailedError struct {
 }
 
 func (e *TaskFailedError) Error() string {
+	verb := "failed"
 	if len(e.Failed) == 0 {
-		return fmt.Sprintf("task %s did not complete: %s did not run", e.TaskID, strings.Join(e.Blocked, ", "))
+		verb = "did not complete"
 	}
-	msg := fmt.Sprintf("task %s failed: step(s) %s failed", e.TaskID, strings.Join(e.Failed, ", "))
+	var parts []string
+	if len(e.Failed) > 0 {
+		parts = append(parts, "failed: "+nameList(e.Failed))
+	}
 	if len(e.Blocked) > 0 {
-		msg += fmt.Sprintf("; %s did not run, blocked by them", strings.Join(e.Blocked, ", "))
+		parts = append(parts, "blocked: "+nameList(e.Blocked))
 	}
-	return msg
+	if len(parts) == 0 {
+		return fmt.Sprintf("task %s %s", e.TaskID, verb)
+	}
+	return fmt.Sprintf("task %s %s: %s", e.TaskID, verb, strings.Join(parts, "; "))
+}
+
+// maxNames is the most step ids one line of an error names.
+const maxNames = 20
+
+// nameList joins ids with commas, the first maxNames of them: the summary
+// above the line names every one.
+func nameList(ids []string) string {
+	if len(ids) <= maxNames {
+		return strings.Join(ids, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(ids[:maxNames], ", "), len(ids)-maxNames)
 }
 
 // InterruptedError says the run was stopped by SIGINT or SIGTERM.

@@ -253,8 +253,14 @@ func (r *run) execute(ctx context.Context) error {
 		return err
 	}
 	if r.state.Complete() && r.ro.ResumeFrom == "" && r.ro.Only == "" {
-		fmt.Fprintf(r.e.opts.Stdout, "task %s is already complete (log %s); nothing to do.\n"+
-			"Use --resume-from STEP to run part of it again, or --fresh to start a new run.\n", t.id, r.logPath)
+		fmt.Fprintf(r.e.opts.Stdout, "task %s is already complete (log %s); nothing to do.\n", t.id, r.logPath)
+		if lines := completeChanges(t.p, r.changedSteps()); len(lines) > 0 {
+			// A user who edited a step and ran again expects it to run:
+			// say that the edit is seen, and how to run it.
+			fmt.Fprint(r.e.opts.Stdout, strings.Join(lines, "\n")+"\n")
+		} else {
+			fmt.Fprintf(r.e.opts.Stdout, "Use --resume-from STEP to run part of it again, or --fresh to start a new run.\n")
+		}
 		return nil
 	}
 	changed := r.changedSteps()
@@ -405,6 +411,46 @@ func (r *run) changedSteps() []string {
 		}
 	}
 	return changed
+}
+
+// completeChanges says, for a complete task, which of its steps changed
+// since they succeeded and how to rerun them: a line for each changed step
+// that no other changed step is an ancestor of, naming the changed steps
+// --resume-from it reruns.
+func completeChanges(p *pipeline.Pipeline, changed []string) []string {
+	if len(changed) == 0 {
+		return nil
+	}
+	desc := make(map[string]map[string]bool, len(changed))
+	for _, id := range changed {
+		desc[id] = p.Descendants(id)
+	}
+	var lines []string
+	for _, id := range changed {
+		root := true
+		for _, other := range changed {
+			if other != id && desc[other][id] {
+				root = false
+				break
+			}
+		}
+		if !root {
+			continue
+		}
+		var group []string
+		for _, c := range changed {
+			if desc[id][c] {
+				group = append(group, c)
+			}
+		}
+		if len(group) == 1 {
+			lines = append(lines, fmt.Sprintf("task complete; step %s changed since: run with --resume-from %s to rerun it", id, id))
+		} else {
+			lines = append(lines, fmt.Sprintf("task complete; steps %s changed since: run with --resume-from %s to rerun them",
+				nameList(group), id))
+		}
+	}
+	return lines
 }
 
 // withoutFiles is a step's definition digest as it was before the content

@@ -7,12 +7,14 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	lua "github.com/yuin/gopher-lua"
 
 	"apollo/engine/intervene"
 	"apollo/engine/markers"
+	"apollo/engine/pipeline"
 	"apollo/engine/statedir"
 	"apollo/engine/usage"
 	"apollo/eventlog"
@@ -42,9 +44,10 @@ func (e *Engine) Script(ctx context.Context, path string, so ScriptOptions) erro
 		return err
 	}
 	if logPath == "" {
-		return &statedir.NotFoundError{TaskID: so.TaskID, StateDir: e.opts.StateDir}
+		dir := statedir.Dir{Root: e.opts.StateDir}
+		return &statedir.NotFoundError{TaskID: so.TaskID, StateDir: e.opts.StateDir, Suggestion: pipeline.Suggest(so.TaskID, dir.TaskIDs())}
 	}
-	env := &scriptEnv{e: e, path: path, state: eventlog.NewState(so.TaskID), stateDir: absPath(e.opts.StateDir)}
+	env := &scriptEnv{e: e, path: path, logPath: logPath, state: eventlog.NewState(so.TaskID), stateDir: absPath(e.opts.StateDir)}
 	env.book = markers.New(nil)
 	w, err := eventlog.Open(logPath, eventlog.WriterOptions{TaskID: so.TaskID, Durability: eventlog.Always,
 		FS: e.opts.FS, Now: e.opts.Clock.Now, OnForeign: env.apply}, func(r *eventlog.Record) error {
@@ -95,6 +98,7 @@ func (e *ScriptError) Unwrap() error { return e.Err }
 type scriptEnv struct {
 	e        *Engine
 	path     string
+	logPath  string
 	stateDir string
 	w        *eventlog.Writer
 	book     *markers.Book
@@ -120,7 +124,19 @@ func (s *scriptEnv) Log() io.Writer      { return s.e.opts.Stdout }
 
 func (s *scriptEnv) Marker(name string) (stdlib.Marker, bool) { return s.book.Marker(name) }
 
-func (s *scriptEnv) RecordMarker(m stdlib.Marker) error { return s.book.RecordMarker("", 0, m) }
+func (s *scriptEnv) RecordMarker(m stdlib.Marker) error {
+	if err := s.book.RecordMarker("", 0, m); err != nil {
+		return err
+	}
+	s.appended(fmt.Sprintf("marker %q %s", m.Name, m.State))
+	return nil
+}
+
+// appended tells the user what the script added to the log, as it is
+// added: a script that fails later has still appended it.
+func (s *scriptEnv) appended(what string) {
+	fmt.Fprintf(s.e.opts.Stdout, "apollo script: appended to %s: %s\n", s.logPath, what)
+}
 
 func (s *scriptEnv) append(r *eventlog.Record) error {
 	if err := s.w.AppendDurable(r); err != nil {
@@ -162,7 +178,16 @@ func (s *scriptEnv) Intervene(action, target, why string) error {
 	if err != nil {
 		return err
 	}
-	return s.append(rec)
+	if err := s.append(rec); err != nil {
+		return err
+	}
+	// The user is who it names: say what was done, without the "by".
+	what := rec.Message
+	if req.By != "" {
+		what = strings.TrimPrefix(what, "manual intervention by "+req.By+": ")
+	}
+	s.appended("WARNING " + what)
+	return nil
 }
 
 func (s *scriptEnv) who() string {

@@ -56,15 +56,21 @@ func (r *run) evalWhen(ctx context.Context, n *node) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, whenTimeout)
 	defer cancel()
 	rt := r.whenRuntime()
-	proto, err := rt.Compile(r.t.p.Path+"["+s.ID+"].when", pipeline.WhenChunk(s.When))
-	if err != nil {
-		return false, err
-	}
 	st, err := rt.NewState(ctx, luart.StateOptions{MemoryLimitMB: whenMemoryMB})
 	if err != nil {
 		return false, err
 	}
 	defer st.Close()
+	// Errors name the pipeline file's line when the expression's lines are
+	// the file's, as those of a lua: body do.
+	name, line := r.t.p.Path+"["+s.ID+"].when", 1
+	if s.WhenLine > 0 {
+		name, line = r.t.p.Path, s.WhenLine
+	}
+	proto, err := st.CompileAt(name, pipeline.WhenChunk(s.When), line)
+	if err != nil {
+		return false, err
+	}
 	L := st.L()
 	c := L.CreateTable(0, 4)
 	vars := L.CreateTable(0, len(r.t.vars))

@@ -22,7 +22,11 @@
 // "scripts/load.lua:12: boom". A Lua error is a *ScriptError (message with position,
 // traceback, and the error value when it is a table); a state stopped from outside is a
 // *StopError whose Cause is context.Cause of its context, so callers classify with errors.Is
-// (ErrTimeout, ErrMemory, context.Canceled), never by message text.
+// (ErrTimeout, ErrMemory, context.Canceled), never by message text. A state keeps the source of
+// each chunk it compiles, so that gopher-lua's terse "attempt to index a non-table
+// object(nil) with key 'rows'" can name the expression from the failing line: "attempt to
+// index nil value 'ctx.outputs.fetch' with key 'rows'", and a call of a value that is not a
+// function the call (explain.go).
 //
 // # The sandbox
 //

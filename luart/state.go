@@ -8,6 +8,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -112,9 +113,10 @@ type State struct {
 	loaded   *lua.LTable               // package.loaded, as first installed
 	loading  map[string]bool           // made by the first require
 	require  *lua.LFunction
-	quiet    *lua.LFunction // the trampoline of pcall and xpcall (protect.go)
-	overflow lua.LString    // the last call-stack overflow under quiet
-	traced   *lua.LFunction // the trampoline of Call, made by the first Call
+	quiet    *lua.LFunction         // the trampoline of pcall and xpcall (protect.go)
+	overflow lua.LString            // the last call-stack overflow under quiet
+	traced   *lua.LFunction         // the trampoline of Call, made by the first Call
+	chunks   map[string]chunkSource // the source of each chunk compiled here, by name (explain.go)
 	closed   bool
 	watched  bool // registered with the heap watchdog
 
@@ -267,11 +269,84 @@ func (s *State) DoChunk(chunkName, source string) ([]lua.LValue, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
-	proto, err := s.rt.Compile(chunkName, source)
+	proto, err := s.Compile(chunkName, source)
 	if err != nil {
 		return nil, err
 	}
 	return s.Call(s.ls.NewFunctionFromProto(proto))
+}
+
+// Compile compiles source named chunkName through the runtime's cache (Runtime.Compile), and
+// keeps the source, so that a runtime error in it can be explained from its text (explain.go).
+func (s *State) Compile(chunkName, source string) (*lua.FunctionProto, error) {
+	return s.CompileAt(chunkName, source, 1)
+}
+
+// CompileAt compiles source as Compile does, numbering its first line line: a chunk that is
+// part of a bigger file (an inline body in a pipeline file) reports the file's lines in its
+// errors and tracebacks ("pipeline.yaml:12: ..."). The cached proto is shared; the renumbered
+// one is a copy.
+func (s *State) CompileAt(chunkName, source string, line int) (*lua.FunctionProto, error) {
+	off := max(line, 1) - 1
+	proto, err := s.rt.Compile(chunkName, source)
+	if err != nil {
+		if se, ok := err.(*ScriptError); ok && off > 0 {
+			se.Msg = shiftPosition(se.Msg, chunkName, off)
+		}
+		return nil, err
+	}
+	if s.chunks == nil {
+		s.chunks = make(map[string]chunkSource, 2)
+	}
+	s.chunks[chunkName] = chunkSource{text: source, offset: off}
+	if off > 0 {
+		proto = shifted(proto, off)
+	}
+	return proto, nil
+}
+
+// chunkSource is the text of a chunk compiled in a state, and how far its lines are shifted.
+type chunkSource struct {
+	text   string
+	offset int
+}
+
+// shifted returns a copy of p, and of the functions it defines, whose line numbers are off
+// lines further down. Like renamed, it shares what gopher-lua never changes.
+func shifted(p *lua.FunctionProto, off int) *lua.FunctionProto {
+	c := *p
+	if c.LineDefined > 0 {
+		c.LineDefined += off
+		c.LastLineDefined += off
+	}
+	c.DbgSourcePositions = make([]int, len(p.DbgSourcePositions))
+	for i, l := range p.DbgSourcePositions {
+		if l > 0 {
+			l += off
+		}
+		c.DbgSourcePositions[i] = l
+	}
+	if len(p.FunctionPrototypes) > 0 {
+		c.FunctionPrototypes = make([]*lua.FunctionProto, len(p.FunctionPrototypes))
+		for i, f := range p.FunctionPrototypes {
+			c.FunctionPrototypes[i] = shifted(f, off)
+		}
+	}
+	return &c
+}
+
+// shiftPosition moves the line of msg's "chunkName:line: " position off lines down.
+func shiftPosition(msg, chunkName string, off int) string {
+	rest, ok := strings.CutPrefix(msg, chunkName+":")
+	if !ok {
+		return msg
+	}
+	num, tail, ok := strings.Cut(rest, ":")
+	n, err := strconv.Atoi(num)
+	if !ok || err != nil {
+		return msg
+	}
+	return fmt.Sprintf("%s:%d:%s", chunkName, n+off, tail)
 }
 
 // DoFile runs a .lua file: path is relative to Options.Root, or absolute inside it, and may
@@ -361,7 +436,7 @@ func (s *State) convertError(err error) error {
 	se := &ScriptError{Traceback: trace}
 	switch v := ae.Object.(type) {
 	case lua.LString:
-		se.Msg = string(v)
+		se.Msg = s.explain(string(v))
 	case *lua.LTable:
 		se.Msg, se.Value = s.describeTable(v)
 	case nil:
@@ -470,7 +545,7 @@ func (s *State) findLoader(L *lua.LState, name string) (*lua.LFunction, error) {
 	if err != nil {
 		return nil, err
 	}
-	proto, err := s.rt.Compile(chunk, src)
+	proto, err := s.Compile(chunk, src)
 	if err != nil {
 		L.Error(lua.LString(err.Error()), 0)
 	}
@@ -509,7 +584,7 @@ func (s *State) searchLua(L *lua.LState) int {
 		L.Push(lua.LString(fmt.Sprintf("\n\tno module %q: %v", name, err)))
 		return 1
 	}
-	proto, err := s.rt.Compile(chunk, src)
+	proto, err := s.Compile(chunk, src)
 	if err != nil {
 		L.Error(lua.LString(err.Error()), 0)
 	}

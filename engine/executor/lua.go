@@ -218,25 +218,38 @@ func (x *Lua) prepare(ctx context.Context, a *Attempt, out io.Writer) prepared {
 		return p
 	}
 	L.SetGlobal("ctx", p.ctxTable)
-	if name, src := inlineBody(a); src != "" {
-		p.inline, p.inlineErr = rt.Compile(name, src)
+	if name, src, line := inlineBody(a); src != "" {
+		p.inline, p.inlineErr = p.st.CompileAt(name, src, line)
 	}
 	return p
 }
 
-// inlineBody returns the chunk name and source of the inline Lua the attempt runs (a
-// cleanup_lua: hook, or else a lua: body), or "" when it runs a file or a module.
-func inlineBody(a *Attempt) (name, src string) {
+// inlineBody returns the chunk name, source and first line of the inline Lua the attempt runs
+// (a cleanup_lua: hook, or else a lua: body), or "" when it runs a file or a module.
+func inlineBody(a *Attempt) (name, src string, line int) {
 	s := a.Step
 	switch {
 	case a.Cleanup && s.CleanupLua != "":
-		return a.Pipeline.Path + "[" + s.ID + "].cleanup", s.CleanupLua
+		name, line = inlineChunk(a.Pipeline.Path, s.ID+"].cleanup", s.CleanupLuaLine)
+		return name, s.CleanupLua, line
 	case a.Cleanup && s.CleanupScript != "":
-		return "", ""
+		return "", "", 0
 	case s.Lua != "":
-		return a.Pipeline.Path + "[" + s.ID + "]", s.Lua
+		name, line = inlineChunk(a.Pipeline.Path, s.ID+"]", s.LuaLine)
+		return name, s.Lua, line
 	}
-	return "", ""
+	return "", "", 0
+}
+
+// inlineChunk names an inline body by the pipeline file, numbered from the file line its
+// first line is on (line), so that errors and tracebacks name the file's own lines:
+// "pipeline.yaml:12: ...". A body whose lines are not the file's (line 0) is named
+// "pipeline.yaml[step]", its lines its own.
+func inlineChunk(path, suffix string, line int) (string, int) {
+	if line <= 0 {
+		return path + "[" + suffix, 1
+	}
+	return path, line
 }
 
 // body runs the body (or cleanup) in p's state and returns its value as Go data.

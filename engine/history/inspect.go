@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"apollo/engine/pipeline"
 	"apollo/engine/statedir"
 	"apollo/engine/textfmt"
 	"apollo/engine/usage"
@@ -107,7 +108,8 @@ func (h Runs) findTarget(target string) (logPath, taskID string, err error) {
 		return "", "", err
 	}
 	if p == "" {
-		return "", "", &statedir.NotFoundError{TaskID: target, StateDir: h.Dir.Root, LogFile: true}
+		return "", "", &statedir.NotFoundError{TaskID: target, StateDir: h.Dir.Root, LogFile: true,
+			Suggestion: pipeline.Suggest(target, h.Dir.TaskIDs())}
 	}
 	return p, target, nil
 }

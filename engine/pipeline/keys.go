@@ -98,7 +98,7 @@ type stepField struct {
 var stepFields = []stepField{
 	{"id", roleOther, nil}, // read first, by stepID
 	{"command", roleBody, shellHook(func(s *Step) *string { return &s.Command })},
-	{"lua", roleBody, luaHook(func(s *Step) *string { return &s.Lua })},
+	{"lua", roleBody, luaHook(func(s *Step) (*string, *int) { return &s.Lua, &s.LuaLine })},
 	{"script", roleBody, scriptHook(func(s *Step) *string { return &s.Script })},
 	{"uses", roleBody, (*stepInfo).uses},
 	{"with", roleOther, (*stepInfo).with},
@@ -121,7 +121,7 @@ var stepFields = []stepField{
 		}
 	}},
 	{"cleanup_command", roleCleanup, shellHook(func(s *Step) *string { return &s.CleanupCommand })},
-	{"cleanup_lua", roleCleanup, luaHook(func(s *Step) *string { return &s.CleanupLua })},
+	{"cleanup_lua", roleCleanup, luaHook(func(s *Step) (*string, *int) { return &s.CleanupLua, &s.CleanupLuaLine })},
 	{"cleanup_script", roleCleanup, scriptHook(func(s *Step) *string { return &s.CleanupScript })},
 	{"env", roleOther, (*stepInfo).env},
 	{"memory_mb", roleOther, func(si *stepInfo, kv keyValue) { si.s.MemoryMB, _ = si.at.integer(kv.key, kv.v, 1, maxMemoryMB) }},
@@ -213,15 +213,48 @@ func shellHook(field func(*Step) *string) func(*stepInfo, keyValue) {
 	}
 }
 
-// luaHook decodes inline Lua (lua, cleanup_lua), to be compiled by checkRefs.
-func luaHook(field func(*Step) *string) func(*stepInfo, keyValue) {
+// luaHook decodes inline Lua (lua, cleanup_lua), to be compiled by checkRefs,
+// and the line of the file its first line is on.
+func luaHook(field func(*Step) (*string, *int)) func(*stepInfo, keyValue) {
 	return func(si *stepInfo, kv keyValue) {
-		*field(si.s), _ = si.at.nonEmpty(kv.key, kv.v)
-		si.l.addRef(si, kv.key, kv.v, *field(si.s))
-		for _, r := range luaOutputRefs(*field(si.s)) {
-			si.at.outputRef(kv.key, r.step, r.text, lineIn(deref(kv.v), *field(si.s), r.off))
+		if si.commentedOut(kv) {
+			return
+		}
+		body, line := field(si.s)
+		*body, _ = si.at.nonEmpty(kv.key, kv.v)
+		*line = bodyLine(deref(kv.v), *body)
+		si.l.addRef(si, kv.key, kv.v, *body)
+		for _, r := range luaOutputRefs(*body) {
+			si.at.outputRef(kv.key, r.step, r.text, lineIn(deref(kv.v), *body, r.off))
 		}
 	}
+}
+
+// commentedOut reports, with an error, a Lua key whose whole value YAML
+// read as a comment (`when: #ctx.outputs.list > 0`).
+func (si *stepInfo) commentedOut(kv keyValue) bool {
+	v := deref(kv.v)
+	if v.Tag != "!!null" || v.Value != "" || kv.k.LineComment == "" {
+		return false
+	}
+	si.at.errf(v.Line, "%s has no value: YAML read %q as a comment%s", kv.key, snippet(kv.k.LineComment), cutHint)
+	return true
+}
+
+// bodyLine is the line of the file that holds the first line of body, the
+// text of n, when its lines are the file's lines, one for one: a literal
+// block (|) starts on the line after its key, a one-line scalar is on it.
+// It is 0 otherwise (a folded block, a quoted string with "\n").
+func bodyLine(n *yaml.Node, body string) int {
+	switch {
+	case n.Line <= 0 || body == "":
+		return 0
+	case n.Style&yaml.LiteralStyle != 0:
+		return n.Line + 1
+	case !strings.Contains(body, "\n"):
+		return n.Line
+	}
+	return 0
 }
 
 // scriptHook decodes a Lua file (script, cleanup_script), to be checked by
@@ -523,6 +556,9 @@ func (si *stepInfo) luaPath(key string, v *yaml.Node) string {
 // when decodes a step's condition: a Lua expression, checked to compile
 // here, whose upstream references are checked once the graph is known.
 func (si *stepInfo) when(kv keyValue) {
+	if si.commentedOut(kv) {
+		return
+	}
 	expr, ok := si.at.nonEmpty(kv.key, kv.v)
 	if !ok {
 		return
@@ -534,10 +570,13 @@ func (si *stepInfo) when(kv keyValue) {
 		} else {
 			line = n.Line
 		}
+		if n.Style == 0 && n.LineComment != "" {
+			msg += fmt.Sprintf("; a YAML comment cut the expression before %q%s", snippet(n.LineComment), cutHint)
+		}
 		si.at.errf(line, "when does not compile as a Lua expression: %s", msg)
 		return
 	}
-	si.s.When = expr
+	si.s.When, si.s.WhenLine = expr, bodyLine(n, expr)
 	for _, r := range luaOutputRefs(expr) {
 		si.at.outputRef(kv.key, r.step, r.text, lineIn(n, expr, r.off))
 	}

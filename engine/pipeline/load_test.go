@@ -239,7 +239,7 @@ steps:
 						MemoryMB: 64, Env: map[string]string{"A": "a", "B": "b"}, WorkingDir: "sub"},
 					{ID: "b", Line: 13, Command: "echo hi", RetryPolicy: "none", Durability: "always", Timeout: 5 * time.Second,
 						MemoryMB: 64, Env: map[string]string{"A": "a", "B": "bb", "C": "c"}, WorkingDir: ".."},
-					{ID: "c", Line: 20, Lua: "return 1", RetryPolicy: "fixed", MaxRetries: 2, Durability: "always", Timeout: 30 * time.Second,
+					{ID: "c", Line: 20, LuaLine: 21, Lua: "return 1", RetryPolicy: "fixed", MaxRetries: 2, Durability: "always", Timeout: 30 * time.Second,
 						MemoryMB: 64, Env: map[string]string{"A": "a", "B": "b"}},
 				}},
 		},
@@ -282,7 +282,7 @@ steps:
 					{ID: "fetch_raw", Line: 12, Command: "python steps/fetch_raw.py --date {{task_date}}",
 						CleanupCommand: "rm -f {{artifacts_dir}}/raw.csv", Timeout: 600 * time.Second,
 						RetryPolicy: "exponential", MaxRetries: 3, Durability: "always"},
-					{ID: "load", Line: 19, Lua: "local idem = require(\"apollo.idem\")\nidem.write(ctx.artifacts_dir .. \"/loaded.txt\", \"ok\")\n",
+					{ID: "load", Line: 19, LuaLine: 21, Lua: "local idem = require(\"apollo.idem\")\nidem.write(ctx.artifacts_dir .. \"/loaded.txt\", \"ok\")\n",
 						DependsOn: []string{"fetch_raw"}, RetryPolicy: "none", MaxRetries: 3, Durability: "always"},
 					{ID: "notify", Line: 24, Uses: "notify", With: map[string]any{"channel": "ops"}, DependsOn: []string{"load"},
 						Optional: true, RetryPolicy: "none", MaxRetries: 3, Durability: "always"},
@@ -336,11 +336,11 @@ steps:
 					{ID: "0x10", Line: 15, Command: "echo {{ region }} {{n}} {{on}} {{date}} {{step_id}} {{state_dir}} {{task_name}} {{from_cli}}",
 						Timeout: 1500 * time.Millisecond, RetryPolicy: "fixed", MaxRetries: 0, Durability: "always",
 						Env: map[string]string{"A": "{{task_id}}", "B": "1", "C_1": "x"}},
-					{ID: "lua-step", Line: 22, Lua: "return 1", MemoryMB: 64, DependsOn: []string{"0x10"},
+					{ID: "lua-step", Line: 22, LuaLine: 23, Lua: "return 1", MemoryMB: 64, DependsOn: []string{"0x10"},
 						RetryPolicy: "none", MaxRetries: 2, Durability: "batch", Isolation: "process"},
 					{ID: "inline", Line: 26, Script: "steps/x.lua", CleanupScript: "steps/undo.lua", Isolation: "inprocess",
 						RetryPolicy: "none", MaxRetries: 2, Durability: "batch"},
-					{ID: "mod", Line: 30, Uses: "pkg.sub_mod", CleanupLua: "print(1)", Isolation: "",
+					{ID: "mod", Line: 30, Uses: "pkg.sub_mod", CleanupLua: "print(1)", CleanupLuaLine: 33, Isolation: "",
 						RetryPolicy: "none", MaxRetries: 2, Durability: "batch"},
 				},
 			},
@@ -711,6 +711,26 @@ steps:
 				`:8: step "b": lua does not compile: syntax error near ')'`,
 				`:10: step "c": script "steps/bad.lua" does not compile: proj/steps/bad.lua:2: syntax error near 'end'`,
 				`:15: step "d": cleanup_lua does not compile: line 2 of the body: unterminated string near 'unfinished'`,
+			},
+		},
+		{
+			name: "a plain-scalar body cut by a YAML comment",
+			src: `task_name: t
+steps:
+  - id: a
+    lua: return #ctx.vars
+  - id: b
+    lua: local n = #ctx.vars; return n
+  - id: c
+    lua: return 1  # a real comment
+  - id: d
+    lua: "return '# quoted'"
+    cleanup_lua: return #ctx.vars
+`,
+			want: []string{
+				`:4: step "a": lua was cut by a YAML comment: the Lua read is "return", without "#ctx.vars"` + cutHint,
+				`:6: step "b": lua does not compile: syntax error near <eof>; a YAML comment cut the body before "#ctx.vars; return n"` + cutHint,
+				`:11: step "d": cleanup_lua was cut by a YAML comment: the Lua read is "return", without "#ctx.vars"` + cutHint,
 			},
 		},
 		{

@@ -91,6 +91,12 @@ type Step struct {
 	CleanupLua     string
 	CleanupScript  string
 
+	// LuaLine and CleanupLuaLine are the lines of the file that hold the
+	// first line of Lua and CleanupLua, when the body's lines are the
+	// file's lines one for one (a literal block, or one line); 0 otherwise.
+	// Lua errors name the file's lines through them.
+	LuaLine, CleanupLuaLine int
+
 	DependsOn   []string
 	Optional    bool
 	Timeout     time.Duration // 0: none
@@ -126,7 +132,9 @@ type Step struct {
 	Resources []string
 	// When is a Lua expression evaluated when the step becomes ready; a
 	// false value skips the step (docs/spec.md §2). "" runs it always.
-	When string
+	// WhenLine is the file line of its first line, as LuaLine.
+	When     string
+	WhenLine int
 	// OutputRefs are the ancestors, beyond DependsOn, whose outputs the
 	// step names ({{outputs.STEP}}, ctx.outputs.STEP), as validation found
 	// them.

@@ -301,12 +301,19 @@ type ref struct {
 	// literal: an inline body written as a literal block (|), whose line n
 	// is the line n after line in the pipeline.
 	literal bool
+	// cut is the YAML comment after an inline body written as a plain
+	// scalar ("#t; return n" of `lua: local n = #t; return n`), or "".
+	cut string
 }
 
 func (l *loader) addRef(si *stepInfo, key string, v *yaml.Node, name string) {
 	if l.opts.CheckRefs && name != "" {
 		v = deref(v)
-		l.refs = append(l.refs, ref{si: si, key: key, line: v.Line, name: name, literal: v.Style&yaml.LiteralStyle != 0})
+		r := ref{si: si, key: key, line: v.Line, name: name, literal: v.Style&yaml.LiteralStyle != 0}
+		if v.Style == 0 && (key == "lua" || key == "cleanup_lua") {
+			r.cut = v.LineComment
+		}
+		l.refs = append(l.refs, r)
 	}
 }
 
@@ -320,7 +327,14 @@ func (l *loader) checkInlineLua(r ref, compiled map[string]luaVerdict) {
 		compiled[r.name] = v
 	}
 	if v.msg == "" {
+		if r.cut != "" && luaCut(r.name, r.cut) {
+			r.si.at.errf(r.line, "%s was cut by a YAML comment: the Lua read is %q, without %q%s",
+				r.key, snippet(r.name), snippet(r.cut), cutHint)
+		}
 		return
+	}
+	if r.cut != "" {
+		v.msg += fmt.Sprintf("; a YAML comment cut the body before %q%s", snippet(r.cut), cutHint)
 	}
 	line := v.line
 	if last := strings.Count(strings.TrimRight(r.name, "\n"), "\n") + 1; line > last {
@@ -336,6 +350,18 @@ func (l *loader) checkInlineLua(r ref, compiled map[string]luaVerdict) {
 	default:
 		r.si.at.errf(r.line, "%s does not compile: %s", r.key, v.msg)
 	}
+}
+
+// cutHint says why a YAML comment cuts a plain scalar, and what to write.
+const cutHint = " (\"#\" after a space starts a comment in a plain YAML scalar); " +
+	"write the Lua as a block scalar: \"|\" after the key, the Lua on the lines below"
+
+// luaCut reports whether the comment after a plain-scalar body that
+// compiles was most likely Lua: the body and the comment compile together
+// (`return #ctx.outputs.rows`), where a real comment would not.
+func luaCut(body, comment string) bool {
+	_, msg := luart.CheckSyntax(body + " " + comment)
+	return msg == ""
 }
 
 // luaVerdict is whether a Lua source compiles: where and why not.

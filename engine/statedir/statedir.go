@@ -156,6 +156,22 @@ func (d Dir) AllLogs(archive string) ([]LogFile, error) {
 	return append(out, arch...), err
 }
 
+// TaskIDs lists the tasks that have a log, live or archived, newest first,
+// each once: what an unknown task id is compared with for a suggestion.
+func (d Dir) TaskIDs() []string {
+	logs, _ := d.AllLogs(d.Archive())
+	slices.SortStableFunc(logs, func(a, b LogFile) int { return compareStart(b, a) })
+	seen := map[string]bool{}
+	var ids []string
+	for _, l := range logs {
+		if !seen[l.TaskID] {
+			seen[l.TaskID] = true
+			ids = append(ids, l.TaskID)
+		}
+	}
+	return ids
+}
+
 // LatestLog returns the newest live log of a task, or "" if it has none.
 func (d Dir) LatestLog(taskID string) (string, error) {
 	logs, err := d.TaskLogs(taskID)
@@ -230,6 +246,9 @@ type NotFoundError struct {
 	StateDir string
 	// LogFile is set where a log file's path may be given instead.
 	LogFile bool
+	// Suggestion is a task id with a log that TaskID may be a typo of, or
+	// "".
+	Suggestion string
 }
 
 func (e *NotFoundError) Error() string {
@@ -241,5 +260,10 @@ func (e *NotFoundError) Error() string {
 	if e.LogFile {
 		or = ", or pass a log file"
 	}
-	return fmt.Sprintf("task %q has no log in %s: no such task id here; run `%s` to see the task ids%s", e.TaskID, e.StateDir, list, or)
+	hint := ""
+	if e.Suggestion != "" {
+		hint = fmt.Sprintf(" (did you mean %q?)", e.Suggestion)
+	}
+	return fmt.Sprintf("task %q has no log in %s: no such task id here%s; run `%s` to see the task ids%s",
+		e.TaskID, e.StateDir, hint, list, or)
 }
