@@ -2,6 +2,7 @@ package luaproc
 
 import (
 	"math"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync/atomic"
@@ -14,11 +15,13 @@ import (
 //
 //   - The heap meter: a goroutine reads runtime/metrics every
 //     sampleInterval (a few hundred nanoseconds, no stop of the world) and
-//     stops the job (ErrMemoryLimit on its context) when the live heap the
-//     last collection marked is over base + limit, or when the heap's
-//     objects, live or garbage, are over base + limit × hardRatio (one big
-//     allocation, or a collection that cannot keep up). The Lua state stops
-//     at its next instruction; the child answers and exits.
+//     suspects the job when the live heap the last collection marked is
+//     over base + limit, or when the heap's objects, live or garbage, are
+//     over base + limit × hardRatio (one big allocation, or a collection
+//     that cannot keep up); it then runs a collection and stops the job
+//     (ErrMemoryLimit on its context) if the live heap is still over the
+//     limit. The Lua state stops at its next instruction; the child answers
+//     and exits.
 //   - A Go memory limit (debug.SetMemoryLimit) at limit × goLimitRatio over
 //     the runtime's memory at the start: it makes the collector run as the
 //     heap nears the limit, so the live figure is fresh and garbage is
@@ -96,7 +99,7 @@ func (c meterConfig) start(limit uint64, trip func()) *meter {
 				return
 			case <-t.C:
 			}
-			if h := readHeap(); h.live > live || h.objects > hard {
+			if overLimit(live, hard) {
 				m.tripped.Store(true)
 				trip()
 				return
@@ -117,6 +120,23 @@ func (m *meter) stop() bool {
 		debug.SetMemoryLimit(math.MaxInt64)
 	}
 	return m.tripped.Load()
+}
+
+// overLimit reports whether the live heap is over live bytes. The figures
+// the collector publishes may overstate it: the live heap its last cycle
+// marked counts what the job allocated during the marking, and objects
+// over hard bytes may be garbage the collector has not caught up with (a
+// loaded machine gives its workers little CPU). Either suspicion is
+// confirmed by a collection, so that a job whose live heap stays under its
+// limit is not stopped for its garbage; a job over it is, one collection
+// later.
+func overLimit(live, hard uint64) bool {
+	h := readHeap()
+	if h.live <= live && h.objects <= hard {
+		return false
+	}
+	runtime.GC()
+	return readHeap().live > live
 }
 
 // heap is what the meter reads.
