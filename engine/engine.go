@@ -116,6 +116,10 @@ type RunOptions struct {
 	JSON          bool
 	// Hub, when its URLs are set, runs the steps on workers (docs/spec.md §8).
 	Hub HubOptions
+
+	// inherited are the variables of the task whose run: step runs this
+	// one: those the pipeline declares are set, under Vars (its with:).
+	inherited map[string]string
 }
 
 // ChangedError refuses to resume a task whose succeeded steps changed.

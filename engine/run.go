@@ -69,7 +69,7 @@ func (e *Engine) prepare(path string, ro RunOptions) (*task, error) {
 	if err != nil {
 		return nil, err
 	}
-	vars, err := taskVars(p, ro.Vars, ro.TaskID, e.opts.StateDir, e.opts.Clock.Now())
+	vars, err := taskVars(p, inheritVars(p, ro.inherited, ro.Vars), ro.TaskID, e.opts.StateDir, e.opts.Clock.Now())
 	if err != nil {
 		return nil, &usage.Error{Msg: err.Error()}
 	}
@@ -443,8 +443,12 @@ func (r *run) taskStart() *eventlog.Record {
 		if deps == nil {
 			deps = []string{}
 		}
-		info.Steps = append(info.Steps, eventlog.StepInfo{ID: rs.step.ID, DependsOn: deps,
-			Optional: rs.step.Optional, DefinitionDigest: rs.defDigest, HasCleanup: rs.step.HasCleanup()})
+		si := eventlog.StepInfo{ID: rs.step.ID, DependsOn: deps,
+			Optional: rs.step.Optional, DefinitionDigest: rs.defDigest, HasCleanup: rs.step.HasCleanup()}
+		if rs.step.Run != "" {
+			si.Child = pipeline.ChildTaskID(t.id, rs.step.ID)
+		}
+		info.Steps = append(info.Steps, si)
 	}
 	return &eventlog.Record{EventType: eventlog.TaskStart, Status: eventlog.Running, Start: info}
 }

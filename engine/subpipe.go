@@ -1,0 +1,204 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"apollo/engine/executor"
+	"apollo/engine/pipeline"
+	"apollo/engine/statedir"
+	"apollo/eventlog"
+)
+
+// A run: step is run by the engine itself, not by an executor: its
+// attempt runs the sub-pipeline as a task of its own, with its own log and
+// lock in the same state folder (docs/spec.md §2.11). The child's task id
+// is derived from the parent's (pipeline.ChildTaskID), so a resume of the
+// parent finds the child's log and resumes it: its finished steps are
+// kept. The step succeeds when the child task completes, its output the
+// outputs of the child's steps.
+
+// childRun is how an attempt of a run: step runs its sub-pipeline.
+type childRun struct {
+	path string
+	ro   RunOptions
+}
+
+// childRunOf describes the sub-pipeline run of rs in task t, for an
+// attempt (fresh: start a new child log rather than resume the newest).
+func childRunOf(t *task, rs *renderedStep, ro RunOptions, fresh bool) (childRun, error) {
+	s := rs.step
+	id := pipeline.ChildTaskID(t.id, s.ID)
+	if err := statedir.ValidTaskID(id); err != nil {
+		return childRun{}, fmt.Errorf("run %s: the sub-pipeline's task id %s: %w", s.Run, id, err)
+	}
+	vars := make(map[string]string, len(rs.with))
+	for k, v := range rs.with {
+		vars[k] = varText(v)
+	}
+	inherited := map[string]string{}
+	for k, v := range t.vars {
+		if _, set := vars[k]; !set && !slices.Contains(builtinVars, k) {
+			inherited[k] = v
+		}
+	}
+	return childRun{path: pipeline.RunPath(t.p, s), ro: RunOptions{Vars: vars, inherited: inherited, TaskID: id, Fresh: fresh,
+		AcceptChanges: ro.AcceptChanges, Hub: ro.Hub, DryRun: ro.DryRun}}, nil
+}
+
+// builtinVars are the variables apollo sets for each task: a child gets
+// its own (task_date aside, which it inherits unless with: sets it).
+var builtinVars = []string{"task_id", "task_name", "step_id", "artifacts_dir", "state_dir"}
+
+// varText is a with: value as a variable's text: numbers and booleans as
+// YAML wrote them.
+func varText(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int:
+		return strconv.Itoa(x)
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case bool:
+		return strconv.FormatBool(x)
+	}
+	return fmt.Sprint(v)
+}
+
+// childFresh reports whether the attempt of n starts its sub-pipeline
+// anew: the step's first attempt in this log, or its first since it
+// succeeded (a reset or resume_from runs it again). Any other attempt
+// follows a failed or cut-off one, and resumes the child's log.
+func childFresh(n *node, retry int) bool {
+	return retry == 0 || (n.attempts == 1 && n.plan.Status == eventlog.Success)
+}
+
+// child returns an engine for a sub-pipeline: this one's options, its
+// progress lines written to w (the attempt's output file).
+func (e *Engine) child(w *os.File) *Engine {
+	opts := e.opts
+	opts.Stdout, opts.Stderr = w, w
+	opts.Progress, opts.Color = ProgressPlain, false
+	return New(opts)
+}
+
+// runChild is the attempt of a run: step: the sub-pipeline's task, run
+// (or resumed) to its end. The error is the parent's log's: the run must
+// stop.
+func (r *run) runChild(ctx context.Context, at *attemptRun) (executor.Result, error) {
+	n := at.n
+	if err := at.a.Started(0); err != nil { // the STEP_START is durable first
+		return executor.Result{}, err
+	}
+	cr, err := childRunOf(r.t, n.rs, r.ro, childFresh(n, at.retry))
+	if err != nil {
+		return executor.Result{Err: err, ExitCode: -1, NotStarted: true}, nil
+	}
+	out, err := os.OpenFile(at.a.OutputPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return executor.Result{Err: fmt.Errorf("open the output file: %w", err), ExitCode: -1, NotStarted: true}, nil
+	}
+	defer out.Close()
+	fmt.Fprintf(out, "apollo: run %s as task %s\n", cr.path, cr.ro.TaskID)
+	child := r.e.child(out)
+	actx, cancel := executor.WithTimeout(ctx, n.rs.step.Timeout)
+	cerr := child.Run(actx, cr.path, cr.ro)
+	timedOut := actx.Err() != nil && ctx.Err() == nil
+	cancel()
+	res := executor.Result{}
+	switch {
+	case cerr == nil:
+		res.Output, res.Err = child.childOutputs(cr.ro.TaskID)
+		if res.Err == nil {
+			res.OutputDigest = sha256Hex(res.Output)
+		}
+	case timedOut:
+		res.TimedOut = true
+		res.Err = fmt.Errorf("timed out after %s: sub-pipeline %s (task %s) was stopped; its next attempt resumes it", n.rs.step.Timeout, cr.path, cr.ro.TaskID)
+	case ctx.Err() != nil || errors.As(cerr, new(*InterruptedError)):
+		res.Interrupted = true
+		res.Err = fmt.Errorf("interrupted: sub-pipeline %s (task %s) was stopped; its next attempt resumes it", cr.path, cr.ro.TaskID)
+	default:
+		res.Err = fmt.Errorf("sub-pipeline %s: %w%s", cr.path, cerr, child.childErrors(cr.ro.TaskID, cerr))
+	}
+	if res.Err != nil {
+		res.ExitCode = 1
+		fmt.Fprintf(out, "apollo: %v\n", res.Err)
+	}
+	return res, nil
+}
+
+// childOutputs reads the outputs of a complete child task's steps from its
+// log: an object of step id to output, the steps that published none left
+// out.
+func (e *Engine) childOutputs(taskID string) (json.RawMessage, error) {
+	dir := statedir.Dir{Root: e.opts.StateDir}
+	path, _, err := dir.FindLog(taskID)
+	if err != nil || path == "" {
+		return nil, fmt.Errorf("read the outputs of task %s: no log (%v)", taskID, err)
+	}
+	state, _, err := statedir.Replay(path, taskID, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read the outputs of task %s: %w", taskID, err)
+	}
+	outputs := map[string]json.RawMessage{}
+	for id, st := range state.Steps {
+		if st.Status == eventlog.Success && len(st.Output) > 0 {
+			outputs[id] = st.Output
+		}
+	}
+	return json.Marshal(outputs) // sorted keys: canonical
+}
+
+// childErrors is what a failed child task's error adds: the error of each
+// failed step, from the child's log.
+func (e *Engine) childErrors(taskID string, err error) string {
+	var tf *TaskFailedError
+	if !errors.As(err, &tf) || len(tf.Failed) == 0 {
+		return ""
+	}
+	dir := statedir.Dir{Root: e.opts.StateDir}
+	path, _, _ := dir.FindLog(taskID)
+	if path == "" {
+		return ""
+	}
+	state, _, rerr := statedir.Replay(path, taskID, nil)
+	if rerr != nil {
+		return ""
+	}
+	var parts []string
+	for _, id := range tf.Failed {
+		if st := state.Steps[id]; st != nil && st.LastError != "" {
+			parts = append(parts, fmt.Sprintf("step %s: %s", id, st.LastError))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
+}
+
+// inheritVars returns the variables a sub-pipeline p is run with: the
+// inherited ones it declares under vars: (and task_date), then its with:
+// values.
+func inheritVars(p *pipeline.Pipeline, inherited, with map[string]string) map[string]string {
+	if inherited == nil {
+		return with
+	}
+	vars := map[string]string{}
+	for k, v := range inherited {
+		if _, declared := p.Vars[k]; declared || k == "task_date" {
+			vars[k] = v
+		}
+	}
+	maps.Copy(vars, with)
+	return vars
+}
