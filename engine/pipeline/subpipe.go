@@ -206,3 +206,14 @@ func ChildTaskID(parentID, stepID string) string {
 	}
 	return string(b)
 }
+
+// LoadRun loads the sub-pipeline of run: step s of parent as validation
+// does, its with: keys known as variables, without checking what it names
+// outside its file: for apollo graph.
+func LoadRun(parent *Pipeline, s *Step) (*Pipeline, error) {
+	opts := LoadOptions{Vars: map[string]string{}}
+	for k := range s.With {
+		opts.Vars[k] = ""
+	}
+	return loadChild(RunPath(parent, s), filepath.Join(parent.Dir, s.Run), opts)
+}
