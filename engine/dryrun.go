@@ -129,7 +129,7 @@ func willRun(action string) bool {
 // run: a new child log for the step's first attempt (or its first since it
 // succeeded), else the child's newest log resumed.
 func (e *Engine) childPlan(t *task, rs *renderedStep, ro RunOptions, ps PlanStep) (*Plan, error) {
-	cr, err := childRunOf(t, rs, ro, ps.NextRetry == 0 || ps.Status == eventlog.Success)
+	cr, err := childRunOf(t, rs, ro, ps.NextRetry == 0 || ps.Status == eventlog.Success, masker(t, nil))
 	if err != nil {
 		return nil, err
 	}

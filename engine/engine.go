@@ -120,6 +120,9 @@ type RunOptions struct {
 	// inherited are the variables of the task whose run: step runs this
 	// one: those the pipeline declares are set, under Vars (its with:).
 	inherited map[string]string
+	// secretVars are variables that hold a secret of that task: secret
+	// vars of this one too.
+	secretVars []string
 }
 
 // ChangedError refuses to resume a task whose succeeded steps changed.

@@ -73,6 +73,7 @@ func (e *Engine) prepare(path string, ro RunOptions) (*task, error) {
 	if err != nil {
 		return nil, &usage.Error{Msg: err.Error()}
 	}
+	addSecretVars(p, vars, ro.secretVars)
 	if p, err = p.Expand(vars); err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"apollo/engine/executor"
 	"apollo/engine/pipeline"
 	"apollo/engine/statedir"
+	"apollo/engine/textfmt"
 	"apollo/eventlog"
 )
 
@@ -33,7 +34,11 @@ type childRun struct {
 
 // childRunOf describes the sub-pipeline run of rs in task t, for an
 // attempt (fresh: start a new child log rather than resume the newest).
-func childRunOf(t *task, rs *renderedStep, ro RunOptions, fresh bool) (childRun, error) {
+//
+// A child variable that holds a secret of the parent — inherited from one
+// of its secret_vars, or a with: value that mask changes — is a secret
+// var of the child too: masked in its records and output.
+func childRunOf(t *task, rs *renderedStep, ro RunOptions, fresh bool, mask *textfmt.Masker) (childRun, error) {
 	s := rs.step
 	id := pipeline.ChildTaskID(t.id, s.ID)
 	if err := statedir.ValidTaskID(id); err != nil {
@@ -43,14 +48,24 @@ func childRunOf(t *task, rs *renderedStep, ro RunOptions, fresh bool) (childRun,
 	for k, v := range rs.with {
 		vars[k] = varText(v)
 	}
+	var secret []string
+	for k, v := range vars {
+		if mask.String(v) != v {
+			secret = append(secret, k)
+		}
+	}
 	inherited := map[string]string{}
 	for k, v := range t.vars {
 		if _, set := vars[k]; !set && !slices.Contains(builtinVars, k) {
 			inherited[k] = v
+			if slices.Contains(t.p.SecretVars, k) {
+				secret = append(secret, k)
+			}
 		}
 	}
-	return childRun{path: pipeline.RunPath(t.p, s), ro: RunOptions{Vars: vars, inherited: inherited, TaskID: id, Fresh: fresh,
-		AcceptChanges: ro.AcceptChanges, Hub: ro.Hub, DryRun: ro.DryRun}}, nil
+	slices.Sort(secret)
+	return childRun{path: pipeline.RunPath(t.p, s), ro: RunOptions{Vars: vars, inherited: inherited, secretVars: secret,
+		TaskID: id, Fresh: fresh, AcceptChanges: ro.AcceptChanges, Hub: ro.Hub, DryRun: ro.DryRun}}, nil
 }
 
 // builtinVars are the variables apollo sets for each task: a child gets
@@ -98,7 +113,7 @@ func (r *run) runChild(ctx context.Context, at *attemptRun) (executor.Result, er
 	if err := at.a.Started(0); err != nil { // the STEP_START is durable first
 		return executor.Result{}, err
 	}
-	cr, err := childRunOf(r.t, n.rs, r.ro, childFresh(n, at.retry))
+	cr, err := childRunOf(r.t, n.rs, r.ro, childFresh(n, at.retry), r.mask)
 	if err != nil {
 		return executor.Result{Err: err, ExitCode: -1, NotStarted: true}, nil
 	}
@@ -184,6 +199,15 @@ func (e *Engine) childErrors(taskID string, err error) string {
 		return ""
 	}
 	return " (" + strings.Join(parts, "; ") + ")"
+}
+
+// addSecretVars makes names secret vars of p, those it has.
+func addSecretVars(p *pipeline.Pipeline, vars map[string]string, names []string) {
+	for _, name := range names {
+		if _, ok := vars[name]; ok && !slices.Contains(p.SecretVars, name) {
+			p.SecretVars = append(p.SecretVars, name)
+		}
+	}
 }
 
 // inheritVars returns the variables a sub-pipeline p is run with: the
