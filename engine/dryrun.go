@@ -111,7 +111,7 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 			ps.Command, ps.Body, ps.Cleanup = mask.String(ps.Command), mask.String(ps.Body), mask.String(ps.Cleanup)
 		}
 		if s.Run != "" && willRun(ps.Action) {
-			if ps.Child, err = e.childPlan(t, rs, ro, ps); err != nil {
+			if ps.Child, err = e.childPlan(t, rs, ro, ps, pl.Log); err != nil {
 				return nil, err
 			}
 		}
@@ -128,12 +128,13 @@ func willRun(action string) bool {
 // childPlan is the plan of the sub-pipeline that the run: step rs would
 // run: a new child log for the step's first attempt (or its first since it
 // succeeded), else the child's newest log resumed.
-func (e *Engine) childPlan(t *task, rs *renderedStep, ro RunOptions, ps PlanStep) (*Plan, error) {
+func (e *Engine) childPlan(t *task, rs *renderedStep, ro RunOptions, ps PlanStep, parentLog string) (*Plan, error) {
 	cr, err := childRunOf(t, rs, ro, ps.NextRetry == 0 || ps.Status == eventlog.Success, masker(t, nil))
 	if err != nil {
 		return nil, err
 	}
 	cr.ro.DryRun = true
+	cr.ro.Fresh = cr.ro.Fresh || t.olderChild(parentLog, cr.ro.TaskID)
 	pl, err := e.Plan(cr.path, cr.ro)
 	if err != nil {
 		return nil, fmt.Errorf("step %q: plan of sub-pipeline %s: %w", rs.step.ID, cr.path, err)

@@ -123,6 +123,8 @@ type RunOptions struct {
 	// secretVars are variables that hold a secret of that task: secret
 	// vars of this one too.
 	secretVars []string
+	// notBefore is the least start second of a new log: the parent's.
+	notBefore int64
 }
 
 // ChangedError refuses to resume a task whose succeeded steps changed.

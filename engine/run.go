@@ -315,7 +315,9 @@ func (r *run) openLog(latest string) error {
 	t := r.t
 	create := latest == "" || r.ro.Fresh
 	if create {
-		start := r.started.Unix()
+		// A sub-pipeline's log starts no earlier than its parent's, which
+		// olderChild relies on.
+		start := max(r.started.Unix(), r.ro.notBefore)
 		if latest != "" {
 			if logs, _ := t.dir.TaskLogs(t.id); len(logs) > 0 && logs[len(logs)-1].Start >= start {
 				start = logs[len(logs)-1].Start + 1 // names must stay unique and ordered

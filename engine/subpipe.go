@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -96,6 +97,23 @@ func childFresh(n *node, retry int) bool {
 	return retry == 0 || (n.attempts == 1 && n.plan.Status == eventlog.Success)
 }
 
+// olderChild reports whether the newest log of task childID began before
+// the parent's log at parentLog: an earlier parent run's child (a crash
+// cut the step's first attempt off before its child's log was made). The
+// step starts a new child then, never resuming another run's. A child's
+// log never starts before its parent's (RunOptions.notBefore).
+func (t *task) olderChild(parentLog, childID string) bool {
+	_, pstart, _, ok := statedir.ParseLogName(filepath.Base(parentLog))
+	if !ok {
+		return false
+	}
+	logs, err := t.dir.TaskLogs(childID)
+	if err != nil || len(logs) == 0 {
+		return false
+	}
+	return logs[len(logs)-1].Start < pstart
+}
+
 // child returns an engine for a sub-pipeline: this one's options, its
 // progress lines written to w (the attempt's output file).
 func (e *Engine) child(w *os.File) *Engine {
@@ -117,6 +135,10 @@ func (r *run) runChild(ctx context.Context, at *attemptRun) (executor.Result, er
 	if err != nil {
 		return executor.Result{Err: err, ExitCode: -1, NotStarted: true}, nil
 	}
+	cr.ro.Fresh = cr.ro.Fresh || r.t.olderChild(r.logPath, cr.ro.TaskID)
+	if _, start, _, ok := statedir.ParseLogName(filepath.Base(r.logPath)); ok {
+		cr.ro.notBefore = start
+	}
 	out, err := os.OpenFile(at.a.OutputPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return executor.Result{Err: fmt.Errorf("open the output file: %w", err), ExitCode: -1, NotStarted: true}, nil
@@ -125,7 +147,9 @@ func (r *run) runChild(ctx context.Context, at *attemptRun) (executor.Result, er
 	fmt.Fprintf(out, "apollo: run %s as task %s\n", cr.path, cr.ro.TaskID)
 	child := r.e.child(out)
 	actx, cancel := executor.WithTimeout(ctx, n.rs.step.Timeout)
+	r.e.crash("subpipe:before")
 	cerr := child.Run(actx, cr.path, cr.ro)
+	r.e.crash("subpipe:after")
 	timedOut := actx.Err() != nil && ctx.Err() == nil
 	cancel()
 	res := executor.Result{}
