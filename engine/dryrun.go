@@ -111,7 +111,7 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 			ps.Command, ps.Body, ps.Cleanup = mask.String(ps.Command), mask.String(ps.Body), mask.String(ps.Cleanup)
 		}
 		if s.Run != "" && willRun(ps.Action) {
-			if ps.Child, err = e.childPlan(t, rs, ro, ps, pl.Log); err != nil {
+			if ps.Child, err = e.childPlan(t, rs, ro, ps.NextRetry == 0 || endedOK(st), pl.Log); err != nil {
 				return nil, err
 			}
 		}
@@ -128,8 +128,8 @@ func willRun(action string) bool {
 // childPlan is the plan of the sub-pipeline that the run: step rs would
 // run: a new child log for the step's first attempt (or its first since it
 // succeeded), else the child's newest log resumed.
-func (e *Engine) childPlan(t *task, rs *renderedStep, ro RunOptions, ps PlanStep, parentLog string) (*Plan, error) {
-	cr, err := childRunOf(t, rs, ro, ps.NextRetry == 0 || ps.Status == eventlog.Success, masker(t, nil))
+func (e *Engine) childPlan(t *task, rs *renderedStep, ro RunOptions, fresh bool, parentLog string) (*Plan, error) {
+	cr, err := childRunOf(t, rs, ro, fresh, masker(t, nil))
 	if err != nil {
 		return nil, err
 	}

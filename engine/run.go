@@ -191,6 +191,7 @@ type node struct {
 	outDigest string
 	output    json.RawMessage
 	left      bool       // outside --only or --until: not run
+	rerunOK   bool       // its last attempt succeeded: it runs again after a reset or resume_from
 	holding   bool       // it holds its resources (the scheduler's)
 	warm      *warmShell // the shell of the next attempt, started ahead, or nil
 	// warmedChild is set (by the scheduler) once warmUp started a child's

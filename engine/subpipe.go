@@ -94,7 +94,13 @@ func varText(v any) string {
 // succeeded (a reset or resume_from runs it again). Any other attempt
 // follows a failed or cut-off one, and resumes the child's log.
 func childFresh(n *node, retry int) bool {
-	return retry == 0 || (n.attempts == 1 && n.plan.Status == eventlog.Success)
+	return retry == 0 || (n.attempts == 1 && n.rerunOK)
+}
+
+// endedOK reports whether a step's last attempt ended SUCCESS, whatever an
+// intervention (reset, resume_from) made of its state since.
+func endedOK(st *eventlog.StepState) bool {
+	return st.Attempts > 0 && !st.Dirty && !st.Unclean && st.LastError == "" && st.OutputDigest != ""
 }
 
 // olderChild reports whether the newest log of task childID began before
