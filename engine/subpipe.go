@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"apollo/engine/executor"
 	"apollo/engine/pipeline"
@@ -152,12 +153,18 @@ func (r *run) runChild(ctx context.Context, at *attemptRun) (executor.Result, er
 	defer out.Close()
 	fmt.Fprintf(out, "apollo: run %s as task %s\n", cr.path, cr.ro.TaskID)
 	child := r.e.child(out)
-	actx, cancel := executor.WithTimeout(ctx, n.rs.step.Timeout)
+	// The step's timeout stops the child task as an interrupt would: its
+	// steps are interrupted, not timed out by a timeout of their own.
+	cctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	if d := n.rs.step.Timeout; d > 0 {
+		timer := time.AfterFunc(d, func() { stop(errChildTimeout) })
+		defer timer.Stop()
+	}
 	r.e.crash("subpipe:before")
-	cerr := child.Run(actx, cr.path, cr.ro)
+	cerr := child.Run(cctx, cr.path, cr.ro)
 	r.e.crash("subpipe:after")
-	timedOut := actx.Err() != nil && ctx.Err() == nil
-	cancel()
+	timedOut := errors.Is(context.Cause(cctx), errChildTimeout) && ctx.Err() == nil
 	res := executor.Result{}
 	switch {
 	case cerr == nil:
@@ -180,6 +187,9 @@ func (r *run) runChild(ctx context.Context, at *attemptRun) (executor.Result, er
 	}
 	return res, nil
 }
+
+// errChildTimeout is why a run: step's timeout stopped its child task.
+var errChildTimeout = errors.New("the run step's timeout_seconds passed")
 
 // childOutputs reads the outputs of a complete child task's steps from its
 // log: an object of step id to output, the steps that published none left
