@@ -87,6 +87,9 @@ func (e *Engine) prepare(path string, ro RunOptions) (*task, error) {
 	if err := e.pinLuaFiles(p, steps); err != nil {
 		return nil, err
 	}
+	if err := pinRunFiles(p, steps); err != nil {
+		return nil, err
+	}
 	return &task{p: p, id: vars["task_id"], vars: vars, steps: steps,
 		dir: statedir.Dir{Root: e.opts.StateDir}, parallel: e.parallelism(p, ro.Parallel)}, nil
 }

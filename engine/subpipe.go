@@ -188,6 +188,25 @@ func (r *run) runChild(ctx context.Context, at *attemptRun) (executor.Result, er
 	return res, nil
 }
 
+// pinRunFiles makes the bytes of each run: step's pipeline file part of
+// its definition and input digests, as a Lua step's files are: editing the
+// sub-pipeline of a step that succeeded is a change a resume names.
+func pinRunFiles(p *pipeline.Pipeline, steps []*renderedStep) error {
+	for _, rs := range steps {
+		s := rs.step
+		if s.Run == "" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(p.Dir, s.Run))
+		if err != nil {
+			return &pipeline.Error{File: p.Path, Line: s.Line, Step: s.ID, Msg: fmt.Sprintf("run %q: %v", s.Run, err)}
+		}
+		rs.filesDigest = sha256Hex(b)
+		rs.defDigest = definitionDigest(rs)
+	}
+	return nil
+}
+
 // errChildTimeout is why a run: step's timeout stopped its child task.
 var errChildTimeout = errors.New("the run step's timeout_seconds passed")
 
