@@ -87,7 +87,7 @@ func (e *Engine) prepare(path string, ro RunOptions) (*task, error) {
 	if err := e.pinLuaFiles(p, steps); err != nil {
 		return nil, err
 	}
-	if err := pinRunFiles(p, steps); err != nil {
+	if err := pinRunFiles(p, steps, vars["task_id"]); err != nil {
 		return nil, err
 	}
 	return &task{p: p, id: vars["task_id"], vars: vars, steps: steps,

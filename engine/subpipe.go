@@ -190,12 +190,18 @@ func (r *run) runChild(ctx context.Context, at *attemptRun) (executor.Result, er
 
 // pinRunFiles makes the bytes of each run: step's pipeline file part of
 // its definition and input digests, as a Lua step's files are: editing the
-// sub-pipeline of a step that succeeded is a change a resume names.
-func pinRunFiles(p *pipeline.Pipeline, steps []*renderedStep) error {
+// sub-pipeline of a step that succeeded is a change a resume names. It
+// also refuses, before anything runs, a child task id (of task taskID)
+// that cannot be one.
+func pinRunFiles(p *pipeline.Pipeline, steps []*renderedStep, taskID string) error {
 	for _, rs := range steps {
 		s := rs.step
 		if s.Run == "" {
 			continue
+		}
+		if id := pipeline.ChildTaskID(taskID, s.ID); statedir.ValidTaskID(id) != nil {
+			return &pipeline.Error{File: p.Path, Line: s.Line, Step: s.ID,
+				Msg: fmt.Sprintf("run %q: the sub-pipeline's task id %s: %v; choose a shorter --task-id", s.Run, id, statedir.ValidTaskID(id))}
 		}
 		b, err := os.ReadFile(filepath.Join(p.Dir, s.Run))
 		if err != nil {
