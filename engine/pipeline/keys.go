@@ -258,6 +258,12 @@ func (si *stepInfo) with(kv keyValue) {
 			si.s.With[p.key] = x
 		}
 	}
+	if len(kvs) > 0 {
+		si.withLines = make(map[string]int, len(kvs))
+		for _, p := range kvs {
+			si.withLines[p.key] = p.k.Line
+		}
+	}
 }
 
 func (si *stepInfo) env(kv keyValue) {

@@ -872,6 +872,9 @@ type stepInfo struct {
 	at       where
 	line     int // the step's line: its id key, else its mapping
 	deps     []*yaml.Node
+	// withLines are the lines of the keys of with:, for a run: step's
+	// checks.
+	withLines map[string]int
 	// keyLines holds the line of each key of stepFields present, by its
 	// position there; 0 when absent (YAML lines start at 1).
 	keyLines [maxStepKeys]int32

@@ -57,14 +57,22 @@ func (l *loader) checkRunShape(si *stepInfo) {
 			si.at.errf(line, "%s does not apply to a run step: the sub-pipeline's steps set their own; remove it", k)
 		}
 	}
-	line, _ := si.lineOf("with")
 	for _, k := range slices.Sorted(maps.Keys(si.s.With)) {
 		switch si.s.With[k].(type) {
 		case string, int, float64, bool:
 		default:
-			si.at.errf(line, "with.%s: a run step's with: sets variables of the sub-pipeline, which are text; give a string, a number or a boolean", snippet(k))
+			si.at.errf(si.withLine(k), "with.%s: a run step's with: sets variables of the sub-pipeline, which are text; give a string, a number or a boolean", snippet(k))
 		}
 	}
+}
+
+// withLine is the line of key k of the step's with:, else of with: itself.
+func (si *stepInfo) withLine(k string) int {
+	if line, ok := si.withLines[k]; ok {
+		return line
+	}
+	line, _ := si.lineOf("with")
+	return line
 }
 
 // RunPath is the path of a run: step's pipeline file: relative to the
@@ -179,9 +187,9 @@ func (l *loader) relName(abs string) string {
 // task_date may be passed; the other built-ins are set by apollo.
 func (l *loader) checkWithVars(r runRef, child *Pipeline) {
 	s, at := r.si.s, r.si.at
-	line, _ := r.si.lineOf("with")
 	used := templateNames(child)
 	for _, k := range slices.Sorted(maps.Keys(s.With)) {
+		line := r.si.withLine(k)
 		_, declared := child.Vars[k]
 		switch {
 		case k == "task_date", declared, used[k] && !slices.Contains(template.BuiltinVars(), k):

@@ -60,6 +60,14 @@ func TestRunChecks(t *testing.T) {
 				`a.yaml:5: step "x": with.task_id: task_id is built in and set by apollo for the sub-pipeline; it cannot be passed`,
 		},
 		{
+			name: "unknown var, its own line",
+			files: map[string]string{
+				"a.yaml": "task_name: a\nsteps:\n  - id: x\n    run: b.yaml\n    with:\n      region: eu\n      szie: big\n",
+				"b.yaml": "task_name: b\nvars: {region: us, size: s}\nsteps:\n  - id: y\n    command: echo {{region}} {{size}}\n",
+			},
+			want: `a.yaml:7: step "x": with.szie: b.yaml declares no variable "szie" and uses no {{szie}} (did you mean "size"?)`,
+		},
+		{
 			name: "keys",
 			files: map[string]string{
 				"a.yaml": "task_name: a\nsteps:\n  - id: x\n    run: b.txt\n  - id: z\n    run: ../b.yaml\n  - id: w\n    run: b.yaml\n    env: {A: b}\n    with: {l: [1]}\n",
