@@ -140,7 +140,7 @@ func docProblems(doc string, t reflect.Type) []string {
 		return []string{err.Error()}
 	}
 	want := map[string]bool{}
-	jsonFields(t, "", want)
+	jsonFields(t, "", want, nil)
 	var out []string
 	for path, omit := range want {
 		switch got, ok := d.fields[path]; {
@@ -163,15 +163,17 @@ func docProblems(doc string, t reflect.Type) []string {
 
 // jsonFields adds to out the JSON field paths of t ("steps.id": the
 // elements of a slice share its path), each true if encoding/json leaves it
-// out when empty.
-func jsonFields(t reflect.Type, prefix string, out map[string]bool) {
+// out when empty. A struct that holds itself (a sub-pipeline's plan in a
+// step of the plan) is documented once: within is the path's structs.
+func jsonFields(t reflect.Type, prefix string, out map[string]bool, within []reflect.Type) {
 	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
 		t = t.Elem()
 	}
 	if t.Kind() != reflect.Struct || t.Implements(reflect.TypeFor[json.Marshaler]()) ||
-		t.Implements(reflect.TypeFor[encoding.TextMarshaler]()) {
+		t.Implements(reflect.TypeFor[encoding.TextMarshaler]()) || slices.Contains(within, t) {
 		return
 	}
+	within = append(slices.Clip(within), t)
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
@@ -179,7 +181,7 @@ func jsonFields(t reflect.Type, prefix string, out map[string]bool) {
 			continue
 		}
 		if name == "" && f.Anonymous {
-			jsonFields(f.Type, prefix, out) // embedded: its fields are the parent's
+			jsonFields(f.Type, prefix, out, within) // embedded: its fields are the parent's
 			continue
 		}
 		if !f.IsExported() {
@@ -190,7 +192,7 @@ func jsonFields(t reflect.Type, prefix string, out map[string]bool) {
 		}
 		o := strings.Split(opts, ",")
 		out[prefix+name] = slices.Contains(o, "omitempty") || slices.Contains(o, "omitzero")
-		jsonFields(f.Type, prefix+name+".", out)
+		jsonFields(f.Type, prefix+name+".", out, within)
 	}
 }
 

@@ -32,7 +32,7 @@ func (r *run) work(ctx context.Context, n *node) nodeDone {
 			return d
 		}
 	}
-	if r.hub != nil && s.Foreach == nil { // a foreach template expands here
+	if r.hub != nil && s.Foreach == nil && s.Run == "" { // a foreach template expands here, a sub-pipeline runs here
 		return r.remoteWork(ctx, n)
 	}
 	ended := 0
@@ -364,6 +364,9 @@ func (r *run) runBody(ctx context.Context, at *attemptRun) (executor.Result, err
 			return executor.Result{}, err
 		}
 		return r.expandBody(at.n), nil
+	}
+	if s.Run != "" && at.lateErr == nil {
+		return r.runChild(ctx, at)
 	}
 	ex, err := r.executorFor(s)
 	if at.lateErr != nil {

@@ -24,7 +24,10 @@ import (
 // written); "cleanup:before" and "cleanup:after" (around a cleanup hook, its
 // CLEANUP record not yet written); "marker:pending" (a MARKER pending is
 // durable, the guarded code has not run) and "marker:done"; "summary:before"
-// (every step settled, the TASK_SUMMARY not yet written).
+// (every step settled, the TASK_SUMMARY not yet written); "subpipe:before"
+// and "subpipe:after" (a run: step's STEP_START is durable and its child
+// task not yet run; the child task has ended, the STEP_END not yet
+// written).
 const (
 	crashAtEnv    = "APOLLO_CRASH_AT"
 	crashTraceEnv = "APOLLO_CRASH_TRACE"

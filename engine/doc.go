@@ -30,7 +30,7 @@
 //	usage      → (nothing of apollo)
 //
 // What each holds: engine the scheduler and everything of one run (plan,
-// digests, snapshots, progress, summary); history the read-only views
+// digests, snapshots, progress, summary, the child tasks of sub-pipelines); history the read-only views
 // (inspect, list, logs, graph) and gc; completion shell completion scripts;
 // cron apollo serve's schedules and its schedule log; web apollo serve's
 // pages, API, live updates and metrics; intervene the manual interventions

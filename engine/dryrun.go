@@ -110,7 +110,34 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 		if mask != nil {
 			ps.Command, ps.Body, ps.Cleanup = mask.String(ps.Command), mask.String(ps.Body), mask.String(ps.Cleanup)
 		}
+		if s.Run != "" && willRun(ps.Action) {
+			if ps.Child, err = e.childPlan(t, rs, ro, ps.NextRetry == 0 || endedOK(st), pl.Log); err != nil {
+				return nil, err
+			}
+		}
 		pl.Steps = append(pl.Steps, ps)
+	}
+	return pl, nil
+}
+
+// willRun reports whether a plan's action runs the step.
+func willRun(action string) bool {
+	return action == ActionRun || action == ActionRerun || action == ActionCleanRerun
+}
+
+// childPlan is the plan of the sub-pipeline that the run: step rs would
+// run: a new child log for the step's first attempt (or its first since it
+// succeeded), else the child's newest log resumed.
+func (e *Engine) childPlan(t *task, rs *renderedStep, ro RunOptions, fresh bool, parentLog string) (*Plan, error) {
+	cr, err := childRunOf(t, rs, ro, fresh, masker(t, nil))
+	if err != nil {
+		return nil, err
+	}
+	cr.ro.DryRun = true
+	cr.ro.Fresh = cr.ro.Fresh || t.olderChild(parentLog, cr.ro.TaskID)
+	pl, err := e.Plan(cr.path, cr.ro)
+	if err != nil {
+		return nil, fmt.Errorf("step %q: plan of sub-pipeline %s: %w", rs.step.ID, cr.path, err)
 	}
 	return pl, nil
 }
@@ -192,6 +219,13 @@ func writePlan(w io.Writer, pl *Plan) {
 			fmt.Fprintf(w, "       $ %s\n", textfmt.OneLine(ps.Command, 300))
 		} else if ps.Body != "" {
 			fmt.Fprintf(w, "       %s\n", textfmt.OneLine(ps.Body, 300))
+		}
+		if ps.Child != nil {
+			var b strings.Builder
+			writePlan(&b, ps.Child)
+			for l := range strings.Lines(b.String()) {
+				io.WriteString(w, "       | "+l)
+			}
 		}
 	}
 }

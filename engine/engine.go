@@ -116,6 +116,15 @@ type RunOptions struct {
 	JSON          bool
 	// Hub, when its URLs are set, runs the steps on workers (docs/spec.md §8).
 	Hub HubOptions
+
+	// inherited are the variables of the task whose run: step runs this
+	// one: those the pipeline declares are set, under Vars (its with:).
+	inherited map[string]string
+	// secretVars are variables that hold a secret of that task: secret
+	// vars of this one too.
+	secretVars []string
+	// notBefore is the least start second of a new log: the parent's.
+	notBefore int64
 }
 
 // ChangedError refuses to resume a task whose succeeded steps changed.

@@ -37,6 +37,9 @@ type PlanStep struct {
 	Resources  []string `json:"resources,omitempty"`
 	WaitMS     int64    `json:"wait_ms,omitempty"`
 	InputReady bool     `json:"-"`
+	// Child is the plan of the sub-pipeline a run: step would run (or
+	// resume) as its task, when the step would run.
+	Child *Plan `json:"child,omitempty"`
 }
 
 // Plan is what apollo run would do now: per step, in dependency order.
@@ -165,6 +168,6 @@ const PlanJSONDoc = `JSON (--dry-run --json), one object:
    "steps": [{"id", "action": "run"|"keep"|"rerun"|"clean+rerun"|"skip"|"fail"|"leave", "reason",
               "status", "next_retry_count", "depends_on": [ids], "optional": bool,
               "command"? (rendered shell), "body"? (Lua), "cleanup"?, "when"? (its condition),
-              "resources"? [names it holds], "wait_ms"?}]}
+              "resources"? [names it holds], "wait_ms"?, "child"? (a run step's sub-pipeline: its plan, this object)}]}
   steps are in dependency order.
 `

@@ -45,6 +45,8 @@ func (rs *renderedStep) body() string {
 		return s.Lua
 	case s.Script != "":
 		return "script:" + s.Script
+	case s.Run != "":
+		return "run:" + s.Run
 	default:
 		return "uses:" + s.Uses
 	}

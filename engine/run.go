@@ -69,10 +69,11 @@ func (e *Engine) prepare(path string, ro RunOptions) (*task, error) {
 	if err != nil {
 		return nil, err
 	}
-	vars, err := taskVars(p, ro.Vars, ro.TaskID, e.opts.StateDir, e.opts.Clock.Now())
+	vars, err := taskVars(p, inheritVars(p, ro.inherited, ro.Vars), ro.TaskID, e.opts.StateDir, e.opts.Clock.Now())
 	if err != nil {
 		return nil, &usage.Error{Msg: err.Error()}
 	}
+	addSecretVars(p, vars, ro.secretVars)
 	if p, err = p.Expand(vars); err != nil {
 		return nil, err
 	}
@@ -84,6 +85,9 @@ func (e *Engine) prepare(path string, ro RunOptions) (*task, error) {
 		return nil, err
 	}
 	if err := e.pinLuaFiles(p, steps); err != nil {
+		return nil, err
+	}
+	if err := pinRunFiles(p, steps, vars["task_id"]); err != nil {
 		return nil, err
 	}
 	return &task{p: p, id: vars["task_id"], vars: vars, steps: steps,
@@ -190,6 +194,7 @@ type node struct {
 	outDigest string
 	output    json.RawMessage
 	left      bool       // outside --only or --until: not run
+	rerunOK   bool       // its last attempt succeeded: it runs again after a reset or resume_from
 	holding   bool       // it holds its resources (the scheduler's)
 	warm      *warmShell // the shell of the next attempt, started ahead, or nil
 	// warmedChild is set (by the scheduler) once warmUp started a child's
@@ -320,7 +325,9 @@ func (r *run) openLog(latest string) error {
 	t := r.t
 	create := latest == "" || r.ro.Fresh
 	if create {
-		start := r.started.Unix()
+		// A sub-pipeline's log starts no earlier than its parent's, which
+		// olderChild relies on.
+		start := max(r.started.Unix(), r.ro.notBefore)
 		if latest != "" {
 			if logs, _ := t.dir.TaskLogs(t.id); len(logs) > 0 && logs[len(logs)-1].Start >= start {
 				start = logs[len(logs)-1].Start + 1 // names must stay unique and ordered
@@ -489,8 +496,12 @@ func (r *run) taskStart() *eventlog.Record {
 		if deps == nil {
 			deps = []string{}
 		}
-		info.Steps = append(info.Steps, eventlog.StepInfo{ID: rs.step.ID, DependsOn: deps,
-			Optional: rs.step.Optional, DefinitionDigest: rs.defDigest, HasCleanup: rs.step.HasCleanup()})
+		si := eventlog.StepInfo{ID: rs.step.ID, DependsOn: deps,
+			Optional: rs.step.Optional, DefinitionDigest: rs.defDigest, HasCleanup: rs.step.HasCleanup()}
+		if rs.step.Run != "" {
+			si.Child = pipeline.ChildTaskID(t.id, rs.step.ID)
+		}
+		info.Steps = append(info.Steps, si)
 	}
 	return &eventlog.Record{EventType: eventlog.TaskStart, Status: eventlog.Running, Start: info}
 }

@@ -28,6 +28,7 @@ func (r *run) buildNodes(sc scope) error {
 			unclean:  st.Unclean,
 			prevPGID: st.PGID,
 			lastErr:  st.LastError,
+			rerunOK:  endedOK(st),
 		}
 		n.retry = n.plan.NextRetry
 		if st.Attempts > 0 {

@@ -86,7 +86,9 @@ self-describing. step_id is "", status RUNNING. start holds:
 	                 (never null), definition_digest (sha256:<hex> of what
 	                 defines the step: a resume compares it to refuse a step
 	                 changed since it succeeded), and optional and
-	                 has_cleanup, left out when false
+	                 has_cleanup, left out when false, and child, the task
+	                 id of the sub-pipeline a run: step runs, left out
+	                 for other steps
 	vars             the variables, name to value
 	pid, host        the runner's process and host
 	run_nonce        16 random hex digits, naming this log (a snapshot checks

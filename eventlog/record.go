@@ -142,6 +142,9 @@ type StepInfo struct {
 	Optional         bool     `json:"optional,omitempty"`
 	DefinitionDigest string   `json:"definition_digest"`
 	HasCleanup       bool     `json:"has_cleanup,omitempty"`
+	// Child is the task id of the sub-pipeline a run: step runs, "" for
+	// other steps.
+	Child string `json:"child,omitempty"`
 }
 
 // SummaryInfo is the body of a TASK_SUMMARY.
@@ -1221,7 +1224,7 @@ var (
 		"worker", "pool", "src_seq"}
 	startNames = []string{"v", "task_name", "pipeline", "pipeline_digest", "steps", "vars", "pid", "host",
 		"run_nonce", "invocation", "durability", "parallelism", "apollo_version"}
-	stepNames         = []string{"id", "depends_on", "optional", "definition_digest", "has_cleanup"}
+	stepNames         = []string{"id", "depends_on", "optional", "definition_digest", "has_cleanup", "child"}
 	summaryNames      = []string{"counts", "failed", "failed_optional", "blocked", "interrupted", "fsync"}
 	fsyncNames        = []string{"count", "total_us", "max_us"}
 	markerNames       = []string{"name", "state", "result"}
@@ -1404,6 +1407,8 @@ func (d *decoder) stepInfo(st *StepInfo) {
 			st.DefinitionDigest = d.str()
 		case 4: // has_cleanup
 			st.HasCleanup = d.boolean()
+		case 5: // child
+			st.Child = d.str()
 		}
 	}
 }

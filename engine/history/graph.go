@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"apollo/engine/pipeline"
@@ -36,6 +38,7 @@ type Graph struct {
 	TaskName string
 	TaskID   string // "" when no task was given
 	Log      string // the log the states come from, "" if none
+	Pipeline string // the pipeline file, as given
 	Nodes    []GraphNode
 }
 
@@ -47,6 +50,9 @@ type GraphNode struct {
 	// State is SUCCESS, FAILED, RUNNING, SKIPPED, PENDING or dirty; "" when
 	// the graph has no task.
 	State string
+	// Child is the DAG of the sub-pipeline a run: step runs, its states
+	// those of the child task; nil for other steps.
+	Child *Graph
 }
 
 // Graph loads the pipeline at path and returns its DAG, with each step's
@@ -56,29 +62,40 @@ func (h Runs) Graph(path string, o GraphOptions) (*Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A foreach or matrix step is drawn as its instances, as a run makes them.
-	vars := maps.Clone(p.Vars)
-	maps.Copy(vars, o.Vars)
-	if p, err = p.Expand(vars); err != nil {
-		return nil, err
-	}
-	g := &Graph{TaskName: p.TaskName, TaskID: o.TaskID}
-	states := map[string]string{}
 	if o.TaskID != "" {
 		if err := statedir.ValidTaskID(o.TaskID); err != nil {
 			return nil, usage.Errorf("--task-id: %v", err)
 		}
-		logPath, _, err := h.Dir.FindLog(o.TaskID)
+	}
+	// A foreach or matrix step is drawn as its instances, as a run makes them.
+	vars := maps.Clone(p.Vars)
+	maps.Copy(vars, o.Vars)
+	return h.graph(p, vars, o.TaskID, nil)
+}
+
+// graph is the DAG of p, rendered with vars, each step's state read from
+// task taskID's log when taskID is set; a run: step holds its
+// sub-pipeline's. within are the files of the pipelines being drawn, whose
+// run: steps led here: a cycle (which validate reports) is drawn once.
+func (h Runs) graph(p *pipeline.Pipeline, vars map[string]string, taskID string, within []string) (*Graph, error) {
+	p, err := p.Expand(vars)
+	if err != nil {
+		return nil, err
+	}
+	g := &Graph{TaskName: p.TaskName, TaskID: taskID, Pipeline: p.Path}
+	states := map[string]string{}
+	if taskID != "" {
+		logPath, _, err := h.Dir.FindLog(taskID)
 		if err != nil {
 			return nil, err
 		}
 		if logPath != "" {
 			g.Log = logPath
-			state, _, err := statedir.Replay(logPath, o.TaskID, nil)
+			state, _, err := statedir.Replay(logPath, taskID, nil)
 			if err != nil {
 				return nil, err
 			}
-			_, held := eventlog.Holder(h.Dir.Lock(o.TaskID))
+			_, held := eventlog.Holder(h.Dir.Lock(taskID))
 			for id, st := range state.Steps {
 				states[id] = st.Status
 				if st.Dirty && !held {
@@ -87,13 +104,32 @@ func (h Runs) Graph(path string, o GraphOptions) (*Graph, error) {
 			}
 		}
 	}
+	self := filepath.Join(p.Dir, filepath.Base(p.Path))
+	within = append(slices.Clip(within), self)
 	for _, i := range p.TopoOrder() {
 		s := p.Steps[i]
 		n := GraphNode{ID: s.ID, DependsOn: s.DependsOn, Optional: s.Optional}
-		if o.TaskID != "" {
+		if taskID != "" {
 			n.State = eventlog.Pending
 			if st, ok := states[s.ID]; ok && st != "" {
 				n.State = st
+			}
+		}
+		if s.Run != "" && !slices.Contains(within, filepath.Join(p.Dir, s.Run)) {
+			child, err := pipeline.LoadRun(p, s)
+			if err != nil {
+				return nil, err
+			}
+			cv := maps.Clone(child.Vars)
+			for k, v := range s.With {
+				cv[k] = fmt.Sprint(v)
+			}
+			childID := ""
+			if taskID != "" {
+				childID = pipeline.ChildTaskID(taskID, s.ID)
+			}
+			if n.Child, err = h.graph(child, cv, childID, within); err != nil {
+				return nil, err
 			}
 		}
 		g.Nodes = append(g.Nodes, n)
@@ -127,13 +163,24 @@ func dotQuote(s string) string {
 }
 
 // WriteDOT prints g in Graphviz's DOT language: `apollo graph p.yaml |
-// dot -Tsvg > dag.svg`. Optional steps have a dashed border.
+// dot -Tsvg > dag.svg`. Optional steps have a dashed border; a run: step's
+// sub-pipeline is a cluster (subgraph cluster_...) beside it, its nodes
+// named STEP/CHILD_STEP, a dashed edge leading to each of its first steps.
 func WriteDOT(w io.Writer, g *Graph) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "digraph %s {\n", dotQuote(g.TaskName))
 	fmt.Fprintf(&b, "  graph [rankdir=LR, label=%s, labelloc=t, fontname=\"Helvetica\"];\n", dotQuote(g.title()))
 	b.WriteString("  node [shape=box, style=\"rounded,filled\", fillcolor=\"#ffffff\", fontname=\"Helvetica\"];\n")
 	b.WriteString("  edge [color=\"#616161\"];\n")
+	writeDOTNodes(&b, g, "", "  ")
+	b.WriteString("}\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeDOTNodes writes g's nodes and edges, each node named prefix+id,
+// and its sub-pipelines' clusters.
+func writeDOTNodes(b *strings.Builder, g *Graph, prefix, indent string) {
 	for _, n := range g.Nodes {
 		attrs := []string{}
 		label := n.ID
@@ -146,16 +193,33 @@ func WriteDOT(w io.Writer, g *Graph) error {
 		if n.Optional {
 			attrs = append(attrs, `style="rounded,filled,dashed"`)
 		}
-		fmt.Fprintf(&b, "  %s [%s];\n", dotQuote(n.ID), strings.Join(attrs, ", "))
+		fmt.Fprintf(b, "%s%s [%s];\n", indent, dotQuote(prefix+n.ID), strings.Join(attrs, ", "))
 	}
 	for _, n := range g.Nodes {
 		for _, d := range n.DependsOn {
-			fmt.Fprintf(&b, "  %s -> %s;\n", dotQuote(d), dotQuote(n.ID))
+			fmt.Fprintf(b, "%s%s -> %s;\n", indent, dotQuote(prefix+d), dotQuote(prefix+n.ID))
 		}
 	}
-	b.WriteString("}\n")
-	_, err := io.WriteString(w, b.String())
-	return err
+	for _, n := range g.Nodes {
+		c := n.Child
+		if c == nil {
+			continue
+		}
+		inner := prefix + n.ID + "/"
+		fmt.Fprintf(b, "%ssubgraph %s {\n", indent, dotQuote("cluster_"+prefix+n.ID))
+		label := "run " + c.Pipeline + ": " + c.TaskName
+		if c.TaskID != "" {
+			label += " (task " + c.TaskID + ")"
+		}
+		fmt.Fprintf(b, "%s  graph [label=%s, style=\"rounded,dashed\", color=\"#9e9e9e\"];\n", indent, dotQuote(label))
+		writeDOTNodes(b, c, inner, indent+"  ")
+		fmt.Fprintf(b, "%s}\n", indent)
+		for _, cn := range c.Nodes {
+			if len(cn.DependsOn) == 0 {
+				fmt.Fprintf(b, "%s%s -> %s [style=dashed];\n", indent, dotQuote(prefix+n.ID), dotQuote(inner+cn.ID))
+			}
+		}
+	}
 }
 
 // mermaidText escapes s for a quoted Mermaid label.
@@ -165,37 +229,16 @@ func mermaidText(s string) string {
 
 // WriteMermaid prints g as a Mermaid flowchart, for Markdown that GitHub
 // and GitLab render. Nodes are named s0, s1, … (a step id such as "end"
-// would be a Mermaid keyword); optional steps are drawn as stadiums.
+// would be a Mermaid keyword); optional steps are drawn as stadiums; a
+// run: step's sub-pipeline is a subgraph, a dashed edge leading to each of
+// its first steps.
 func WriteMermaid(w io.Writer, g *Graph) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "---\ntitle: %s\n---\nflowchart LR\n", g.title())
-	name := map[string]string{}
-	for i, n := range g.Nodes {
-		name[n.ID] = fmt.Sprintf("s%d", i)
-	}
-	for _, n := range g.Nodes {
-		label := mermaidText(n.ID)
-		if n.State != "" {
-			label += "<br/>" + n.State
-		}
-		open, close := "[", "]"
-		if n.Optional {
-			open, close = "([", "])"
-		}
-		fmt.Fprintf(&b, "  %s%s\"%s\"%s\n", name[n.ID], open, label, close)
-	}
-	for _, n := range g.Nodes {
-		for _, d := range n.DependsOn {
-			fmt.Fprintf(&b, "  %s --> %s\n", name[d], name[n.ID])
-		}
-	}
+	m := &mermaid{b: &b, byState: map[string][]string{}}
+	m.nodes(g, "  ")
 	for _, st := range graphStates {
-		var members []string
-		for _, n := range g.Nodes {
-			if n.State == st {
-				members = append(members, name[n.ID])
-			}
-		}
+		members := m.byState[st]
 		if len(members) == 0 {
 			continue
 		}
@@ -205,4 +248,57 @@ func WriteMermaid(w io.Writer, g *Graph) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// mermaid writes a flowchart, numbering its nodes across subgraphs.
+type mermaid struct {
+	b       *strings.Builder
+	next    int
+	byState map[string][]string // node names by state
+}
+
+// nodes writes g's nodes and edges, then its sub-pipelines' subgraphs, and
+// returns the name of each of g's nodes.
+func (m *mermaid) nodes(g *Graph, indent string) map[string]string {
+	name := map[string]string{}
+	for _, n := range g.Nodes {
+		name[n.ID] = fmt.Sprintf("s%d", m.next)
+		m.next++
+	}
+	for _, n := range g.Nodes {
+		label := mermaidText(n.ID)
+		if n.State != "" {
+			label += "<br/>" + n.State
+			m.byState[n.State] = append(m.byState[n.State], name[n.ID])
+		}
+		open, close := "[", "]"
+		if n.Optional {
+			open, close = "([", "])"
+		}
+		fmt.Fprintf(m.b, "%s%s%s\"%s\"%s\n", indent, name[n.ID], open, label, close)
+	}
+	for _, n := range g.Nodes {
+		for _, d := range n.DependsOn {
+			fmt.Fprintf(m.b, "%s%s --> %s\n", indent, name[d], name[n.ID])
+		}
+	}
+	for _, n := range g.Nodes {
+		c := n.Child
+		if c == nil {
+			continue
+		}
+		label := "run " + c.Pipeline + ": " + c.TaskName
+		if c.TaskID != "" {
+			label += " (task " + c.TaskID + ")"
+		}
+		fmt.Fprintf(m.b, "%ssubgraph %s_run[\"%s\"]\n", indent, name[n.ID], mermaidText(label))
+		inner := m.nodes(c, indent+"  ")
+		fmt.Fprintf(m.b, "%send\n", indent)
+		for _, cn := range c.Nodes {
+			if len(cn.DependsOn) == 0 {
+				fmt.Fprintf(m.b, "%s%s -.-> %s\n", indent, name[n.ID], inner[cn.ID])
+			}
+		}
+	}
+	return name
 }

@@ -3,6 +3,7 @@ package history_test
 import (
 	"bytes"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -141,5 +142,50 @@ func TestGraphErrors(t *testing.T) {
 	var ue *usage.Error
 	if _, err := e.Graph(graphPipeline, history.GraphOptions{TaskID: "../x"}); err == nil || !errors.As(err, &ue) {
 		t.Errorf("history.Graph(task ../x) = %v, want a UsageError", err)
+	}
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGraphSubPipeline checks that a run: step's sub-pipeline is drawn
+// beside it: a DOT cluster and a Mermaid subgraph, its nodes named apart
+// from the parent's, a dashed edge to its first steps.
+func TestGraphSubPipeline(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "p.yaml"), "task_name: p\nsteps:\n  - id: a\n    command: echo\n"+
+		"  - id: sub\n    run: c.yaml\n    with: {n: 1}\n    depends_on: [a]\n")
+	writeFile(t, filepath.Join(dir, "c.yaml"), "task_name: c\nsteps:\n  - id: a\n    command: echo {{n}}\n"+
+		"  - id: b\n    command: echo\n    depends_on: [a]\n")
+	g, err := runsOf(engine.Options{StateDir: t.TempDir()}).Graph(filepath.Join(dir, "p.yaml"), history.GraphOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dot, mmd bytes.Buffer
+	if err := history.WriteDOT(&dot, g); err != nil {
+		t.Fatal(err)
+	}
+	if err := history.WriteMermaid(&mmd, g); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"  subgraph \"cluster_sub\" {\n",
+		"    \"sub/a\" [label=\"a\"];\n",
+		"    \"sub/a\" -> \"sub/b\";\n",
+		"  \"sub\" -> \"sub/a\" [style=dashed];\n",
+		"  \"a\" -> \"sub\";\n",
+	} {
+		if !strings.Contains(dot.String(), want) {
+			t.Errorf("WriteDOT() lacks %q:\n%s", want, dot.String())
+		}
+	}
+	for _, want := range []string{"  subgraph s1_run[\"run ", "    s2[\"a\"]\n", "    s2 --> s3\n", "  end\n", "  s1 -.-> s2\n"} {
+		if !strings.Contains(mmd.String(), want) {
+			t.Errorf("WriteMermaid() lacks %q:\n%s", want, mmd.String())
+		}
 	}
 }

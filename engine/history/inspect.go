@@ -55,6 +55,9 @@ type ReportStep struct {
 	DurationMS    int64    `json:"duration_ms"`
 	LastError     string   `json:"last_error"`
 	OutputDigest  string   `json:"output_digest,omitempty"`
+	// Child is the report on the sub-pipeline task a run: step runs, once
+	// its log exists.
+	Child *Report `json:"child,omitempty"`
 }
 
 // ReportMarker is one idempotency marker in a Report.
@@ -66,6 +69,14 @@ type ReportMarker struct {
 // Inspect reports on a task, named by its id (its newest log in the state
 // folder, live or archived) or by a log file's path.
 func (h Runs) Inspect(target string) (*Report, error) {
+	return h.inspect(target, 0)
+}
+
+// maxChildDepth bounds how deep inspect follows sub-pipelines: validation
+// refuses cycles, but logs may come from anywhere.
+const maxChildDepth = 32
+
+func (h Runs) inspect(target string, depth int) (*Report, error) {
 	logPath, taskID, err := h.findTarget(target)
 	if err != nil {
 		return nil, err
@@ -85,6 +96,27 @@ func (h Runs) Inspect(target string) (*Report, error) {
 	rep.Runner = &RunnerInfo{Held: held, PID: pid}
 	if held {
 		rep.Status = "running"
+	}
+	if state.Start != nil && depth < maxChildDepth {
+		children := map[string]string{}
+		for _, si := range state.Start.Steps {
+			if si.Child != "" {
+				children[si.ID] = si.Child
+			}
+		}
+		for i := range rep.Steps {
+			id := children[rep.Steps[i].ID]
+			if id == "" {
+				continue
+			}
+			ch := h
+			ch.Dir = dir
+			if p, _, err := dir.FindLog(id); err == nil && p != "" {
+				if rep.Steps[i].Child, err = ch.inspect(id, depth+1); err != nil {
+					return nil, fmt.Errorf("sub-pipeline task %s of step %s: %w", id, rep.Steps[i].ID, err)
+				}
+			}
+		}
 	}
 	return rep, nil
 }
@@ -219,7 +251,22 @@ func WriteReport(w io.Writer, rep *Report, now time.Time) {
 		fmt.Fprintf(w, "note:     ignored a %d-byte torn tail (a write cut off by a crash); the next run will cut it and keep the bytes aside\n", rep.TornBytes)
 	}
 	fmt.Fprintf(w, "\n%-24s %-8s %8s  %-20s %9s  %s\n", "STEP", "STATE", "ATTEMPTS", "LAST EVENT", "DURATION", "LAST ERROR")
-	for _, s := range rep.Steps {
+	writeSteps(w, rep.Steps, "")
+	if len(rep.Next) > 0 {
+		fmt.Fprintf(w, "\nnext runnable: %s\n", strings.Join(rep.Next, ", "))
+	}
+	if len(rep.Markers) > 0 {
+		fmt.Fprintf(w, "\nmarkers:\n")
+		for _, m := range rep.Markers {
+			fmt.Fprintf(w, "  %-30s %s\n", m.Name, m.State)
+		}
+	}
+}
+
+// writeSteps prints the rows of steps, each sub-pipeline's steps under its
+// run: step, indented by a level more.
+func writeSteps(w io.Writer, steps []ReportStep, indent string) {
+	for _, s := range steps {
 		state := s.Status
 		if s.Dirty {
 			state = "DIRTY"
@@ -232,15 +279,10 @@ func WriteReport(w io.Writer, rep *Report, now time.Time) {
 		if s.DurationMS > 0 || s.Status == eventlog.Success {
 			dur = textfmt.Duration(time.Duration(s.DurationMS) * time.Millisecond).String()
 		}
-		fmt.Fprintf(w, "%-24s %-8s %8d  %-20s %9s  %s\n", s.ID, state, s.Attempts, last, dur, textfmt.OneLine(s.LastError, 100))
-	}
-	if len(rep.Next) > 0 {
-		fmt.Fprintf(w, "\nnext runnable: %s\n", strings.Join(rep.Next, ", "))
-	}
-	if len(rep.Markers) > 0 {
-		fmt.Fprintf(w, "\nmarkers:\n")
-		for _, m := range rep.Markers {
-			fmt.Fprintf(w, "  %-30s %s\n", m.Name, m.State)
+		fmt.Fprintf(w, "%-24s %-8s %8d  %-20s %9s  %s\n", indent+s.ID, state, s.Attempts, last, dur, textfmt.OneLine(s.LastError, 100))
+		if c := s.Child; c != nil {
+			fmt.Fprintf(w, "%s  task %s (%s): %s, log %s\n", indent, c.TaskID, c.TaskName, c.Status, c.Log)
+			writeSteps(w, c.Steps, indent+"  ")
 		}
 	}
 }
@@ -256,7 +298,8 @@ const ReportJSONDoc = `JSON (--json), one object:
    "status": "complete"|"failed"|"interrupted"|"running"|"unfinished",
    "runner": {"held": bool, "pid"?}, "invocations", "started_at", "last_event",
    "steps": [{"id", "status", "attempts", "retry_count", "dirty": bool, "optional": bool,
-              "depends_on": [ids], "last_timestamp", "duration_ms", "last_error", "output_digest"?}],
+              "depends_on": [ids], "last_timestamp", "duration_ms", "last_error", "output_digest"?,
+              "child"? (a run step's sub-pipeline task: its report, this object)}],
    "next": [step ids a run would start first], "markers": [{"name", "state"}],
    "torn_tail_bytes"?, "archived"? (true: read from apollo gc's archive), "records"}
   Times are RFC 3339 UTC.

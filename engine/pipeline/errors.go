@@ -46,6 +46,9 @@ func (e *Error) Unwrap() error { return e.err }
 type problems struct {
 	file string
 	list []*Error
+	// others are problems of other files (the sub-pipelines that run:
+	// steps name), listed after this file's, as their loads sorted them.
+	others []*Error
 }
 
 func (p *problems) add(line int, step, format string, args ...any) {
@@ -58,9 +61,12 @@ func (p *problems) err() error {
 		return nil
 	}
 	slices.SortStableFunc(p.list, func(a, b *Error) int { return cmp.Compare(a.Line, b.Line) })
-	errs := make([]error, len(p.list))
-	for i, e := range p.list {
-		errs[i] = e
+	errs := make([]error, 0, len(p.list)+len(p.others))
+	for _, e := range p.list {
+		errs = append(errs, e)
+	}
+	for _, e := range p.others {
+		errs = append(errs, e)
 	}
 	return errors.Join(errs...)
 }

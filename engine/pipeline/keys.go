@@ -101,6 +101,7 @@ var stepFields = []stepField{
 	{"lua", roleBody, luaHook(func(s *Step) (*string, *int) { return &s.Lua, &s.LuaLine })},
 	{"script", roleBody, scriptHook(func(s *Step) *string { return &s.Script })},
 	{"uses", roleBody, (*stepInfo).uses},
+	{"run", roleBody, (*stepInfo).subPipeline}, // subpipe.go
 	{"with", roleOther, (*stepInfo).with},
 	{"depends_on", roleOther, func(si *stepInfo, kv keyValue) { si.deps, _ = si.at.list(kv.key, "step ids", kv.v) }},
 	{"optional", roleOther, func(si *stepInfo, kv keyValue) { si.s.Optional, _ = si.at.boolean(kv.key, kv.v) }},
@@ -195,7 +196,7 @@ var (
 	topAliases = map[string]string{"name": "task_name", "task": "task_name", "tasks": "steps", "jobs": "steps",
 		"parallel": "parallelism", "concurrency": "parallelism", "retries": "max_retries",
 		"retry_delay": "retry_delay_seconds", "variables": "vars"}
-	stepAliases = map[string]string{"name": "id", "cmd": "command", "run": "command", "shell": "command",
+	stepAliases = map[string]string{"name": "id", "cmd": "command", "shell": "command",
 		"needs": "depends_on", "depends": "depends_on", "deps": "depends_on", "after": "depends_on",
 		"requires": "depends_on", "timeout": "timeout_seconds", "retries": "max_retries", "retry": "retry_policy",
 		"environment": "env", "params": "with", "parameters": "with", "args": "with", "cleanup": "cleanup_command",
@@ -288,6 +289,12 @@ func (si *stepInfo) with(kv keyValue) {
 	for _, p := range kvs {
 		if x, ok := si.at.value(joinPath("with", p.key), p.v); ok {
 			si.s.With[p.key] = x
+		}
+	}
+	if len(kvs) > 0 {
+		si.withLines = make(map[string]int, len(kvs))
+		for _, p := range kvs {
+			si.withLines[p.key] = p.k.Line
 		}
 	}
 }

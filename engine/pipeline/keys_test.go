@@ -17,7 +17,7 @@ func TestStepFields(t *testing.T) {
 			t.Errorf("step key %q: decoder set = %v", f.key, f.decode != nil)
 		}
 	}
-	if want := []string{"command", "lua", "script", "uses"}; !slices.Equal(bodyKeys, want) {
+	if want := []string{"command", "lua", "script", "uses", "run"}; !slices.Equal(bodyKeys, want) {
 		t.Errorf("bodyKeys = %v, want %v", bodyKeys, want)
 	}
 	if want := []string{"cleanup_command", "cleanup_lua", "cleanup_script"}; !slices.Equal(cleanupKeys, want) {

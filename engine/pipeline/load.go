@@ -54,6 +54,10 @@ type LoadOptions struct {
 	// Bundled holds the bundled step modules that uses may name, searched
 	// after the modules folders (as Options.Bundled); nil is none.
 	Bundled fs.FS
+
+	// within are the absolute paths of the pipelines whose run: steps led
+	// to this one, outermost first: a run: naming one of them is a cycle.
+	within []string
 }
 
 // Load reads, strictly decodes and validates the pipeline at path. On failure it
@@ -257,6 +261,7 @@ type loader struct {
 	// and to resources, checked once the top level is read
 	outputRefs   []outputRef
 	resourceRefs []resourceRef
+	runRefs      []runRef
 	foreachVars  []varRef
 	// the lines of secret_vars' items
 	secretVarLines []int
@@ -867,6 +872,9 @@ type stepInfo struct {
 	at       where
 	line     int // the step's line: its id key, else its mapping
 	deps     []*yaml.Node
+	// withLines are the lines of the keys of with:, for a run: step's
+	// checks.
+	withLines map[string]int
 	// keyLines holds the line of each key of stepFields present, by its
 	// position there; 0 when absent (YAML lines start at 1).
 	keyLines [maxStepKeys]int32
@@ -993,7 +1001,7 @@ func (l *loader) checkStepShape(si *stepInfo) {
 	bodies := present(bodyKeys, bodyBuf[:0])
 	switch len(bodies) {
 	case 0:
-		at.errf(si.line, "has no body; add one of command, lua, script or uses")
+		at.errf(si.line, "has no body; add one of command, lua, script, uses or run")
 	case 1:
 	default:
 		line, _ := si.lineOf(bodies[1])
@@ -1004,6 +1012,9 @@ func (l *loader) checkStepShape(si *stepInfo) {
 		at.errf(line, "has %s; keep at most one cleanup hook", andList(cleanups))
 	}
 	isLua := s.Lua != "" || s.Script != "" || s.Uses != ""
+	if len(bodies) == 1 && bodies[0] == "run" {
+		l.checkRunShape(si)
+	}
 	if line, ok := si.lineOf("with"); ok && len(bodies) == 1 && bodies[0] == "command" {
 		at.errf(line, "with is read by Lua steps (as ctx.params), not by a command; pass values through env or the command itself")
 	}
@@ -1024,6 +1035,9 @@ func (l *loader) checkStepShape(si *stepInfo) {
 		s.WorkingDir = "" // a default working_dir is for shell steps
 	} else {
 		s.Allow, s.HTTPHosts = nil, nil // a default allow is for Lua steps
+	}
+	if s.Run != "" {
+		s.WorkingDir, s.Env = "", nil // the sub-pipeline's steps have their own
 	}
 	l.checkForeach(si)
 	// retry_policy defaults to none, which never retries: a step that asks

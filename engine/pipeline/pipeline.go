@@ -85,6 +85,9 @@ type Step struct {
 	Lua     string
 	Script  string // path relative to the pipeline's folder
 	Uses    string // module name
+	// Run is a sub-pipeline: a pipeline file, relative to this one's
+	// folder, run as a task of its own (docs/spec.md §2.11).
+	Run string
 
 	// At most one cleanup hook is set.
 	CleanupCommand string

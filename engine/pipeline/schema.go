@@ -221,7 +221,13 @@ const pipelineSchema = `{
           "type": ["string", "number", "boolean"],
           "pattern": "^[A-Za-z0-9_]+(\\.[A-Za-z0-9_]+)*$"
         },
-        "with": {"description": "Parameters for a Lua step (ctx.params).", "type": ["object", "null"]},
+        "run": {
+          "description": "A sub-pipeline: a pipeline file, relative to this one's folder, run as a task of its own (task id <task id>.<step id>, its own log); with: sets its vars.",
+          "allOf": [{"$ref": "#/$defs/localPath"}],
+          "type": "string",
+          "pattern": "\\.ya?ml$"
+        },
+        "with": {"description": "Parameters for a Lua step (ctx.params); for a run step, variables of the sub-pipeline.", "type": ["object", "null"]},
         "depends_on": {
           "description": "Ids of the steps that must end first.",
           "type": ["array", "null"],
@@ -272,7 +278,8 @@ const pipelineSchema = `{
         {"required": ["command"]},
         {"required": ["lua"]},
         {"required": ["script"]},
-        {"required": ["uses"]}
+        {"required": ["uses"]},
+        {"required": ["run"]}
       ],
       "not": {
         "anyOf": [
@@ -285,6 +292,14 @@ const pipelineSchema = `{
         {
           "if": {"required": ["command"]},
           "then": {"not": {"anyOf": [{"required": ["with"]}, {"required": ["memory_mb"]}, {"required": ["isolation"]}, {"required": ["allow"]}]}}
+        },
+        {
+          "if": {"required": ["run"]},
+          "then": {
+            "not": {"anyOf": [{"required": ["env"]}, {"required": ["memory_mb"]}, {"required": ["isolation"]}, {"required": ["allow"]},
+              {"required": ["working_dir"]}, {"required": ["cleanup_command"]}, {"required": ["cleanup_lua"]}, {"required": ["cleanup_script"]}]},
+            "properties": {"with": {"type": ["object", "null"], "additionalProperties": {"type": ["string", "number", "boolean"]}}}
+          }
         },
         {
           "if": {"required": ["working_dir"]},

@@ -409,6 +409,7 @@ func (l *loader) checkRefs() {
 		}
 	}
 	l.checkWorkingDirs()
+	l.checkRuns()
 	if len(l.refs) == 0 {
 		return
 	}

@@ -1,0 +1,293 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"apollo/engine/executor"
+	"apollo/engine/pipeline"
+	"apollo/engine/statedir"
+	"apollo/engine/textfmt"
+	"apollo/eventlog"
+)
+
+// A run: step is run by the engine itself, not by an executor: its
+// attempt runs the sub-pipeline as a task of its own, with its own log and
+// lock in the same state folder (docs/spec.md §2.11). The child's task id
+// is derived from the parent's (pipeline.ChildTaskID), so a resume of the
+// parent finds the child's log and resumes it: its finished steps are
+// kept. The step succeeds when the child task completes, its output the
+// outputs of the child's steps.
+
+// childRun is how an attempt of a run: step runs its sub-pipeline.
+type childRun struct {
+	path string
+	ro   RunOptions
+}
+
+// childRunOf describes the sub-pipeline run of rs in task t, for an
+// attempt (fresh: start a new child log rather than resume the newest).
+//
+// A child variable that holds a secret of the parent — inherited from one
+// of its secret_vars, or a with: value that mask changes — is a secret
+// var of the child too: masked in its records and output.
+func childRunOf(t *task, rs *renderedStep, ro RunOptions, fresh bool, mask *textfmt.Masker) (childRun, error) {
+	s := rs.step
+	id := pipeline.ChildTaskID(t.id, s.ID)
+	if err := statedir.ValidTaskID(id); err != nil {
+		return childRun{}, fmt.Errorf("run %s: the sub-pipeline's task id %s: %w", s.Run, id, err)
+	}
+	vars := make(map[string]string, len(rs.with))
+	for k, v := range rs.with {
+		vars[k] = varText(v)
+	}
+	var secret []string
+	for k, v := range vars {
+		if mask.String(v) != v {
+			secret = append(secret, k)
+		}
+	}
+	inherited := map[string]string{}
+	for k, v := range t.vars {
+		if _, set := vars[k]; !set && !slices.Contains(builtinVars, k) {
+			inherited[k] = v
+			if slices.Contains(t.p.SecretVars, k) {
+				secret = append(secret, k)
+			}
+		}
+	}
+	slices.Sort(secret)
+	return childRun{path: pipeline.RunPath(t.p, s), ro: RunOptions{Vars: vars, inherited: inherited, secretVars: secret,
+		TaskID: id, Fresh: fresh, AcceptChanges: ro.AcceptChanges, Hub: ro.Hub, DryRun: ro.DryRun}}, nil
+}
+
+// builtinVars are the variables apollo sets for each task: a child gets
+// its own (task_date aside, which it inherits unless with: sets it).
+var builtinVars = []string{"task_id", "task_name", "step_id", "artifacts_dir", "state_dir"}
+
+// varText is a with: value as a variable's text: numbers and booleans as
+// YAML wrote them.
+func varText(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int:
+		return strconv.Itoa(x)
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case bool:
+		return strconv.FormatBool(x)
+	}
+	return fmt.Sprint(v)
+}
+
+// childFresh reports whether the attempt of n starts its sub-pipeline
+// anew: the step's first attempt in this log, or its first since it
+// succeeded (a reset or resume_from runs it again). Any other attempt
+// follows a failed or cut-off one, and resumes the child's log.
+func childFresh(n *node, retry int) bool {
+	return retry == 0 || (n.attempts == 1 && n.rerunOK)
+}
+
+// endedOK reports whether a step's last attempt ended SUCCESS, whatever an
+// intervention (reset, resume_from) made of its state since.
+func endedOK(st *eventlog.StepState) bool {
+	return st.Attempts > 0 && !st.Dirty && !st.Unclean && st.LastError == "" && st.OutputDigest != ""
+}
+
+// olderChild reports whether the newest log of task childID began before
+// the parent's log at parentLog: an earlier parent run's child (a crash
+// cut the step's first attempt off before its child's log was made). The
+// step starts a new child then, never resuming another run's. A child's
+// log never starts before its parent's (RunOptions.notBefore).
+func (t *task) olderChild(parentLog, childID string) bool {
+	_, pstart, _, ok := statedir.ParseLogName(filepath.Base(parentLog))
+	if !ok {
+		return false
+	}
+	logs, err := t.dir.TaskLogs(childID)
+	if err != nil || len(logs) == 0 {
+		return false
+	}
+	return logs[len(logs)-1].Start < pstart
+}
+
+// child returns an engine for a sub-pipeline: this one's options, its
+// progress lines written to w (the attempt's output file).
+func (e *Engine) child(w *os.File) *Engine {
+	opts := e.opts
+	opts.Stdout, opts.Stderr = w, w
+	opts.Progress, opts.Color = ProgressPlain, false
+	return New(opts)
+}
+
+// runChild is the attempt of a run: step: the sub-pipeline's task, run
+// (or resumed) to its end. The error is the parent's log's: the run must
+// stop.
+func (r *run) runChild(ctx context.Context, at *attemptRun) (executor.Result, error) {
+	n := at.n
+	if err := at.a.Started(0); err != nil { // the STEP_START is durable first
+		return executor.Result{}, err
+	}
+	cr, err := childRunOf(r.t, n.rs, r.ro, childFresh(n, at.retry), r.mask)
+	if err != nil {
+		return executor.Result{Err: err, ExitCode: -1, NotStarted: true}, nil
+	}
+	cr.ro.Fresh = cr.ro.Fresh || r.t.olderChild(r.logPath, cr.ro.TaskID)
+	if _, start, _, ok := statedir.ParseLogName(filepath.Base(r.logPath)); ok {
+		cr.ro.notBefore = start
+	}
+	out, err := os.OpenFile(at.a.OutputPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return executor.Result{Err: fmt.Errorf("open the output file: %w", err), ExitCode: -1, NotStarted: true}, nil
+	}
+	defer out.Close()
+	fmt.Fprintf(out, "apollo: run %s as task %s\n", cr.path, cr.ro.TaskID)
+	child := r.e.child(out)
+	// The step's timeout stops the child task as an interrupt would: its
+	// steps are interrupted, not timed out by a timeout of their own.
+	cctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	if d := n.rs.step.Timeout; d > 0 {
+		timer := time.AfterFunc(d, func() { stop(errChildTimeout) })
+		defer timer.Stop()
+	}
+	r.e.crash("subpipe:before")
+	cerr := child.Run(cctx, cr.path, cr.ro)
+	r.e.crash("subpipe:after")
+	timedOut := errors.Is(context.Cause(cctx), errChildTimeout) && ctx.Err() == nil
+	res := executor.Result{}
+	switch {
+	case cerr == nil:
+		res.Output, res.Err = child.childOutputs(cr.ro.TaskID)
+		if res.Err == nil {
+			res.OutputDigest = sha256Hex(res.Output)
+		}
+	case timedOut:
+		res.TimedOut = true
+		res.Err = fmt.Errorf("timed out after %s: sub-pipeline %s (task %s) was stopped; its next attempt resumes it", n.rs.step.Timeout, cr.path, cr.ro.TaskID)
+	case ctx.Err() != nil || errors.As(cerr, new(*InterruptedError)):
+		res.Interrupted = true
+		res.Err = fmt.Errorf("interrupted: sub-pipeline %s (task %s) was stopped; its next attempt resumes it", cr.path, cr.ro.TaskID)
+	default:
+		res.Err = fmt.Errorf("sub-pipeline %s: %w%s", cr.path, cerr, child.childErrors(cr.ro.TaskID, cerr))
+	}
+	if res.Err != nil {
+		res.ExitCode = 1
+		fmt.Fprintf(out, "apollo: %v\n", res.Err)
+	}
+	return res, nil
+}
+
+// pinRunFiles makes the bytes of each run: step's pipeline file part of
+// its definition and input digests, as a Lua step's files are: editing the
+// sub-pipeline of a step that succeeded is a change a resume names. It
+// also refuses, before anything runs, a child task id (of task taskID)
+// that cannot be one.
+func pinRunFiles(p *pipeline.Pipeline, steps []*renderedStep, taskID string) error {
+	for _, rs := range steps {
+		s := rs.step
+		if s.Run == "" {
+			continue
+		}
+		if id := pipeline.ChildTaskID(taskID, s.ID); statedir.ValidTaskID(id) != nil {
+			return &pipeline.Error{File: p.Path, Line: s.Line, Step: s.ID,
+				Msg: fmt.Sprintf("run %q: the sub-pipeline's task id %s: %v; choose a shorter --task-id", s.Run, id, statedir.ValidTaskID(id))}
+		}
+		b, err := os.ReadFile(filepath.Join(p.Dir, s.Run))
+		if err != nil {
+			return &pipeline.Error{File: p.Path, Line: s.Line, Step: s.ID, Msg: fmt.Sprintf("run %q: %v", s.Run, err)}
+		}
+		rs.filesDigest = sha256Hex(b)
+		rs.defDigest = definitionDigest(rs)
+	}
+	return nil
+}
+
+// errChildTimeout is why a run: step's timeout stopped its child task.
+var errChildTimeout = errors.New("the run step's timeout_seconds passed")
+
+// childOutputs reads the outputs of a complete child task's steps from its
+// log: an object of step id to output, the steps that published none left
+// out.
+func (e *Engine) childOutputs(taskID string) (json.RawMessage, error) {
+	dir := statedir.Dir{Root: e.opts.StateDir}
+	path, _, err := dir.FindLog(taskID)
+	if err != nil || path == "" {
+		return nil, fmt.Errorf("read the outputs of task %s: no log (%v)", taskID, err)
+	}
+	state, _, err := statedir.Replay(path, taskID, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read the outputs of task %s: %w", taskID, err)
+	}
+	outputs := map[string]json.RawMessage{}
+	for id, st := range state.Steps {
+		if st.Status == eventlog.Success && len(st.Output) > 0 {
+			outputs[id] = st.Output
+		}
+	}
+	return json.Marshal(outputs) // sorted keys: canonical
+}
+
+// childErrors is what a failed child task's error adds: the error of each
+// failed step, from the child's log.
+func (e *Engine) childErrors(taskID string, err error) string {
+	var tf *TaskFailedError
+	if !errors.As(err, &tf) || len(tf.Failed) == 0 {
+		return ""
+	}
+	dir := statedir.Dir{Root: e.opts.StateDir}
+	path, _, _ := dir.FindLog(taskID)
+	if path == "" {
+		return ""
+	}
+	state, _, rerr := statedir.Replay(path, taskID, nil)
+	if rerr != nil {
+		return ""
+	}
+	var parts []string
+	for _, id := range tf.Failed {
+		if st := state.Steps[id]; st != nil && st.LastError != "" {
+			parts = append(parts, fmt.Sprintf("step %s: %s", id, st.LastError))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
+}
+
+// addSecretVars makes names secret vars of p, those it has.
+func addSecretVars(p *pipeline.Pipeline, vars map[string]string, names []string) {
+	for _, name := range names {
+		if _, ok := vars[name]; ok && !slices.Contains(p.SecretVars, name) {
+			p.SecretVars = append(p.SecretVars, name)
+		}
+	}
+}
+
+// inheritVars returns the variables a sub-pipeline p is run with: the
+// inherited ones it declares under vars: (and task_date), then its with:
+// values.
+func inheritVars(p *pipeline.Pipeline, inherited, with map[string]string) map[string]string {
+	if inherited == nil {
+		return with
+	}
+	vars := map[string]string{}
+	for k, v := range inherited {
+		if _, declared := p.Vars[k]; declared || k == "task_date" {
+			vars[k] = v
+		}
+	}
+	maps.Copy(vars, with)
+	return vars
+}
