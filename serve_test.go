@@ -112,23 +112,33 @@ func mustRequest(ts *testscript.TestScript, method, u string) *http.Request {
 	return req
 }
 
-// cmdWaitHTTP waits (up to 30s) until GET URL answers and its body matches
-// a regular expression: waithttp [-token FILE] URL [REGEXP].
+// cmdWaitHTTP waits (up to 30s, or the -wait duration) until GET URL
+// answers and its body matches a regular expression:
+// waithttp [-token FILE] [-wait DURATION] URL [REGEXP].
 func cmdWaitHTTP(ts *testscript.TestScript, neg bool, args []string) {
-	token := ""
-	if len(args) > 2 && args[0] == "-token" {
-		token = strings.TrimSpace(ts.ReadFile(args[1]))
+	token, wait := "", 30*time.Second
+	for len(args) > 2 && strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "-token":
+			token = strings.TrimSpace(ts.ReadFile(args[1]))
+		case "-wait":
+			d, err := time.ParseDuration(args[1])
+			ts.Check(err)
+			wait = d
+		default:
+			ts.Fatalf("waithttp: unknown option %s", args[0])
+		}
 		args = args[2:]
 	}
 	if len(args) < 1 || len(args) > 2 {
-		ts.Fatalf("usage: waithttp [-token FILE] URL [REGEXP]")
+		ts.Fatalf("usage: waithttp [-token FILE] [-wait DURATION] URL [REGEXP]")
 	}
 	re := regexp.MustCompile(".")
 	if len(args) == 2 {
 		re = regexp.MustCompile(args[1])
 	}
 	last := ""
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		req, _ := http.NewRequest("GET", args[0], nil)
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
@@ -144,5 +154,5 @@ func cmdWaitHTTP(ts *testscript.TestScript, neg bool, args []string) {
 			return
 		}
 	}
-	ts.Fatalf("waithttp %s: no answer matching %q within 30s; last:\n%s", args[0], re, last)
+	ts.Fatalf("waithttp %s: no answer matching %q within %s; last:\n%s", args[0], re, wait, last)
 }
