@@ -9,7 +9,7 @@
 // way: down this list, never up (TestImportArrows checks these lines
 // against the code).
 //
-//	engine     → clock, executor, intervene, markers, pipeline, remote, statedir, template, textfmt, usage; eventlog, luart, stdlib
+//	engine     → cache, clock, executor, intervene, markers, pipeline, remote, statedir, template, textfmt, usage; eventlog, luart, stdlib
 //	history    → pipeline, statedir, textfmt, usage; eventlog
 //	worker     → executor, remote; stdlib
 //	hub        → remote

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"apollo/engine/cache"
 	"apollo/engine/statedir"
 	"apollo/engine/textfmt"
 	"apollo/eventlog"
@@ -80,6 +81,7 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 	pl.Steps = make([]PlanStep, 0, len(t.steps))
 	now := e.opts.Clock.Now()
 	notStarted := &eventlog.StepState{Status: eventlog.Pending} // read only
+	fc := &planCache{store: cache.New(t.dir.Root, e.opts.FS), r: &run{e: e, t: t, ro: ro}, results: map[string]*planResult{}}
 	for _, i := range t.p.TopoOrder() {
 		rs := t.steps[i]
 		s := rs.step
@@ -91,6 +93,7 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 		if pl.Complete {
 			ps.Action, ps.Reason = ActionKeep, "task complete"
 		}
+		fc.decide(rs, st, &ps)
 		ps.Command = rs.command
 		if s.Command == "" {
 			ps.Body = rs.body()
@@ -170,8 +173,11 @@ func writePlan(w io.Writer, pl *Plan) {
 			line = append(line, "ms before its retry"...)
 		}
 		w.Write(append(line, '\n'))
-		if ps.Action == ActionKeep || ps.Action == ActionSkip || ps.Action == ActionLeave {
+		if ps.Action == ActionKeep || ps.Action == ActionSkip || ps.Action == ActionLeave || ps.Action == ActionCached {
 			continue
+		}
+		if ps.Cache != "" {
+			fmt.Fprintf(w, "       not from the cache: %s\n", ps.Cache)
 		}
 		for _, name := range ps.Resources {
 			fmt.Fprintf(w, "       holds %s (at most %d step(s) at once)\n", name, pl.Resources[name])
