@@ -54,6 +54,9 @@ type ReportStep struct {
 	DurationMS    int64    `json:"duration_ms"`
 	LastError     string   `json:"last_error"`
 	OutputDigest  string   `json:"output_digest,omitempty"`
+	// CachedFrom names the task run whose result the step took from the
+	// cache.
+	CachedFrom string `json:"cached_from,omitempty"`
 }
 
 // ReportMarker is one idempotency marker in a Report.
@@ -141,7 +144,7 @@ func report(state *eventlog.State, logPath string, records int, torn int64) *Rep
 		}
 		rep.Steps = append(rep.Steps, ReportStep{ID: id, Status: st.Status, Attempts: st.Attempts, RetryCount: st.RetryCount,
 			Dirty: st.Dirty, Optional: si.Optional, DependsOn: deps, LastTimestamp: st.LastTimestamp,
-			DurationMS: st.DurationMS, LastError: st.LastError, OutputDigest: st.OutputDigest})
+			DurationMS: st.DurationMS, LastError: st.LastError, OutputDigest: st.OutputDigest, CachedFrom: st.CachedFrom})
 	}
 	rep.Next = nextRunnable(state, graph, order)
 	names := slices.Sorted(maps.Keys(state.Markers))
@@ -230,7 +233,11 @@ func WriteReport(w io.Writer, rep *Report, now time.Time) {
 		if s.DurationMS > 0 || s.Status == eventlog.Success {
 			dur = textfmt.Duration(time.Duration(s.DurationMS) * time.Millisecond).String()
 		}
-		fmt.Fprintf(w, "%-24s %-8s %8d  %-20s %9s  %s\n", s.ID, state, s.Attempts, last, dur, textfmt.OneLine(s.LastError, 100))
+		note := textfmt.OneLine(s.LastError, 100)
+		if s.CachedFrom != "" {
+			note = "cached from " + s.CachedFrom
+		}
+		fmt.Fprintf(w, "%-24s %-8s %8d  %-20s %9s  %s\n", s.ID, state, s.Attempts, last, dur, note)
 	}
 	if len(rep.Next) > 0 {
 		fmt.Fprintf(w, "\nnext runnable: %s\n", strings.Join(rep.Next, ", "))
@@ -254,7 +261,8 @@ const ReportJSONDoc = `JSON (--json), one object:
    "status": "complete"|"failed"|"interrupted"|"running"|"unfinished",
    "runner": {"held": bool, "pid"?}, "invocations", "started_at", "last_event",
    "steps": [{"id", "status", "attempts", "retry_count", "dirty": bool, "optional": bool,
-              "depends_on": [ids], "last_timestamp", "duration_ms", "last_error", "output_digest"?}],
+              "depends_on": [ids], "last_timestamp", "duration_ms", "last_error", "output_digest"?,
+              "cached_from"? (the task run whose result it took from the cache)}],
    "next": [step ids a run would start first], "markers": [{"name", "state"}],
    "torn_tail_bytes"?, "archived"? (true: read from apollo gc's archive), "records"}
   Times are RFC 3339 UTC.
