@@ -47,6 +47,21 @@ type GraphNode struct {
 	// State is SUCCESS, FAILED, RUNNING, SKIPPED, PENDING or dirty; "" when
 	// the graph has no task.
 	State string
+	// Cache is set for a step with cache:; CachedFrom names the task run
+	// whose result it took from the cache, in the graph's task.
+	Cache      bool
+	CachedFrom string
+}
+
+// note is what a node's label says below its id and state of the cache.
+func (n *GraphNode) note() string {
+	switch {
+	case n.CachedFrom != "":
+		return "cached from " + n.CachedFrom
+	case n.Cache && n.State == "":
+		return "cache"
+	}
+	return ""
 }
 
 // Graph loads the pipeline at path and returns its DAG, with each step's
@@ -64,6 +79,7 @@ func (h Runs) Graph(path string, o GraphOptions) (*Graph, error) {
 	}
 	g := &Graph{TaskName: p.TaskName, TaskID: o.TaskID}
 	states := map[string]string{}
+	cachedFrom := map[string]string{}
 	if o.TaskID != "" {
 		if err := statedir.ValidTaskID(o.TaskID); err != nil {
 			return nil, usage.Errorf("--task-id: %v", err)
@@ -81,6 +97,9 @@ func (h Runs) Graph(path string, o GraphOptions) (*Graph, error) {
 			_, held := eventlog.Holder(h.Dir.Lock(o.TaskID))
 			for id, st := range state.Steps {
 				states[id] = st.Status
+				if st.Status == eventlog.Success && st.CachedFrom != "" {
+					cachedFrom[id] = st.CachedFrom
+				}
 				if st.Dirty && !held {
 					states[id] = StateDirty
 				}
@@ -89,7 +108,7 @@ func (h Runs) Graph(path string, o GraphOptions) (*Graph, error) {
 	}
 	for _, i := range p.TopoOrder() {
 		s := p.Steps[i]
-		n := GraphNode{ID: s.ID, DependsOn: s.DependsOn, Optional: s.Optional}
+		n := GraphNode{ID: s.ID, DependsOn: s.DependsOn, Optional: s.Optional, Cache: s.Cache != nil, CachedFrom: cachedFrom[s.ID]}
 		if o.TaskID != "" {
 			n.State = eventlog.Pending
 			if st, ok := states[s.ID]; ok && st != "" {
@@ -142,6 +161,9 @@ func WriteDOT(w io.Writer, g *Graph) error {
 			c := stateColors[n.State]
 			attrs = append(attrs, fmt.Sprintf("fillcolor=%s", dotQuote(c[0])), fmt.Sprintf("color=%s", dotQuote(c[1])))
 		}
+		if note := n.note(); note != "" {
+			label += "\n" + note
+		}
 		attrs = append([]string{"label=" + dotQuote(label)}, attrs...)
 		if n.Optional {
 			attrs = append(attrs, `style="rounded,filled,dashed"`)
@@ -177,6 +199,9 @@ func WriteMermaid(w io.Writer, g *Graph) error {
 		label := mermaidText(n.ID)
 		if n.State != "" {
 			label += "<br/>" + n.State
+		}
+		if note := n.note(); note != "" {
+			label += "<br/>" + mermaidText(note)
 		}
 		open, close := "[", "]"
 		if n.Optional {
