@@ -22,7 +22,7 @@ type GCOptions struct {
 
 // GCResult is what gc removed (or would remove, in a dry run).
 type GCResult struct {
-	Entries []*Entry `json:"entries"`
+	Entries []*Entry `json:"removed"`
 	// Broken are entries that could not be read, or whose blobs are gone.
 	Broken []string `json:"broken,omitempty"`
 	// Blobs counts the blobs no entry names any more, Bytes their size.
