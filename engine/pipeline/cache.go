@@ -42,14 +42,15 @@ func (si *stepInfo) cache(kv keyValue) {
 		switch p.key {
 		case "key":
 			if k, ok := si.at.nonEmpty("cache.key", p.v); ok {
-				si.at.template("cache.key", deref(p.v), k, false)
-				noOutputRef(si, "cache.key", p.v, k)
+				if noOutputRef(si, "cache.key", p.v, k) {
+					si.at.template("cache.key", deref(p.v), k, false)
+				}
 				c.Key = k
 			}
 		case "paths":
 			si.s.Outputs = append(si.s.Outputs, si.pathList("cache.paths", p.v, si.s.Outputs)...)
 		default:
-			si.at.unknownKey(p.k, cacheKeys, nil)
+			si.at.errf(p.k.Line, "cache has an unknown key %q%s; it takes key and paths", snippet(p.key), DidYouMean(p.key, cacheKeys))
 		}
 	}
 	si.s.Cache = c
@@ -84,8 +85,9 @@ func (si *stepInfo) pathList(key string, n *yaml.Node, have []string) []string {
 			si.at.errf(item.Line, "%s: %q %s", key, snippet(p), msg)
 			continue
 		}
-		si.at.template(key, item, p, false)
-		noOutputRef(si, key, item, p)
+		if noOutputRef(si, key, item, p) {
+			si.at.template(key, item, p, false)
+		}
 		p = filepath.Clean(p)
 		if slices.Contains(out, p) || slices.Contains(have, p) {
 			si.at.errf(item.Line, "%s lists %q twice; remove one", key, p)
@@ -96,18 +98,21 @@ func (si *stepInfo) pathList(key string, n *yaml.Node, have []string) []string {
 	return out
 }
 
-// noOutputRef refuses {{outputs.STEP}} in a cache key or a path: they are
-// read before the step's upstream steps are known to have run.
-func noOutputRef(si *stepInfo, key string, n *yaml.Node, s string) {
+// noOutputRef refuses {{outputs.STEP}} in a cache key or a path, which
+// are rendered before any step runs. It reports whether there was none.
+func noOutputRef(si *stepInfo, key string, n *yaml.Node, s string) bool {
 	segs, err := template.Parse(s)
 	if err != nil {
-		return // reported by template
+		return true // template reports it
 	}
+	none := true
 	for _, sg := range segs {
 		if _, _, ok := template.OutputRef(sg.Name); ok {
 			si.at.errf(lineIn(deref(n), s, sg.Offset), "%s: {{%s}} names an upstream output; a cache key and its paths take vars and {{item}} only", key, sg.Name)
+			none = false
 		}
 	}
+	return none
 }
 
 // checkCache checks a step's cache:, inputs: and outputs: against its
