@@ -54,7 +54,9 @@ func (r *run) work(ctx context.Context, n *node) nodeDone {
 	if err != nil {
 		return r.attempt(ctx, n) // the attempt fails on the same error
 	}
-	if n.attempts == 0 && !r.ro.NoCache {
+	// A step --resume-from or --only names to run again runs: its result
+	// is what is in question.
+	if n.attempts == 0 && !r.ro.NoCache && !r.sc.rerun[s.ID] {
 		if d, hit := r.fromCache(n, pr); hit {
 			return d
 		}

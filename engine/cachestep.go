@@ -257,6 +257,9 @@ func (pc *planCache) decide(rs *renderedStep, st *eventlog.StepState, ps *PlanSt
 	case r.ro.Hub.URLs != "":
 		ps.Cache = "the cache is not used with --hub"
 		return
+	case r.sc.rerun[s.ID]:
+		ps.Cache = "run again by " + r.sc.why
+		return
 	case len(r.t.p.Secrets) > 0:
 		ps.Cache = "decided when it runs (its key holds the secrets, which a dry run does not read)"
 		return

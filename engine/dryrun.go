@@ -81,7 +81,7 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 	pl.Steps = make([]PlanStep, 0, len(t.steps))
 	now := e.opts.Clock.Now()
 	notStarted := &eventlog.StepState{Status: eventlog.Pending} // read only
-	fc := &planCache{store: cache.New(t.dir.Root, e.opts.FS), r: &run{e: e, t: t, ro: ro}, results: map[string]*planResult{}}
+	fc := &planCache{store: cache.New(t.dir.Root, e.opts.FS), r: &run{e: e, t: t, ro: ro, sc: sc}, results: map[string]*planResult{}}
 	for _, i := range t.p.TopoOrder() {
 		rs := t.steps[i]
 		s := rs.step
