@@ -56,11 +56,11 @@ var cacheTortureSteps = []string{"gen", "upper", "count"}
 // result was in the cache when its task began never runs; a step taken
 // from the cache never starts in that log; and at the end of each task the
 // output files hold what the steps make. APOLLO_CACHE_TORTURE_KILLS sets
-// the number of kills (default 40, 10 with -short); APOLLO_SEED replays one.
+// the number of kills (default 40, 6 with -short); APOLLO_SEED replays one.
 func TestCacheTorture(t *testing.T) {
 	kills := envInt("APOLLO_CACHE_TORTURE_KILLS", 40)
 	if testing.Short() && os.Getenv("APOLLO_CACHE_TORTURE_KILLS") == "" {
-		kills = 10
+		kills = 6
 	}
 	seed := uint64(envInt("APOLLO_SEED", int(time.Now().UnixNano()%1e9)))
 	t.Logf("APOLLO_SEED=%d", seed)

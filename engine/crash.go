@@ -24,7 +24,10 @@ import (
 // written); "cleanup:before" and "cleanup:after" (around a cleanup hook, its
 // CLEANUP record not yet written); "marker:pending" (a MARKER pending is
 // durable, the guarded code has not run) and "marker:done"; "summary:before"
-// (every step settled, the TASK_SUMMARY not yet written).
+// (every step settled, the TASK_SUMMARY not yet written); "cache:restored"
+// (a cached step's outputs restored, its STEP_END not yet written) and
+// "cache:saved" (a cached step's STEP_END durable and its blobs saved, its
+// cache entry not yet written).
 const (
 	crashAtEnv    = "APOLLO_CRASH_AT"
 	crashTraceEnv = "APOLLO_CRASH_TRACE"

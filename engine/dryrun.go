@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"apollo/engine/cache"
+	"apollo/engine/pipeline"
 	"apollo/engine/statedir"
 	"apollo/engine/textfmt"
 	"apollo/eventlog"
@@ -81,7 +83,10 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 	pl.Steps = make([]PlanStep, 0, len(t.steps))
 	now := e.opts.Clock.Now()
 	notStarted := &eventlog.StepState{Status: eventlog.Pending} // read only
-	fc := &planCache{store: cache.New(t.dir.Root, e.opts.FS), r: &run{e: e, t: t, ro: ro, sc: sc}, results: map[string]*planResult{}}
+	var fc *planCache                                           // only for a pipeline with cached steps: a plan may have 100,000 steps
+	if slices.ContainsFunc(t.p.Steps, func(s *pipeline.Step) bool { return s.Cache != nil }) {
+		fc = &planCache{store: cache.New(t.dir.Root, e.opts.FS), r: &run{e: e, t: t, ro: ro, sc: sc}, results: map[string]*planResult{}}
+	}
 	for _, i := range t.p.TopoOrder() {
 		rs := t.steps[i]
 		s := rs.step
@@ -93,7 +98,9 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 		if pl.Complete {
 			ps.Action, ps.Reason = ActionKeep, "task complete"
 		}
-		fc.decide(rs, st, &ps)
+		if fc != nil {
+			fc.decide(rs, st, &ps)
+		}
 		ps.Command = rs.command
 		if s.Command == "" {
 			ps.Body = rs.body()
