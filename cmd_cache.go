@@ -72,6 +72,9 @@ func runCache(_ context.Context, o *cacheOptions, in invocation) error {
 		}
 		entries = only(entries, o.taskName)
 		if o.json {
+			if entries == nil {
+				entries = []*cache.Entry{} // [], not null
+			}
 			return textfmt.WriteJSON(in.stdout, map[string]any{"entries": entries})
 		}
 		writeEntries(in.stdout, entries)

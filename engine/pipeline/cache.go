@@ -132,6 +132,6 @@ func (l *loader) checkCache(si *stepInfo) {
 	case s.Handler != "":
 		at.errf(line, "cache does not apply to an %s handler: it runs for the task's outcome, which its inputs do not show", s.Handler)
 	case s.Foreach != nil && s.Foreach.Output != "":
-		at.errf(line, "cache does not apply to a foreach over an output; put cache: on the steps its instances run instead")
+		at.errf(line, "cache does not apply to a foreach over an output, whose instances are known only when it has run")
 	}
 }
