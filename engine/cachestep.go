@@ -285,6 +285,11 @@ func (pc *planCache) decide(rs *renderedStep, st *eventlog.StepState, ps *PlanSt
 		return
 	}
 	ps.Action, ps.CachedFrom = ActionCached, e.TaskID
+	for _, f := range e.Outputs {
+		if d, _, err := cache.HashFile(filepath.Join(r.stepDir(s), f.Path)); err != nil || d != f.Digest {
+			ps.Restores = append(ps.Restores, f.Path)
+		}
+	}
 	ps.Reason = "cached from " + e.TaskID + ": its inputs are unchanged"
 	if s.When != "" {
 		ps.Reason += " (if its when: holds)"

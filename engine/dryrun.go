@@ -180,6 +180,9 @@ func writePlan(w io.Writer, pl *Plan) {
 			line = append(line, "ms before its retry"...)
 		}
 		w.Write(append(line, '\n'))
+		if len(ps.Restores) > 0 {
+			fmt.Fprintf(w, "       restores %s\n", textfmt.OneLine(strings.Join(ps.Restores, ", "), 300))
+		}
 		if ps.Action == ActionKeep || ps.Action == ActionSkip || ps.Action == ActionLeave || ps.Action == ActionCached {
 			continue
 		}

@@ -41,6 +41,9 @@ type PlanStep struct {
 	// Cache says why a step with cache: would run instead.
 	CachedFrom string `json:"cached_from,omitempty"`
 	Cache      string `json:"cache,omitempty"`
+	// Restores are the outputs: files a cached step would restore: those
+	// missing or changed.
+	Restores []string `json:"restores,omitempty"`
 	InputReady bool   `json:"-"`
 }
 
@@ -172,6 +175,7 @@ const PlanJSONDoc = `JSON (--dry-run --json), one object:
               "command"? (rendered shell), "body"? (Lua), "cleanup"?, "when"? (its condition),
               "resources"? [names it holds], "wait_ms"?,
               "cached_from"? (the task run a cached step's result comes from),
+              "restores"? [the outputs files it would restore: missing or changed],
               "cache"? (why a step with cache: runs instead)}]}
   steps are in dependency order.
 `
