@@ -43,8 +43,8 @@ type PlanStep struct {
 	Cache      string `json:"cache,omitempty"`
 	// Restores are the outputs: files a cached step would restore: those
 	// missing or changed.
-	Restores []string `json:"restores,omitempty"`
-	InputReady bool   `json:"-"`
+	Restores   []string `json:"restores,omitempty"`
+	InputReady bool     `json:"-"`
 }
 
 // Plan is what apollo run would do now: per step, in dependency order.
