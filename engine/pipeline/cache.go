@@ -28,7 +28,7 @@ var cacheKeys = []string{"key", "paths"}
 func (si *stepInfo) cache(kv keyValue) {
 	v := deref(kv.v)
 	switch {
-	case v.Kind == yaml.ScalarNode && v.Tag == "!!bool":
+	case v.Kind == yaml.ScalarNode && (v.Tag == "!!bool" || v.Tag == "!!str" && yaml11Bools[strings.ToLower(v.Value)]):
 		if on, ok := si.at.boolean(kv.key, v); ok && on {
 			si.s.Cache = &Cache{}
 		}
