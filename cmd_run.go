@@ -41,6 +41,7 @@ type runOptions struct {
 	hub           hubFlags
 	pool          string
 	dates         string
+	noCache       bool
 }
 
 func (o *runOptions) addFlags(fs *pflag.FlagSet) {
@@ -59,6 +60,7 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.progress, "progress", engine.ProgressAuto, "progress display: auto, board, plain or quiet")
 	o.hub.addFlags(fs, "run the steps on workers through this hub: nats://host:port[,nats://host:port...]")
 	fs.StringVar(&o.pool, "pool", "", "with --hub: the pool of steps that name none (default \"default\")")
+	fs.BoolVar(&o.noCache, "no-cache", false, "run steps with cache: instead of taking their results from the cache (their new results are saved)")
 	fs.StringVar(&o.dates, "dates", "", "backfill: run the task of each date, oldest first (FROM..TO, or dates and ranges joined by commas)")
 }
 
@@ -96,7 +98,7 @@ func runRun(ctx context.Context, o *runOptions, in invocation) error {
 	}
 	e := newEngine(o.stateDir, o.progress, in.stdout, in.stderr)
 	ro := engine.RunOptions{Vars: vars, TaskID: o.taskID, Fresh: o.fresh,
-		ResumeFrom: o.resumeFrom, Only: o.only, Until: o.until, AcceptChanges: o.acceptChanges, Parallel: o.parallel, DryRun: o.dryRun, JSON: o.json,
+		ResumeFrom: o.resumeFrom, Only: o.only, Until: o.until, AcceptChanges: o.acceptChanges, Parallel: o.parallel, DryRun: o.dryRun, JSON: o.json, NoCache: o.noCache,
 		Hub: engine.HubOptions{URLs: o.hub.urls, Pool: o.pool, Auth: o.hub.auth(),
 			CallTimeout: envDuration(envHubCallTimeout), GiveUp: envDuration(envHubGiveUp), LeaseTTL: envDuration(envHubLeaseTTL)}}
 	if in.changed("dates") {

@@ -51,7 +51,7 @@ func TestJSONDocValues(t *testing.T) {
 		want       []string
 	}{
 		{engine.PlanJSONDoc, "steps.action", []string{engine.ActionRun, engine.ActionKeep, engine.ActionRerun,
-			engine.ActionCleanRerun, engine.ActionSkip, engine.ActionCrashLoop, engine.ActionLeave}},
+			engine.ActionCleanRerun, engine.ActionSkip, engine.ActionCrashLoop, engine.ActionLeave, engine.ActionCached}},
 		{history.GCJSONDoc, "kept.reason", []string{history.KeepRunning, history.KeepUnfinished, history.KeepRecent, history.KeepCorrupt}},
 	}
 	for _, tt := range tests {

@@ -50,7 +50,7 @@ const exitCodeTable = `Exit codes:
 func commands() []subcommand {
 	return []subcommand{
 		runCommand(), hubCommand(), workerCommand(), validateCommand(), inspectCommand(), listCommand(), logsCommand(), graphCommand(),
-		gcCommand(), scriptCommand(), serveCommand(), schemaCommand(), completionCommand(), luaTypesCommand(), versionCommand(),
+		gcCommand(), cacheCommand(), scriptCommand(), serveCommand(), schemaCommand(), completionCommand(), luaTypesCommand(), versionCommand(),
 	}
 }
 

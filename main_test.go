@@ -136,6 +136,9 @@ func cmdRecords(ts *testscript.TestScript, neg bool, args []string) {
 		if r.Message != "" {
 			fmt.Fprintf(&b, " message=%q", r.Message)
 		}
+		if r.CachedFrom != "" {
+			fmt.Fprintf(&b, " cached_from=%s", r.CachedFrom)
+		}
 		b.WriteString("\n")
 	}
 	ts.Stdout().Write(b.Bytes())

@@ -47,7 +47,25 @@ func (r *run) work(ctx context.Context, n *node) nodeDone {
 			return d
 		}
 	}
-	return r.attempt(ctx, n)
+	if !r.cacheable(n) {
+		return r.attempt(ctx, n)
+	}
+	pr, err := r.probe(n)
+	if err != nil {
+		return r.attempt(ctx, n) // the attempt fails on the same error
+	}
+	// A step --resume-from or --only names to run again runs: its result
+	// is what is in question.
+	if n.attempts == 0 && !r.ro.NoCache && !r.sc.rerun[s.ID] {
+		if d, hit := r.fromCache(n, pr); hit {
+			return d
+		}
+	}
+	d := r.attempt(ctx, n)
+	if d.status == eventlog.Success && d.logErr == nil {
+		r.saveCache(n, pr)
+	}
+	return d
 }
 
 // cleanup runs before a rerun, after ended leftover processes of the

@@ -27,7 +27,9 @@ import (
 // (every step settled, the TASK_SUMMARY not yet written); "subpipe:before"
 // and "subpipe:after" (a run: step's STEP_START is durable and its child
 // task not yet run; the child task has ended, the STEP_END not yet
-// written).
+// written); "cache:restored" (a cached step's outputs restored, its
+// STEP_END not yet written) and "cache:saved" (a cached step's STEP_END
+// durable and its blobs saved, its cache entry not yet written).
 const (
 	crashAtEnv    = "APOLLO_CRASH_AT"
 	crashTraceEnv = "APOLLO_CRASH_TRACE"

@@ -9,7 +9,7 @@
 // way: down this list, never up (TestImportArrows checks these lines
 // against the code).
 //
-//	engine     → clock, executor, intervene, markers, pipeline, remote, statedir, template, textfmt, usage; eventlog, luart, stdlib
+//	engine     → cache, clock, executor, intervene, markers, pipeline, remote, statedir, template, textfmt, usage; eventlog, luart, stdlib
 //	history    → pipeline, statedir, textfmt, usage; eventlog
 //	worker     → executor, remote; stdlib
 //	hub        → remote
@@ -23,6 +23,7 @@
 //	markers    → eventlog, stdlib
 //	pipeline   → statedir, template, usage; luart, stdlib
 //	statedir   → eventlog
+//	cache      → eventlog
 //	luaproc    → (nothing of apollo)
 //	template   → (nothing of apollo)
 //	clock      → (nothing of apollo)
@@ -41,7 +42,8 @@
 // client that a coordinator and its workers share through the hub; worker
 // apollo worker; hub an embedded hub node; hubtest hub clusters for tests;
 // pipeline the pipeline language; statedir the state
-// folder's files; template the {{name}} renderer; clock the injected time;
+// folder's files; cache the store of cached step results (cache: true);
+// template the {{name}} renderer; clock the injected time;
 // textfmt what people read; usage the command-line error. Outside engine/,
 // eventlog (the log format), luart (the Lua sandbox), stdlib (apollo.*
 // modules) and scripts (bundled Lua modules) import nothing of engine.

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"apollo/engine/cache"
+	"apollo/engine/pipeline"
 	"apollo/engine/statedir"
 	"apollo/engine/textfmt"
 	"apollo/eventlog"
@@ -80,6 +83,10 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 	pl.Steps = make([]PlanStep, 0, len(t.steps))
 	now := e.opts.Clock.Now()
 	notStarted := &eventlog.StepState{Status: eventlog.Pending} // read only
+	var fc *planCache                                           // only for a pipeline with cached steps: a plan may have 100,000 steps
+	if slices.ContainsFunc(t.p.Steps, func(s *pipeline.Step) bool { return s.Cache != nil }) {
+		fc = &planCache{store: cache.New(t.dir.Root, e.opts.FS), r: &run{e: e, t: t, ro: ro, sc: sc}, results: map[string]*planResult{}}
+	}
 	for _, i := range t.p.TopoOrder() {
 		rs := t.steps[i]
 		s := rs.step
@@ -90,6 +97,9 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 		ps := decide(s, st, sc, t.p.MaxDirtyRestarts, now)
 		if pl.Complete {
 			ps.Action, ps.Reason = ActionKeep, "task complete"
+		}
+		if fc != nil {
+			fc.decide(rs, st, &ps)
 		}
 		ps.Command = rs.command
 		if s.Command == "" {
@@ -203,8 +213,14 @@ func writePlan(w io.Writer, pl *Plan) {
 			line = append(line, "ms before its retry"...)
 		}
 		w.Write(append(line, '\n'))
-		if ps.Action == ActionKeep || ps.Action == ActionSkip || ps.Action == ActionLeave {
+		if len(ps.Restores) > 0 {
+			fmt.Fprintf(w, "       restores %s\n", textfmt.OneLine(strings.Join(ps.Restores, ", "), 300))
+		}
+		if ps.Action == ActionKeep || ps.Action == ActionSkip || ps.Action == ActionLeave || ps.Action == ActionCached {
 			continue
+		}
+		if ps.Cache != "" {
+			fmt.Fprintf(w, "       not from the cache: %s\n", ps.Cache)
 		}
 		for _, name := range ps.Resources {
 			fmt.Fprintf(w, "       holds %s (at most %d step(s) at once)\n", name, pl.Resources[name])

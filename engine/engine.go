@@ -114,6 +114,9 @@ type RunOptions struct {
 	Parallel      int
 	DryRun        bool
 	JSON          bool
+	// NoCache runs cached steps instead of taking their results from the
+	// cache; their new results are saved.
+	NoCache bool
 	// Hub, when its URLs are set, runs the steps on workers (docs/spec.md §8).
 	Hub HubOptions
 

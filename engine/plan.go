@@ -19,23 +19,31 @@ const (
 	ActionSkip       = "skip"        // resume_from leaves it out
 	ActionCrashLoop  = "fail"        // cut off too many times in a row
 	ActionLeave      = "leave"       // outside --only or --until: left as it is
+	ActionCached     = "cached"      // its result comes from the cache (dry run only)
 )
 
 // PlanStep is one step of a plan.
 type PlanStep struct {
-	ID         string   `json:"id"`
-	Action     string   `json:"action"`
-	Reason     string   `json:"reason"`
-	Status     string   `json:"status"`
-	NextRetry  int      `json:"next_retry_count"`
-	DependsOn  []string `json:"depends_on"`
-	Optional   bool     `json:"optional"`
-	Command    string   `json:"command,omitempty"`
-	Body       string   `json:"body,omitempty"`
-	Cleanup    string   `json:"cleanup,omitempty"`
-	When       string   `json:"when,omitempty"`
-	Resources  []string `json:"resources,omitempty"`
-	WaitMS     int64    `json:"wait_ms,omitempty"`
+	ID        string   `json:"id"`
+	Action    string   `json:"action"`
+	Reason    string   `json:"reason"`
+	Status    string   `json:"status"`
+	NextRetry int      `json:"next_retry_count"`
+	DependsOn []string `json:"depends_on"`
+	Optional  bool     `json:"optional"`
+	Command   string   `json:"command,omitempty"`
+	Body      string   `json:"body,omitempty"`
+	Cleanup   string   `json:"cleanup,omitempty"`
+	When      string   `json:"when,omitempty"`
+	Resources []string `json:"resources,omitempty"`
+	WaitMS    int64    `json:"wait_ms,omitempty"`
+	// CachedFrom names the task run whose result a cached step would take;
+	// Cache says why a step with cache: would run instead.
+	CachedFrom string `json:"cached_from,omitempty"`
+	Cache      string `json:"cache,omitempty"`
+	// Restores are the outputs: files a cached step would restore: those
+	// missing or changed.
+	Restores   []string `json:"restores,omitempty"`
 	InputReady bool     `json:"-"`
 	// Child is the plan of the sub-pipeline a run: step would run (or
 	// resume) as its task, when the step would run.
@@ -165,9 +173,13 @@ const PlanJSONDoc = `JSON (--dry-run --json), one object:
   {"task_id", "pipeline", "log", "new_log": bool, "complete": bool, "resume_from"?,
    "changed"?: [step ids whose definition changed], "torn_tail_bytes"?,
    "resources"?: {name: how many steps may hold it at once},
-   "steps": [{"id", "action": "run"|"keep"|"rerun"|"clean+rerun"|"skip"|"fail"|"leave", "reason",
+   "steps": [{"id", "action": "run"|"keep"|"rerun"|"clean+rerun"|"skip"|"fail"|"leave"|"cached", "reason",
               "status", "next_retry_count", "depends_on": [ids], "optional": bool,
               "command"? (rendered shell), "body"? (Lua), "cleanup"?, "when"? (its condition),
-              "resources"? [names it holds], "wait_ms"?, "child"? (a run step's sub-pipeline: its plan, this object)}]}
+               "resources"? [names it holds], "wait_ms"?,
+               "cached_from"? (the task run a cached step's result comes from),
+               "restores"? [the outputs files it would restore: missing or changed],
+               "cache"? (why a step with cache: runs instead),
+               "child"? (a run step's sub-pipeline: its plan, this object)}]}
   steps are in dependency order.
 `

@@ -29,6 +29,10 @@ type renderedStep struct {
 	// and input digests; none for a step that loads no file.
 	sources     luart.Sources
 	filesDigest string
+	// cacheKey, inputs and outputs are the step's cache.key, inputs: and
+	// outputs: (with cache.paths), rendered.
+	cacheKey        string
+	inputs, outputs []string
 	// lateVars is set for a step whose command, cleanup or env names an
 	// upstream output: those are rendered again, with the outputs, when
 	// the step runs (late); until then they hold stand-ins, <outputs.ID.KEY>.
@@ -154,6 +158,9 @@ func renderSteps(p *pipeline.Pipeline, vars map[string]string) ([]*renderedStep,
 				rs.with = w.(map[string]any)
 			}
 		}
+		if s.Cache != nil {
+			renderCache(rs, sv, func(what string, err error) { bad(s, what, err) })
+		}
 		rs.defDigest = definitionDigest(rs)
 		out[i] = rs
 		for _, name := range refs {
@@ -167,6 +174,35 @@ func renderSteps(p *pipeline.Pipeline, vars map[string]string) ([]*renderedStep,
 		return nil, errors.Join(errs...)
 	}
 	return out, nil
+}
+
+// renderCache renders a cached step's cache.key, inputs and outputs.
+func renderCache(rs *renderedStep, vars map[string]string, bad func(what string, err error)) {
+	s := rs.step
+	var err error
+	if s.Cache.Key != "" {
+		if rs.cacheKey, err = template.RenderPlain(s.Cache.Key, vars); err != nil {
+			bad("cache.key", err)
+		}
+	}
+	paths := func(what string, in []string) []string {
+		out := make([]string, 0, len(in))
+		for _, p := range in {
+			r, err := template.RenderPlain(p, vars)
+			if err != nil {
+				bad(what, err)
+				continue
+			}
+			if !filepath.IsLocal(r) {
+				bad(what, fmt.Errorf("%q leaves the step's folder once rendered; keep it inside", r))
+				continue
+			}
+			out = append(out, filepath.Clean(r))
+		}
+		return out
+	}
+	rs.inputs = paths("inputs", s.Inputs)
+	rs.outputs = paths("outputs", s.Outputs)
 }
 
 // renderValue renders the strings inside a decoded YAML value.
@@ -226,7 +262,12 @@ func outputPlaceholders(s *pipeline.Step) []string {
 // for a step that names upstream outputs, n.rs rendered again with their
 // values. Its dependencies have ended, so their outputs are known.
 func (r *run) late(n *node) (*renderedStep, error) {
-	rs := n.rs
+	return renderLate(n.rs, func(id string) json.RawMessage { return r.byID[id].output })
+}
+
+// renderLate renders rs again with the upstream outputs outputOf gives, if
+// it names any.
+func renderLate(rs *renderedStep, outputOf func(id string) json.RawMessage) (*renderedStep, error) {
 	if rs.lateVars == nil {
 		return rs, nil
 	}
@@ -234,7 +275,7 @@ func (r *run) late(n *node) (*renderedStep, error) {
 	vars := maps.Clone(rs.lateVars)
 	for _, name := range outputPlaceholders(s) {
 		step, key, _ := template.OutputRef(name)
-		v, err := outputText(r.byID[step].output, step, key)
+		v, err := outputText(outputOf(step), step, key)
 		if err != nil {
 			return rs, fmt.Errorf("{{%s}}: %w", name, err)
 		}

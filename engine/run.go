@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"apollo/engine/cache"
 	"apollo/engine/executor"
 	"apollo/engine/markers"
 	"apollo/engine/pipeline"
@@ -118,7 +119,7 @@ func (e *Engine) Run(ctx context.Context, path string, ro RunOptions) error {
 	}
 	defer lock.Unlock()
 
-	r := &run{e: e, t: t, ro: ro, started: e.opts.Clock.Now(), lock: lock}
+	r := &run{e: e, t: t, ro: ro, started: e.opts.Clock.Now(), lock: lock, store: cache.New(t.dir.Root, e.opts.FS)}
 	defer r.stopHub()
 	if err := r.connectHub(ctx); err != nil {
 		return err
@@ -169,6 +170,8 @@ type run struct {
 	absLog  string   // the log's absolute path, for attempt tags
 
 	hub *hubRun // the hub's side of a run with --hub (remote_run.go), or nil
+
+	store *cache.Store // the state folder's cache of step results
 }
 
 // node is a step during a run. Only the scheduler goroutine touches it,

@@ -38,7 +38,8 @@ func (r *run) warmUp(n *node) bool {
 	for _, c := range n.children {
 		// c.started first: a started step's fields belong to its worker.
 		if c.started || c.waiting != 1 || c.warm != nil || c.blocked || c.final != "" ||
-			c.rs.step.Command == "" || c.rs.lateVars != nil || c.dirty || c.unclean || c.plan.WaitMS > 0 {
+			c.rs.step.Command == "" || c.rs.lateVars != nil || c.dirty || c.unclean || c.plan.WaitMS > 0 ||
+			c.rs.step.Cache != nil { // its result may come from the cache: it may run nothing
 			continue
 		}
 		w := &warmShell{ready: make(chan struct{})}

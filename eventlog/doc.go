@@ -50,7 +50,7 @@ fields, in this order, are always present:
 
 then optional fields (message, pgid, exit_code, next_delay_ms, interrupted,
 timed_out, dirty, output, start, summary, marker, intervention, worker, pool,
-src_seq), and last:
+src_seq, cached_from), and last:
 
 	crc            8 lower-case hex digits of the CRC-32C (Castagnoli) of the
 	               line as it would read without this field: for a line
@@ -128,7 +128,10 @@ and where they apply: error_message (why the attempt failed), exit_code
 body never started or a signal killed it), timed_out and interrupted (how
 it was ended: its timeout, or a signal to apollo), message (what the
 attempt's output lost to the output limit) and output (a succeeded step's
-published value, JSON). A step skipped or failed without
+published value, JSON). A step whose result came from the cache has a
+STEP_END SUCCESS with no STEP_START: cached_from names the task run that
+made the result, output and output_digest are that run's, input_digest
+this run's. A step skipped or failed without
 running (not part of a resume_from; a crash loop) has a STEP_END with only
 its status, its last retry_count and error_message saying why.
 

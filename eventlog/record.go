@@ -115,6 +115,10 @@ type Record struct {
 	Worker string `json:"worker,omitempty"`
 	Pool   string `json:"pool,omitempty"`
 	SrcSeq int64  `json:"src_seq,omitempty"`
+
+	// CachedFrom names the task run whose result a STEP_END SUCCESS took
+	// from the cache instead of running the step (docs/spec.md §5.15).
+	CachedFrom string `json:"cached_from,omitempty"`
 }
 
 // StartInfo makes the log self-describing: with it, inspect needs nothing
@@ -322,6 +326,9 @@ func appendRecord(b []byte, r *Record) ([]byte, bool) {
 	if r.SrcSeq != 0 {
 		b = append(b, `,"src_seq":`...)
 		b = strconv.AppendInt(b, r.SrcSeq, 10)
+	}
+	if r.CachedFrom != "" {
+		b = appendField(b, `,"cached_from":`, r.CachedFrom)
 	}
 	return b, true
 }
@@ -1221,7 +1228,7 @@ var (
 	recordNames = []string{"seq", "timestamp", "task_id", "step_id", "event_type", "status", "retry_count",
 		"input_digest", "output_digest", "error_message", "duration_ms", "message", "pgid", "exit_code",
 		"next_delay_ms", "interrupted", "timed_out", "dirty", "output", "start", "summary", "marker", "intervention",
-		"worker", "pool", "src_seq"}
+		"worker", "pool", "src_seq", "cached_from"}
 	startNames = []string{"v", "task_name", "pipeline", "pipeline_digest", "steps", "vars", "pid", "host",
 		"run_nonce", "invocation", "durability", "parallelism", "apollo_version"}
 	stepNames         = []string{"id", "depends_on", "optional", "definition_digest", "has_cleanup", "child"}
@@ -1294,6 +1301,8 @@ func (d *decoder) record(r *Record) {
 			r.Pool = d.str()
 		case 25: // src_seq
 			r.SrcSeq = d.integer(64)
+		case 26: // cached_from
+			r.CachedFrom = d.str()
 		}
 	}
 }

@@ -64,6 +64,9 @@ type StepState struct {
 	// Remote: the latest attempt was dispatched to a hub (DISPATCH), so
 	// its processes are a worker's, not this host's.
 	Remote bool `json:"remote,omitempty"`
+	// CachedFrom names the task run whose result the step's SUCCESS took
+	// from the cache; "" when it ran.
+	CachedFrom string `json:"cached_from,omitempty"`
 }
 
 // NewState returns the state of an empty log.
@@ -157,6 +160,7 @@ func (s *State) Apply(r *Record) {
 			st.Attempts++
 		}
 		st.Remote = dispatched || r.Worker != ""
+		st.CachedFrom = ""
 		st.Dirty = true
 		st.Unclean = true // until it ends cleanly
 		st.PGID = r.PGID
@@ -208,6 +212,7 @@ func (s *State) Apply(r *Record) {
 		st.Interrupted, st.TimedOut = r.Interrupted, r.TimedOut
 		switch r.Status {
 		case Success:
+			st.CachedFrom = r.CachedFrom
 			st.Unclean = false
 			st.LastError = ""
 			st.NextDelayMS = 0

@@ -53,6 +53,21 @@ type GraphNode struct {
 	// Child is the DAG of the sub-pipeline a run: step runs, its states
 	// those of the child task; nil for other steps.
 	Child *Graph
+	// Cache is set for a step with cache:; CachedFrom names the task run
+	// whose result it took from the cache, in the graph's task.
+	Cache      bool
+	CachedFrom string
+}
+
+// note is what a node's label says below its id and state of the cache.
+func (n *GraphNode) note() string {
+	switch {
+	case n.CachedFrom != "":
+		return "cached from " + n.CachedFrom
+	case n.Cache && n.State == "":
+		return "cache"
+	}
+	return ""
 }
 
 // Graph loads the pipeline at path and returns its DAG, with each step's
@@ -84,6 +99,7 @@ func (h Runs) graph(p *pipeline.Pipeline, vars map[string]string, taskID string,
 	}
 	g := &Graph{TaskName: p.TaskName, TaskID: taskID, Pipeline: p.Path}
 	states := map[string]string{}
+	cachedFrom := map[string]string{}
 	if taskID != "" {
 		logPath, _, err := h.Dir.FindLog(taskID)
 		if err != nil {
@@ -98,6 +114,9 @@ func (h Runs) graph(p *pipeline.Pipeline, vars map[string]string, taskID string,
 			_, held := eventlog.Holder(h.Dir.Lock(taskID))
 			for id, st := range state.Steps {
 				states[id] = st.Status
+				if st.Status == eventlog.Success && st.CachedFrom != "" {
+					cachedFrom[id] = st.CachedFrom
+				}
 				if st.Dirty && !held {
 					states[id] = StateDirty
 				}
@@ -108,7 +127,7 @@ func (h Runs) graph(p *pipeline.Pipeline, vars map[string]string, taskID string,
 	within = append(slices.Clip(within), self)
 	for _, i := range p.TopoOrder() {
 		s := p.Steps[i]
-		n := GraphNode{ID: s.ID, DependsOn: s.DependsOn, Optional: s.Optional}
+		n := GraphNode{ID: s.ID, DependsOn: s.DependsOn, Optional: s.Optional, Cache: s.Cache != nil, CachedFrom: cachedFrom[s.ID]}
 		if taskID != "" {
 			n.State = eventlog.Pending
 			if st, ok := states[s.ID]; ok && st != "" {
@@ -188,6 +207,9 @@ func writeDOTNodes(b *strings.Builder, g *Graph, prefix, indent string) {
 			label += "\n" + n.State
 			c := stateColors[n.State]
 			attrs = append(attrs, fmt.Sprintf("fillcolor=%s", dotQuote(c[0])), fmt.Sprintf("color=%s", dotQuote(c[1])))
+		}
+		if note := n.note(); note != "" {
+			label += "\n" + note
 		}
 		attrs = append([]string{"label=" + dotQuote(label)}, attrs...)
 		if n.Optional {
@@ -270,6 +292,9 @@ func (m *mermaid) nodes(g *Graph, indent string) map[string]string {
 		if n.State != "" {
 			label += "<br/>" + n.State
 			m.byState[n.State] = append(m.byState[n.State], name[n.ID])
+		}
+		if note := n.note(); note != "" {
+			label += "<br/>" + mermaidText(note)
 		}
 		open, close := "[", "]"
 		if n.Optional {

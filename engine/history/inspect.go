@@ -58,6 +58,9 @@ type ReportStep struct {
 	// Child is the report on the sub-pipeline task a run: step runs, once
 	// its log exists.
 	Child *Report `json:"child,omitempty"`
+	// CachedFrom names the task run whose result the step took from the
+	// cache.
+	CachedFrom string `json:"cached_from,omitempty"`
 }
 
 // ReportMarker is one idempotency marker in a Report.
@@ -175,7 +178,7 @@ func report(state *eventlog.State, logPath string, records int, torn int64) *Rep
 		}
 		rep.Steps = append(rep.Steps, ReportStep{ID: id, Status: st.Status, Attempts: st.Attempts, RetryCount: st.RetryCount,
 			Dirty: st.Dirty, Optional: si.Optional, DependsOn: deps, LastTimestamp: st.LastTimestamp,
-			DurationMS: st.DurationMS, LastError: st.LastError, OutputDigest: st.OutputDigest})
+			DurationMS: st.DurationMS, LastError: st.LastError, OutputDigest: st.OutputDigest, CachedFrom: st.CachedFrom})
 	}
 	rep.Next = nextRunnable(state, graph, order)
 	names := slices.Sorted(maps.Keys(state.Markers))
@@ -279,7 +282,11 @@ func writeSteps(w io.Writer, steps []ReportStep, indent string) {
 		if s.DurationMS > 0 || s.Status == eventlog.Success {
 			dur = textfmt.Duration(time.Duration(s.DurationMS) * time.Millisecond).String()
 		}
-		fmt.Fprintf(w, "%-24s %-8s %8d  %-20s %9s  %s\n", indent+s.ID, state, s.Attempts, last, dur, textfmt.OneLine(s.LastError, 100))
+		note := textfmt.OneLine(s.LastError, 100)
+		if s.CachedFrom != "" {
+			note = "cached from " + s.CachedFrom
+		}
+		fmt.Fprintf(w, "%-24s %-8s %8d  %-20s %9s  %s\n", indent+s.ID, state, s.Attempts, last, dur, note)
 		if c := s.Child; c != nil {
 			fmt.Fprintf(w, "%s  task %s (%s): %s, log %s\n", indent, c.TaskID, c.TaskName, c.Status, c.Log)
 			writeSteps(w, c.Steps, indent+"  ")
@@ -299,6 +306,7 @@ const ReportJSONDoc = `JSON (--json), one object:
    "runner": {"held": bool, "pid"?}, "invocations", "started_at", "last_event",
    "steps": [{"id", "status", "attempts", "retry_count", "dirty": bool, "optional": bool,
               "depends_on": [ids], "last_timestamp", "duration_ms", "last_error", "output_digest"?,
+              "cached_from"? (the task run whose result it took from the cache),
               "child"? (a run step's sub-pipeline task: its report, this object)}],
    "next": [step ids a run would start first], "markers": [{"name", "state"}],
    "torn_tail_bytes"?, "archived"? (true: read from apollo gc's archive), "records"}

@@ -140,6 +140,9 @@ var stepFields = []stepField{
 			si.s.WorkingDir = filepath.Clean(d)
 		}
 	}},
+	{"cache", roleOther, (*stepInfo).cache}, // cache.go
+	{"inputs", roleOther, (*stepInfo).inputs},
+	{"outputs", roleOther, (*stepInfo).outputs},
 	{"pool", roleOther, func(si *stepInfo, kv keyValue) {
 		if p, ok := si.at.nonEmpty(kv.key, kv.v); ok {
 			if !validName(p, "") || len(p) > maxStepIDLen {
@@ -420,6 +423,7 @@ func (l *loader) readStepList(list *yaml.Node, items []*yaml.Node, handler strin
 				// fail that had not.
 				l.steps[n].s.Optional = true
 			}
+			l.checkCache(l.steps[n])
 		}
 		// A step repeated through an alias (- *s) is placed at the alias,
 		// so that "id is already used on line N" names two different lines.

@@ -143,6 +143,14 @@ type Step struct {
 	// them.
 	OutputRefs []string
 	Pool       string // the hub's worker pool that runs it (docs/spec.md §8); "": the run's default
+	// Cache, when set, lets the step's result come from an earlier run of
+	// the pipeline with the same inputs (cache:). Inputs are files whose
+	// content is part of its key (inputs:); Outputs files it makes, which
+	// the cache saves and restores (outputs:, cache.paths). Both are
+	// relative to where the step runs, and templated.
+	Cache   *Cache
+	Inputs  []string
+	Outputs []string
 
 	// depIdx holds the indexes in Pipeline.Steps of DependsOn, as Load
 	// resolved them.

@@ -166,6 +166,11 @@ const pipelineSchema = `{
       "type": ["string", "number", "boolean"],
       "pattern": "\\S"
     },
+    "cachePaths": {
+      "type": ["array", "null"],
+      "uniqueItems": true,
+      "items": {"type": "string", "pattern": "^[^/\\\\]", "minLength": 1}
+    },
     "name": {
       "type": ["string", "number", "boolean"],
       "minLength": 1
@@ -272,7 +277,19 @@ const pipelineSchema = `{
         },
         "allow": {"$ref": "#/$defs/allow"},
         "when": {"description": "A Lua expression over ctx.vars, ctx.outputs and ctx.status, evaluated when the step is ready: false skips it.", "$ref": "#/$defs/nonEmpty"},
-        "pool": {"description": "With apollo run --hub: the worker pool that runs the step (default: default, or --pool).", "$ref": "#/$defs/name", "pattern": "^[A-Za-z0-9_-]+$", "maxLength": 128}
+        "pool": {"description": "With apollo run --hub: the worker pool that runs the step (default: default, or --pool).", "$ref": "#/$defs/name", "pattern": "^[A-Za-z0-9_-]+$", "maxLength": 128},
+        "cache": {
+          "description": "Reuse the result of an earlier successful run of this pipeline whose inputs were the same (body, env, with, upstream outputs, inputs files): true, or {key: extra text in the cache key, paths: files saved and restored like outputs}.",
+          "oneOf": [
+            {"type": "boolean"},
+            {"type": "object", "additionalProperties": false, "properties": {
+              "key": {"$ref": "#/$defs/nonEmpty"},
+              "paths": {"$ref": "#/$defs/cachePaths"}
+            }}
+          ]
+        },
+        "inputs": {"description": "With cache: files (relative to where the step runs) whose content is part of the cache key.", "$ref": "#/$defs/cachePaths"},
+        "outputs": {"description": "With cache: files (relative to where the step runs) the step makes; saved with its result and restored when it comes from the cache.", "$ref": "#/$defs/cachePaths"}
       },
       "oneOf": [
         {"required": ["command"]},

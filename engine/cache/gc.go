@@ -1,0 +1,142 @@
+package cache
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// GCOptions say which entries apollo cache gc removes. With none set it
+// removes only what no run can use: entries that cannot be read or whose
+// blobs are gone, and blobs that no entry names.
+type GCOptions struct {
+	All       bool          // every entry
+	OlderThan time.Duration // entries made longer ago than this (0: none by age)
+	TaskName  string        // only the entries of this pipeline ("" for all)
+	Now       time.Time
+	DryRun    bool // say what would go, remove nothing
+}
+
+// GCResult is what gc removed (or would remove, in a dry run).
+type GCResult struct {
+	Entries []*Entry `json:"removed"`
+	// Broken are entries that could not be read, or whose blobs are gone.
+	Broken []string `json:"broken,omitempty"`
+	// Blobs counts the blobs no entry names any more, Bytes their size.
+	Blobs int   `json:"blobs"`
+	Bytes int64 `json:"bytes"`
+	// Kept counts the entries left.
+	Kept int `json:"kept"`
+}
+
+// tempAge is how old a temporary file must be for gc to take it for one a
+// crash left (a run may be writing a younger one).
+const tempAge = time.Hour
+
+// GC removes the entries o asks for, then the blobs no entry left names.
+// A run that saves a blob while gc runs may lose it before its entry is
+// written: that entry then misses, and its step runs, as if it were not
+// there.
+func (s *Store) GC(o GCOptions) (*GCResult, error) {
+	res := &GCResult{Entries: []*Entry{}}
+	entries, bad := s.List()
+	for _, err := range bad {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			res.Broken = append(res.Broken, pe.Path)
+		} else {
+			res.Broken = append(res.Broken, err.Error())
+		}
+	}
+	kept := map[string]bool{} // blobs named by the entries left
+	for _, e := range entries {
+		if o.TaskName != "" && e.TaskName != o.TaskName {
+			keepBlobs(kept, e)
+			res.Kept++
+			continue
+		}
+		switch {
+		case o.All, o.OlderThan > 0 && o.Now.Sub(e.Created) > o.OlderThan:
+			res.Entries = append(res.Entries, e)
+		case !s.whole(e):
+			res.Broken = append(res.Broken, e.File)
+		default:
+			keepBlobs(kept, e)
+			res.Kept++
+		}
+	}
+	if !o.DryRun {
+		for _, e := range res.Entries {
+			if err := s.removeEntry(e.File); err != nil {
+				return res, err
+			}
+		}
+		for _, path := range res.Broken {
+			if strings.HasPrefix(path, filepath.Join(s.Root, "entries")) {
+				if err := s.removeEntry(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return res, err
+				}
+			}
+		}
+	}
+	blobs := filepath.Join(s.Root, "blobs")
+	des, err := os.ReadDir(blobs)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return res, err
+	}
+	for _, de := range des {
+		name := de.Name()
+		info, err := de.Info()
+		if err != nil {
+			continue
+		}
+		if strings.HasPrefix(name, ".") { // a temporary file
+			if o.Now.Sub(info.ModTime()) < tempAge {
+				continue
+			}
+		} else if kept[name] {
+			continue
+		}
+		res.Blobs++
+		res.Bytes += info.Size()
+		if !o.DryRun {
+			if err := os.Remove(filepath.Join(blobs, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return res, err
+			}
+		}
+	}
+	return res, nil
+}
+
+// whole reports whether every blob an entry names is there.
+func (s *Store) whole(e *Entry) bool {
+	for _, f := range e.Outputs {
+		if !s.Has(f.Digest) {
+			return false
+		}
+	}
+	return true
+}
+
+func keepBlobs(kept map[string]bool, e *Entry) {
+	for _, f := range e.Outputs {
+		kept[strings.TrimPrefix(f.Digest, "sha256:")] = true
+	}
+}
+
+// removeEntry removes an entry's file, then its step's and its pipeline's
+// folders when they are left empty. A removal a crash undoes leaves a
+// whole entry: nothing to fsync.
+func (s *Store) removeEntry(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	stepDir := filepath.Dir(path)
+	if os.Remove(stepDir) == nil { // only an empty folder goes
+		os.Remove(filepath.Dir(stepDir))
+	}
+	return nil
+}

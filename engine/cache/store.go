@@ -1,0 +1,345 @@
+package cache
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"apollo/eventlog"
+)
+
+// Store is the cache of one state folder.
+type Store struct {
+	// Root is <state-dir>/cache.
+	Root string
+	// FS is the file-system seam of its writes; nil means the real one.
+	FS eventlog.FS
+}
+
+// New returns the store of the state folder stateDir.
+func New(stateDir string, fsys eventlog.FS) *Store {
+	if fsys == nil {
+		fsys = eventlog.OS{}
+	}
+	return &Store{Root: filepath.Join(stateDir, "cache"), FS: fsys}
+}
+
+// entryVersion is the format of an entry file; an entry of another
+// version is not used.
+const entryVersion = 1
+
+// Entry is one successful result of a cached step.
+type Entry struct {
+	V        int    `json:"v"`
+	Key      string `json:"key"` // sha256:<hex> of everything the result depends on
+	TaskName string `json:"task_name"`
+	Step     string `json:"step"`
+	// TaskID is the task run whose attempt made the result.
+	TaskID  string    `json:"task_id"`
+	Created time.Time `json:"created"`
+	// What went into Key, kept to say what changed when a later run's key
+	// differs: the step's input and definition digests, the author's
+	// cache.key, the output digests of the steps upstream, the inputs.
+	InputDigest      string            `json:"input_digest"`
+	DefinitionDigest string            `json:"definition_digest"`
+	UserKey          string            `json:"user_key,omitempty"`
+	Upstream         map[string]string `json:"upstream,omitempty"`
+	Inputs           []File            `json:"inputs,omitempty"`
+	// The result: the step's output and its files.
+	OutputDigest string          `json:"output_digest"`
+	Output       json.RawMessage `json:"output,omitempty"`
+	Outputs      []File          `json:"outputs,omitempty"`
+
+	// File is where the entry was read from ("" for one not read).
+	File string `json:"-"`
+}
+
+// File is a file as the cache knows it: its path as the pipeline names it,
+// and its content's digest.
+type File struct {
+	Path   string      `json:"path"`
+	Digest string      `json:"digest"` // sha256:<hex>
+	Size   int64       `json:"size"`
+	Mode   fs.FileMode `json:"mode,omitempty"` // permission bits
+}
+
+// Bytes is the size of the files an entry restores.
+func (e *Entry) Bytes() int64 {
+	var n int64
+	for _, f := range e.Outputs {
+		n += f.Size
+	}
+	return n
+}
+
+// entries is the folder of the entries of one pipeline's step.
+func (s *Store) entries(taskName, step string) string {
+	return filepath.Join(s.Root, "entries", nameFor(taskName), nameFor(step))
+}
+
+// entryPath is the file of the entry with key.
+func (s *Store) entryPath(taskName, step, key string) string {
+	return filepath.Join(s.entries(taskName, step), strings.TrimPrefix(key, "sha256:")+".json")
+}
+
+// Blob is the file that holds the content with digest.
+func (s *Store) Blob(digest string) string {
+	return filepath.Join(s.Root, "blobs", strings.TrimPrefix(digest, "sha256:"))
+}
+
+// nameFor makes a task name or a step id (convert[eu,x]) a folder name:
+// bytes other than letters, digits, "_", "-", "[", "]" and "," are written
+// %XX, and so are the dots of "." and "..".
+func nameFor(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9',
+			c == '_', c == '-', c == '[', c == ']', c == ',', c == '.' && s != "." && s != "..":
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+// Get returns the entry of taskName's step with key, or nil when there is
+// none. An entry that cannot be read is an error (the step runs).
+func (s *Store) Get(taskName, step, key string) (*Entry, error) {
+	e, err := readEntry(s.entryPath(taskName, step, key))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if e.Key != key || e.TaskName != taskName || e.Step != step {
+		return nil, fmt.Errorf("cache entry %s: it is not the entry of its name", e.File)
+	}
+	return e, nil
+}
+
+// Latest returns the newest entry of taskName's step, or nil when there is
+// none: what a result that missed is compared with, to say why.
+func (s *Store) Latest(taskName, step string) (*Entry, error) {
+	dir := s.entries(taskName, step)
+	des, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list cache entries: %w", err)
+	}
+	var latest *Entry
+	for _, de := range des {
+		if !isEntryName(de.Name()) {
+			continue
+		}
+		e, err := readEntry(filepath.Join(dir, de.Name()))
+		if err != nil {
+			continue // unreadable: not one to compare with
+		}
+		if latest == nil || e.Created.After(latest.Created) {
+			latest = e
+		}
+	}
+	return latest, nil
+}
+
+// isEntryName reports whether a file name is an entry's, not a temporary
+// file's (.<name>.tmp-*).
+func isEntryName(name string) bool {
+	return strings.HasSuffix(name, ".json") && !strings.HasPrefix(name, ".")
+}
+
+func readEntry(path string) (*Entry, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	e := &Entry{}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(e); err != nil {
+		return nil, fmt.Errorf("cache entry %s: %w", path, err)
+	}
+	if e.V != entryVersion {
+		return nil, fmt.Errorf("cache entry %s: format %d, not %d", path, e.V, entryVersion)
+	}
+	e.File = path
+	return e, nil
+}
+
+// Put writes e, replacing an entry of the same key. The blobs of its
+// outputs must be saved first (Save): an entry is only ever written whole,
+// after everything it names.
+func (s *Store) Put(e *Entry) error {
+	e.V = entryVersion
+	dir := s.entries(e.TaskName, e.Step)
+	if err := eventlog.MkdirAll(s.FS, dir); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	b, err := json.MarshalIndent(e, "", "  ")
+	if err != nil {
+		return fmt.Errorf("cache: encode entry: %w", err)
+	}
+	path := s.entryPath(e.TaskName, e.Step, e.Key)
+	if err := eventlog.WriteFileAtomic(s.FS, path, 0o644, func(w io.Writer) error {
+		_, err := w.Write(append(b, '\n'))
+		return err
+	}); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	e.File = path
+	return nil
+}
+
+// HashFile returns the sha256:<hex> digest and the size of a regular file.
+func HashFile(path string) (string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", 0, err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", 0, fmt.Errorf("%s is not a regular file", path)
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, err
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// Save keeps the content of the file at path as a blob, unless a blob of
+// the same content is there, and returns the file as the cache knows it
+// (Path is left for the caller to set).
+func (s *Store) Save(path string) (File, error) {
+	digest, size, err := HashFile(path)
+	if err != nil {
+		return File{}, err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return File{}, err
+	}
+	f := File{Digest: digest, Size: size, Mode: fi.Mode().Perm()}
+	blob := s.Blob(digest)
+	if _, err := os.Stat(blob); err == nil {
+		return f, nil
+	}
+	if err := eventlog.MkdirAll(s.FS, filepath.Dir(blob)); err != nil {
+		return File{}, fmt.Errorf("cache: %w", err)
+	}
+	// Copied through a digest: a file that changes while it is read is
+	// refused, never kept under the wrong name.
+	if err := eventlog.WriteFileAtomic(s.FS, blob, 0o444, func(w io.Writer) error {
+		return copyChecked(w, path, digest)
+	}); err != nil {
+		return File{}, fmt.Errorf("cache: save %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// copyChecked copies the file at path to w, and fails unless its content
+// has digest.
+func copyChecked(w io.Writer, path, digest string) error {
+	src, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(w, h), src); err != nil {
+		return err
+	}
+	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != digest {
+		return fmt.Errorf("%s: content is %s, want %s (changed, or damaged)", path, got, digest)
+	}
+	return nil
+}
+
+// Has reports whether the blob of digest is there.
+func (s *Store) Has(digest string) bool {
+	fi, err := os.Stat(s.Blob(digest))
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// Restore makes the file at dst hold f's content: it reports false when it
+// already does, and otherwise writes it atomically from f's blob, checked
+// against f's digest first, so dst is never left with a part or a wrong
+// content.
+func (s *Store) Restore(f File, dst string) (bool, error) {
+	if d, _, err := HashFile(dst); err == nil && d == f.Digest {
+		return false, nil
+	}
+	if err := eventlog.MkdirAll(s.FS, filepath.Dir(dst)); err != nil {
+		return false, err
+	}
+	mode := f.Mode
+	if mode == 0 {
+		mode = 0o644
+	}
+	if err := eventlog.WriteFileAtomic(s.FS, dst, mode, func(w io.Writer) error {
+		return copyChecked(w, s.Blob(f.Digest), f.Digest)
+	}); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// List returns every entry of the store, by pipeline, step and age
+// (newest first), and the entries that could not be read as errors.
+func (s *Store) List() ([]*Entry, []error) {
+	var out []*Entry
+	var bad []error
+	root := filepath.Join(s.Root, "entries")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if path == root && errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			bad = append(bad, err)
+			return nil
+		}
+		if d.IsDir() || !isEntryName(d.Name()) {
+			return nil
+		}
+		e, err := readEntry(path)
+		if err != nil {
+			bad = append(bad, err)
+			return nil
+		}
+		out = append(out, e)
+		return nil
+	})
+	if err != nil {
+		bad = append(bad, err)
+	}
+	slices.SortFunc(out, func(a, b *Entry) int {
+		if c := strings.Compare(a.TaskName, b.TaskName); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Step, b.Step); c != 0 {
+			return c
+		}
+		return b.Created.Compare(a.Created)
+	})
+	return out, bad
+}

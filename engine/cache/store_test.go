@@ -1,0 +1,201 @@
+package cache
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"apollo/eventlog"
+)
+
+var t0 = time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+
+// saved writes a file of content in dir, saves it in s and returns an
+// entry naming it.
+func saved(t *testing.T, s *Store, dir, task, step, key, content string, created time.Time) *Entry {
+	t.Helper()
+	path := filepath.Join(dir, step+".out")
+	if err := os.WriteFile(path, []byte(content), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.Save(path)
+	if err != nil {
+		t.Fatalf("Save: %v", err)
+	}
+	f.Path = step + ".out"
+	e := &Entry{Key: key, TaskName: task, Step: step, TaskID: task + "-1", Created: created,
+		OutputDigest: "sha256:0", Outputs: []File{f}}
+	if err := s.Put(e); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	return e
+}
+
+func TestRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	s := New(filepath.Join(dir, "state"), nil)
+	e := saved(t, s, dir, "p", "make", "sha256:aa", "hello\n", t0)
+
+	got, err := s.Get("p", "make", "sha256:aa")
+	if err != nil || got == nil {
+		t.Fatalf("Get = %v, %v; want the entry", got, err)
+	}
+	if got.TaskID != e.TaskID || len(got.Outputs) != 1 || got.Outputs[0].Size != 6 || got.Outputs[0].Mode != 0o640 {
+		t.Errorf("Get = %+v, want %+v", got, e)
+	}
+	if got, err := s.Get("p", "make", "sha256:bb"); got != nil || err != nil {
+		t.Errorf("Get(other key) = %v, %v; want nil, nil", got, err)
+	}
+
+	dst := filepath.Join(dir, "make.out")
+	if changed, err := s.Restore(got.Outputs[0], dst); changed || err != nil {
+		t.Errorf("Restore(unchanged file) = %v, %v; want false, nil", changed, err)
+	}
+	os.Remove(dst)
+	if changed, err := s.Restore(got.Outputs[0], filepath.Join(dir, "sub", "make.out")); !changed || err != nil {
+		t.Errorf("Restore(missing file) = %v, %v; want true, nil", changed, err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "sub", "make.out"))
+	if string(b) != "hello\n" || err != nil {
+		t.Errorf("restored file = %q, %v; want %q", b, err, "hello\n")
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "sub", "make.out")); fi == nil || fi.Mode().Perm() != 0o640 {
+		t.Errorf("restored file's mode = %v, want 0640", fi)
+	}
+	os.WriteFile(dst, []byte("edited"), 0o644)
+	if changed, err := s.Restore(got.Outputs[0], dst); !changed || err != nil {
+		t.Errorf("Restore(edited file) = %v, %v; want true, nil", changed, err)
+	}
+	if b, _ := os.ReadFile(dst); string(b) != "hello\n" {
+		t.Errorf("restored file = %q, want %q", b, "hello\n")
+	}
+}
+
+// A damaged blob is never restored: the file stays as it was.
+func TestRestoreDamagedBlob(t *testing.T) {
+	dir := t.TempDir()
+	s := New(filepath.Join(dir, "state"), nil)
+	e := saved(t, s, dir, "p", "make", "sha256:aa", "hello\n", t0)
+	blob := s.Blob(e.Outputs[0].Digest)
+	os.Chmod(blob, 0o644)
+	if err := os.WriteFile(blob, []byte("hellO\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, "make.out")
+	os.WriteFile(dst, []byte("mine"), 0o644)
+	if _, err := s.Restore(e.Outputs[0], dst); err == nil {
+		t.Fatalf("Restore(damaged blob) = nil error, want one")
+	}
+	if b, _ := os.ReadFile(dst); string(b) != "mine" {
+		t.Errorf("file after a failed restore = %q, want %q", b, "mine")
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, ".make.out.tmp-*")); len(m) != 0 {
+		t.Errorf("temporary files left: %v", m)
+	}
+}
+
+func TestLatest(t *testing.T) {
+	dir := t.TempDir()
+	s := New(filepath.Join(dir, "state"), nil)
+	if e, err := s.Latest("p", "make"); e != nil || err != nil {
+		t.Fatalf("Latest(empty store) = %v, %v; want nil, nil", e, err)
+	}
+	saved(t, s, dir, "p", "make", "sha256:01", "a", t0)
+	saved(t, s, dir, "p", "make", "sha256:02", "b", t0.Add(time.Hour))
+	saved(t, s, dir, "p", "make", "sha256:03", "c", t0.Add(-time.Hour))
+	e, err := s.Latest("p", "make")
+	if err != nil || e == nil || e.Key != "sha256:02" {
+		t.Errorf("Latest = %v, %v; want the entry sha256:02", e, err)
+	}
+}
+
+// failRename fails every rename: a crash before an entry's rename.
+type failRename struct{ eventlog.OS }
+
+func (failRename) Rename(string, string) error { return errors.New("injected") }
+
+// An entry is written whole or not at all.
+func TestPutFails(t *testing.T) {
+	dir := t.TempDir()
+	s := New(filepath.Join(dir, "state"), failRename{})
+	e := &Entry{Key: "sha256:aa", TaskName: "p", Step: "make", Created: t0}
+	if err := s.Put(e); err == nil {
+		t.Fatal("Put with failing renames = nil error, want one")
+	}
+	if got, err := New(filepath.Join(dir, "state"), nil).Get("p", "make", "sha256:aa"); got != nil || err != nil {
+		t.Errorf("Get after a failed Put = %v, %v; want nil, nil", got, err)
+	}
+	if entries, bad := s.List(); len(entries) != 0 || len(bad) != 0 {
+		t.Errorf("List after a failed Put = %v, %v; want nothing", entries, bad)
+	}
+}
+
+func TestGC(t *testing.T) {
+	tests := []struct {
+		name          string
+		opts          GCOptions
+		removed, kept int
+		blobs         int
+		broken        int
+	}{
+		{name: "default: only what no run can use", opts: GCOptions{}, removed: 0, kept: 2, blobs: 1, broken: 1},
+		{name: "all", opts: GCOptions{All: true}, removed: 3, kept: 0, blobs: 3},
+		{name: "older than", opts: GCOptions{OlderThan: 2 * time.Hour}, removed: 1, kept: 1, blobs: 2, broken: 1},
+		{name: "one pipeline", opts: GCOptions{All: true, TaskName: "q"}, removed: 1, kept: 2, blobs: 1},
+		{name: "dry run", opts: GCOptions{All: true, DryRun: true}, removed: 3, kept: 0, blobs: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := New(filepath.Join(dir, "state"), nil)
+			saved(t, s, dir, "p", "old", "sha256:01", "old", t0.Add(-3*time.Hour))
+			saved(t, s, dir, "p", "new", "sha256:02", "new", t0)
+			broken := saved(t, s, dir, "q", "gone", "sha256:03", "gone", t0)
+			os.Remove(s.Blob(broken.Outputs[0].Digest))
+			// A blob no entry names.
+			os.WriteFile(filepath.Join(s.Root, "blobs", "0123"), []byte("orphan"), 0o644)
+
+			o := tt.opts
+			o.Now = t0
+			res, err := s.GC(o)
+			if err != nil {
+				t.Fatalf("GC: %v", err)
+			}
+			if len(res.Entries) != tt.removed || res.Kept != tt.kept || res.Blobs != tt.blobs || len(res.Broken) != tt.broken {
+				t.Errorf("GC(%+v) = removed %d, kept %d, blobs %d, broken %v; want %d, %d, %d, %d",
+					tt.opts, len(res.Entries), res.Kept, res.Blobs, res.Broken, tt.removed, tt.kept, tt.blobs, tt.broken)
+			}
+			left, _ := s.List()
+			want := 3 - tt.removed - tt.broken
+			if tt.opts.DryRun {
+				want = 3
+			}
+			if len(left) != want {
+				t.Errorf("entries left = %d, want %d", len(left), want)
+			}
+			for _, e := range left {
+				if !tt.opts.DryRun && !s.whole(e) {
+					t.Errorf("entry %s left without its blobs", e.File)
+				}
+			}
+		})
+	}
+}
+
+func TestNameFor(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"make", "make"},
+		{"convert[eu,x]", "convert[eu,x]"},
+		{"a.b", "a.b"},
+		{"..", "%2E%2E"},
+		{".", "%2E"},
+		{"a/b c", "a%2Fb%20c"},
+	}
+	for _, tt := range tests {
+		if got := nameFor(tt.in); got != tt.want {
+			t.Errorf("nameFor(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,298 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"apollo/engine/cache"
+	"apollo/eventlog"
+)
+
+// A step with cache: (docs/spec.md §5.15) is looked up in the store before
+// its first attempt of an invocation, once its condition holds and its
+// cleanup has run. Its key covers its input digest (rendered body, env,
+// with, upstream output digests, secrets, Lua files), its cache.key, its
+// folder, the content of its inputs: files and the names of its outputs:.
+// A hit restores the outputs (each atomically, checked against its digest)
+// and only then appends a STEP_END SUCCESS with cached_from, so a resume
+// keeps it like any success; a crash before that leaves the step to decide
+// again, its restored files being what the result says anyway. A miss runs
+// the step, and a success is saved once its STEP_END is durable: the
+// blobs, then the entry.
+
+// cacheProbe is what a cached step's key is made of, read just before the
+// step would run.
+type cacheProbe struct {
+	key      string            // sha256:<hex>
+	input    string            // the step's input digest
+	upstream map[string]string // output digests of the steps upstream
+	inputs   []cache.File      // its inputs: files; Digest "" for a missing one
+}
+
+// probeCache reads what rs's key is made of: the inputs files in dir, the
+// step's input digest given upstream and the secrets' digest.
+func probeCache(rs *renderedStep, upstream map[string]string, secrets, dir string) *cacheProbe {
+	pr := &cacheProbe{input: inputDigest(rs, upstream, secrets), upstream: upstream,
+		inputs: make([]cache.File, len(rs.inputs))}
+	for i, p := range rs.inputs {
+		d, size, err := cache.HashFile(filepath.Join(dir, p))
+		if err != nil {
+			d, size = "", 0 // missing: a key of its own, and a reason
+		}
+		pr.inputs[i] = cache.File{Path: p, Digest: d, Size: size}
+	}
+	files := make([][2]string, len(pr.inputs))
+	for i, f := range pr.inputs {
+		files[i] = [2]string{f.Path, f.Digest}
+	}
+	b, _ := json.Marshal(struct {
+		V       int         `json:"v"`
+		Input   string      `json:"input"`
+		Key     string      `json:"key"`
+		Dir     string      `json:"dir"`
+		Inputs  [][2]string `json:"inputs"`
+		Outputs []string    `json:"outputs"`
+	}{1, pr.input, rs.cacheKey, rs.step.WorkingDir, files, rs.outputs})
+	pr.key = sha256Hex(b)
+	return pr
+}
+
+// lookupCache returns the entry a cached step can take its result from,
+// or why there is none.
+func lookupCache(store *cache.Store, taskName string, rs *renderedStep, pr *cacheProbe) (*cache.Entry, string) {
+	id := rs.step.ID
+	e, err := store.Get(taskName, id, pr.key)
+	if err != nil {
+		return nil, "its cache entry cannot be read: " + err.Error()
+	}
+	if e == nil {
+		prev, _ := store.Latest(taskName, id)
+		return nil, missReason(prev, pr, rs)
+	}
+	for _, f := range e.Outputs {
+		if !store.Has(f.Digest) {
+			return nil, fmt.Sprintf("the saved copy of %s is gone from the cache", f.Path)
+		}
+	}
+	return e, ""
+}
+
+// missReason says what differs between the newest earlier result of a
+// step, prev, and the step now.
+func missReason(prev *cache.Entry, pr *cacheProbe, rs *renderedStep) string {
+	if prev == nil {
+		return "no earlier result in the cache"
+	}
+	was := make(map[string]string, len(prev.Inputs))
+	for _, f := range prev.Inputs {
+		was[f.Path] = f.Digest
+	}
+	var why []string
+	for _, f := range pr.inputs {
+		d, ok := was[f.Path]
+		switch {
+		case f.Digest == "" && (!ok || d != ""):
+			why = append(why, "input "+f.Path+" is missing")
+		case !ok:
+			why = append(why, "input "+f.Path+" is new")
+		case d != f.Digest:
+			why = append(why, "input "+f.Path+" changed")
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(pr.upstream)) {
+		if prev.Upstream[id] != pr.upstream[id] {
+			why = append(why, "the output of step "+id+" changed")
+		}
+	}
+	if prev.DefinitionDigest != rs.defDigest {
+		why = append(why, "the step's definition changed")
+	}
+	if prev.UserKey != rs.cacheKey {
+		why = append(why, "cache.key changed")
+	}
+	if len(why) == 0 {
+		if prev.InputDigest != pr.input {
+			return "its inputs changed (vars, secrets or Lua files)"
+		}
+		return "its inputs or outputs changed"
+	}
+	if len(why) > 3 {
+		why = append(why[:3], "more")
+	}
+	return strings.Join(why, ", ")
+}
+
+// cacheable reports whether this invocation looks n up in the cache and
+// saves its result.
+func (r *run) cacheable(n *node) bool {
+	s := n.rs.step
+	return s.Cache != nil && s.Foreach == nil && r.hub == nil
+}
+
+// probe reads n's cache key, just before it would run.
+func (r *run) probe(n *node) (*cacheProbe, error) {
+	rs, err := r.late(n)
+	if err != nil {
+		return nil, err
+	}
+	return probeCache(rs, r.upstreamDigests(n), secretsDigest(r.secrets), r.stepDir(n.rs.step)), nil
+}
+
+// fromCache ends n with the result of an earlier run when the store has
+// one for pr: its outputs restored, then its STEP_END. It reports false
+// when n must run.
+func (r *run) fromCache(n *node, pr *cacheProbe) (nodeDone, bool) {
+	s := n.rs.step
+	e, why := lookupCache(r.store, r.t.p.TaskName, n.rs, pr)
+	if e == nil {
+		r.rep.event(s.ID, "not from the cache: "+why)
+		return nodeDone{}, false
+	}
+	dir := r.stepDir(s)
+	restored := 0
+	for _, f := range e.Outputs {
+		changed, err := r.store.Restore(f, filepath.Join(dir, f.Path))
+		if err != nil {
+			r.rep.event(s.ID, fmt.Sprintf("not from the cache: %s cannot be restored: %v", f.Path, err))
+			return nodeDone{}, false
+		}
+		if changed {
+			restored++
+		}
+	}
+	r.e.crash("cache:restored")
+	msg := "cached from " + e.TaskID
+	if len(e.Outputs) > 0 {
+		msg += fmt.Sprintf(" (output files: %d restored, %d unchanged)", restored, len(e.Outputs)-restored)
+	}
+	rec := &eventlog.Record{EventType: eventlog.StepEnd, StepID: s.ID, Status: eventlog.Success,
+		RetryCount: max(n.retry-1, 0), InputDigest: pr.input, OutputDigest: e.OutputDigest, Output: e.Output,
+		Message: msg, CachedFrom: e.TaskID}
+	if err := r.appendFor(s, rec); err != nil {
+		return nodeDone{n: n, logErr: err}, true
+	}
+	n.outDigest, n.output = e.OutputDigest, e.Output
+	r.rep.ended(s.ID, eventlog.Success, rec.RetryCount, 0, msg, 0)
+	return nodeDone{n: n, status: eventlog.Success}, true
+}
+
+// saveCache saves n's result, which the attempt probed as pr made, once
+// its STEP_END is durable: the outputs' blobs, then the entry. A result
+// that cannot be saved is reported, and the run goes on.
+func (r *run) saveCache(n *node, pr *cacheProbe) {
+	s := n.rs.step
+	if r.w.Sync() != nil {
+		return // the writer's error stops the run
+	}
+	warn := func(format string, args ...any) {
+		fmt.Fprintf(r.e.opts.Stderr, "apollo: step %s: %s; its result is not cached\n", s.ID, fmt.Sprintf(format, args...))
+	}
+	if r.mask != nil && len(n.output) > 0 && r.mask.String(string(n.output)) != string(n.output) {
+		warn("its output holds a secret, which apollo never writes")
+		return
+	}
+	dir := r.stepDir(s)
+	files := make([]cache.File, 0, len(n.rs.outputs))
+	for _, p := range n.rs.outputs {
+		f, err := r.store.Save(filepath.Join(dir, p))
+		if err != nil {
+			warn("output %s: %v", p, err)
+			return
+		}
+		f.Path = p
+		files = append(files, f)
+	}
+	e := &cache.Entry{Key: pr.key, TaskName: r.t.p.TaskName, Step: s.ID, TaskID: r.t.id,
+		Created: r.e.opts.Clock.Now().UTC(), InputDigest: pr.input, DefinitionDigest: n.rs.defDigest,
+		UserKey: n.rs.cacheKey, Upstream: pr.upstream, Inputs: pr.inputs,
+		OutputDigest: n.outDigest, Output: n.output, Outputs: files}
+	r.e.crash("cache:saved")
+	if err := r.store.Put(e); err != nil {
+		warn("%v", err)
+	}
+}
+
+// planCache foresees, for a dry run, which steps with cache: a run would
+// take from the cache: those whose upstream results the run will know
+// before they start (kept from the log, or themselves from the cache).
+type planCache struct {
+	store   *cache.Store
+	r       *run // for its task, options and step folders; it writes nothing
+	results map[string]*planResult
+}
+
+// planResult is a step's output as a run will know it.
+type planResult struct {
+	digest string
+	output json.RawMessage
+}
+
+// decide turns ps into ActionCached when the store has the step's result,
+// and otherwise says in ps.Cache why the step would run.
+func (pc *planCache) decide(rs *renderedStep, st *eventlog.StepState, ps *PlanStep) {
+	s := rs.step
+	switch ps.Action {
+	case ActionKeep:
+		pc.results[s.ID] = &planResult{st.OutputDigest, st.Output}
+		return
+	case ActionSkip:
+		pc.results[s.ID] = &planResult{}
+		return
+	case ActionRun, ActionRerun, ActionCleanRerun:
+	default:
+		return
+	}
+	if s.Cache == nil || s.Foreach != nil {
+		return
+	}
+	r := pc.r
+	switch {
+	case r.ro.NoCache:
+		ps.Cache = "--no-cache"
+		return
+	case r.ro.Hub.URLs != "":
+		ps.Cache = "the cache is not used with --hub"
+		return
+	case r.sc.rerun[s.ID]:
+		ps.Cache = "run again by " + r.sc.why
+		return
+	case len(r.t.p.Secrets) > 0:
+		ps.Cache = "decided when it runs (its key holds the secrets, which a dry run does not read)"
+		return
+	}
+	upstream := make(map[string]string, len(s.DependsOn)+len(s.OutputRefs))
+	for _, id := range append(slices.Clip(s.DependsOn), s.OutputRefs...) {
+		res := pc.results[id]
+		if res == nil {
+			ps.Cache = "decided when it runs, once step " + id + " has run"
+			return
+		}
+		upstream[id] = res.digest
+	}
+	late, err := renderLate(rs, func(id string) json.RawMessage { return pc.results[id].output })
+	if err != nil {
+		ps.Cache = "decided when it runs: " + err.Error()
+		return
+	}
+	pr := probeCache(late, upstream, "", r.stepDir(s))
+	e, why := lookupCache(pc.store, r.t.p.TaskName, rs, pr)
+	if e == nil {
+		ps.Cache = why
+		return
+	}
+	ps.Action, ps.CachedFrom = ActionCached, e.TaskID
+	for _, f := range e.Outputs {
+		if d, _, err := cache.HashFile(filepath.Join(r.stepDir(s), f.Path)); err != nil || d != f.Digest {
+			ps.Restores = append(ps.Restores, f.Path)
+		}
+	}
+	ps.Reason = "cached from " + e.TaskID + ": its inputs are unchanged"
+	if s.When != "" {
+		ps.Reason += " (if its when: holds)"
+	}
+	pc.results[s.ID] = &planResult{e.OutputDigest, e.Output}
+}
