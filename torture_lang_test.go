@@ -18,9 +18,10 @@ import (
 // langPipeline uses the flow of the pipeline language in one DAG: a step
 // when: skips and one it runs, foreach over a var, foreach over an upstream
 // output (instances made when the run gets there), a matrix with an
-// exclusion, an on_failure handler (the task never fails, so it must never
-// start) and a finally handler. Every body first counts its execution in
-// eff/.
+// exclusion, a step whose result the cache holds (from the task "warm"
+// run first in each folder), an on_failure handler (the task never fails,
+// so it must never start) and a finally handler. Every body first counts
+// its execution in eff/.
 const langPipeline = `task_name: lang
 parallelism: 4
 max_dirty_restarts: 100000
@@ -52,9 +53,13 @@ steps:
     when: ctx.status.list == "SUCCESS"
     command: mkdir -p eff && echo x >> eff/gated
     depends_on: [list]
+  - id: cached
+    command: mkdir -p eff cout && echo x >> eff/cached && echo {{regions}} > cout/cached.txt
+    cache: true
+    outputs: [cout/cached.txt]
   - id: join
-    command: mkdir -p eff && echo x >> eff/join && ls out > out.list.tmp && mv out.list.tmp out.list
-    depends_on: [each, region, grid, gated, never]
+    command: mkdir -p eff && echo x >> eff/join && test -s cout/cached.txt && ls out > out.list.tmp && mv out.list.tmp out.list
+    depends_on: [each, region, grid, gated, never, cached]
 on_failure:
   - id: alert
     command: echo x >> eff/alert
@@ -69,7 +74,7 @@ finally:
 var (
 	langInstances = []string{"each[u]", "each[v]", "each[w]", "each[x]", "each[y]",
 		"region[eu]", "region[us]", "region[asia]", "grid[s,a]", "grid[s,b]", "grid[m,a]"}
-	langSucceeded = []string{"list", "each", "gated", "join", "report"}
+	langSucceeded = []string{"list", "each", "gated", "cached", "join", "report"}
 )
 
 // langCheck checks the language invariants on the log as it stands.
@@ -93,6 +98,12 @@ func langCheck(t *testing.T, dir string, final bool) []string {
 		}
 		if r.EventType == eventlog.StepStart && r.StepID == "never" {
 			fail("the step whose when: is false started")
+		}
+		if r.EventType == eventlog.StepStart && r.StepID == "cached" {
+			fail("the step the cache holds started")
+		}
+		if r.EventType == eventlog.StepEnd && r.StepID == "cached" && r.Status == eventlog.Success && r.CachedFrom != "warm" {
+			fail("the cached step ended SUCCESS with cached_from %q, want warm", r.CachedFrom)
 		}
 		if id := r.StepID; strings.Contains(id, "[") && !slices.Contains(langInstances, id) {
 			fail("record of an instance the pipeline does not expand into: %s", id)
@@ -125,6 +136,9 @@ func langCheck(t *testing.T, dir string, final bool) []string {
 	if _, err := os.Stat(filepath.Join(dir, "eff", "never")); err == nil {
 		fail("the body of the step whose when: is false ran")
 	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "eff", "cached")); len(b) != len("x\n") {
+		fail("the body of the cached step ran %d times, want once (the warm task's)", len(b)/2)
+	}
 	if !final {
 		return bad
 	}
@@ -135,6 +149,9 @@ func langCheck(t *testing.T, dir string, final bool) []string {
 	}
 	if ended["never"] != 0 {
 		fail("never ended SUCCESS")
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "cout", "cached.txt")); err != nil || string(b) != "eu us asia\n" {
+		fail("the cached step's output file was not restored: %q, %v", b, err)
 	}
 	list, err := os.ReadFile(filepath.Join(dir, "out.list"))
 	if err != nil {
@@ -147,12 +164,13 @@ func langCheck(t *testing.T, dir string, final bool) []string {
 }
 
 // TestTortureLanguage kills the real binary with SIGKILL at random moments
-// while it runs a DAG of conditions, foreach and matrix instances and
-// handlers, resumes until the task is complete, and checks after every
-// kill: instances expand the same, a when: that is false never runs its
-// body, the on_failure handler never starts (the task never fails), no
-// step succeeds twice, and the finally handler succeeds once, after every
-// other step. APOLLO_LANG_KILLS sets the number of kills (default 30, -short
+// while it runs a DAG of conditions, foreach and matrix instances, a
+// cached step and handlers, resumes until the task is complete, and checks
+// after every kill: instances expand the same, a when: that is false never
+// runs its body, the cached step never runs (its result and its output
+// file come from the cache), the on_failure handler never starts (the task
+// never fails), no step succeeds twice, and the finally handler succeeds
+// once, after every other step. APOLLO_LANG_KILLS sets the number of kills (default 30, -short
 // 6, long mode 300).
 func TestTortureLanguage(t *testing.T) {
 	kills := envInt("APOLLO_LANG_KILLS", 30)
@@ -170,6 +188,7 @@ func TestTortureLanguage(t *testing.T) {
 
 	dir := t.TempDir()
 	writePipeline(t, dir, langPipeline)
+	warmCache(t, dir)
 	began := time.Now()
 	if res := runApollo(t, dir, nil, args...); res.code != 0 {
 		t.Fatalf("clean run: exit %d\n%s%s", res.code, res.stdout, res.stderr)
@@ -184,6 +203,7 @@ func TestTortureLanguage(t *testing.T) {
 		trials++
 		dir := t.TempDir()
 		writePipeline(t, dir, langPipeline)
+		warmCache(t, dir)
 		for inTrial := 0; ; inTrial++ {
 			cmd := apolloCmd(t, dir, nil, args...)
 			var stdout, stderr bytes.Buffer
@@ -221,4 +241,26 @@ func TestTortureLanguage(t *testing.T) {
 		}
 	}
 	t.Logf("torture language seed=%d kills=%d trials=%d clean_run=%s", seed, done, trials, full.Round(time.Millisecond))
+}
+
+// warmCache runs the task "warm" of the language pipeline in dir to the
+// end, so that the cached step's result is in the cache, then removes the
+// effects of every step but the cached one's count, and its output file,
+// which the next task must restore.
+func warmCache(t *testing.T, dir string) {
+	t.Helper()
+	if res := runApollo(t, dir, nil, "run", "pipeline.yaml", "--task-id", "warm", "--progress", "quiet"); res.code != 0 {
+		t.Fatalf("warm run: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	for _, p := range []string{"out", "out.list", "cout"} {
+		if err := os.RemoveAll(filepath.Join(dir, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	effs, _ := filepath.Glob(filepath.Join(dir, "eff", "*"))
+	for _, f := range effs {
+		if filepath.Base(f) != "cached" {
+			os.Remove(f)
+		}
+	}
 }
