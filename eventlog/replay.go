@@ -67,6 +67,9 @@ type StepState struct {
 	// CachedFrom names the task run whose result the step's SUCCESS took
 	// from the cache; "" when it ran.
 	CachedFrom string `json:"cached_from,omitempty"`
+	// Note is what the step's last STEP_END said besides its error (its
+	// message): "cached from …", "expanded into N instance(s)", ….
+	Note string `json:"note,omitempty"`
 }
 
 // NewState returns the state of an empty log.
@@ -210,6 +213,7 @@ func (s *State) Apply(r *Record) {
 		st.DurationMS = r.DurationMS
 		st.DirtyRecoveries = 0
 		st.Interrupted, st.TimedOut = r.Interrupted, r.TimedOut
+		st.Note = r.Message
 		switch r.Status {
 		case Success:
 			st.CachedFrom = r.CachedFrom

@@ -61,6 +61,9 @@ type ReportStep struct {
 	// CachedFrom names the task run whose result the step took from the
 	// cache.
 	CachedFrom string `json:"cached_from,omitempty"`
+	// Note is what the step's last end said besides its error: "cached
+	// from …", "expanded into N instance(s)", ….
+	Note string `json:"note,omitempty"`
 }
 
 // ReportMarker is one idempotency marker in a Report.
@@ -178,7 +181,7 @@ func report(state *eventlog.State, logPath string, records int, torn int64) *Rep
 		}
 		rep.Steps = append(rep.Steps, ReportStep{ID: id, Status: st.Status, Attempts: st.Attempts, RetryCount: st.RetryCount,
 			Dirty: st.Dirty, Optional: si.Optional, DependsOn: deps, LastTimestamp: st.LastTimestamp,
-			DurationMS: st.DurationMS, LastError: st.LastError, OutputDigest: st.OutputDigest, CachedFrom: st.CachedFrom})
+			DurationMS: st.DurationMS, LastError: st.LastError, OutputDigest: st.OutputDigest, CachedFrom: st.CachedFrom, Note: st.Note})
 	}
 	rep.Next = nextRunnable(state, graph, order)
 	names := slices.Sorted(maps.Keys(state.Markers))
@@ -307,6 +310,7 @@ const ReportJSONDoc = `JSON (--json), one object:
    "steps": [{"id", "status", "attempts", "retry_count", "dirty": bool, "optional": bool,
               "depends_on": [ids], "last_timestamp", "duration_ms", "last_error", "output_digest"?,
               "cached_from"? (the task run whose result it took from the cache),
+              "note"? (what its last end said besides its error: "expanded into N instance(s)", ...),
               "child"? (a run step's sub-pipeline task: its report, this object)}],
    "next": [step ids a run would start first], "markers": [{"name", "state"}],
    "torn_tail_bytes"?, "archived"? (true: read from apollo gc's archive), "records"}

@@ -294,11 +294,24 @@ type runData struct {
 
 type stepRow struct {
 	history.ReportStep
-	State    string
-	Outputs  []int // attempts with an output file, or known from the log
-	Link     string
-	Events   string
-	Duration string
+	// Decision and Error split what the step's end said: why it was
+	// skipped, cached or expanded, and what went wrong.
+	Decision, Error string
+	State           string
+	Outputs         []int // attempts with an output file, or known from the log
+	Link            string
+	Events          string
+	Duration        string
+}
+
+// stepNotes splits what a step's last end said into the decision the run
+// made about it (a when: that was false, a result from the cache, the
+// instances of a foreach) and its error.
+func stepNotes(st history.ReportStep) (decision, stepErr string) {
+	if st.Status == eventlog.Skipped {
+		return textfmt.OneLine(st.LastError, 200), ""
+	}
+	return textfmt.OneLine(st.Note, 200), st.LastError
 }
 
 type warningRow struct {
@@ -322,7 +335,8 @@ func (s *Server) runData(run *run, d *detail) runData {
 			state = "DIRTY"
 		}
 		nodes = append(nodes, node{ID: st.ID, DependsOn: st.DependsOn, State: state, Optional: st.Optional})
-		row := stepRow{ReportStep: st, State: state, Outputs: attempts[st.ID],
+		decision, stepErr := stepNotes(st)
+		row := stepRow{ReportStep: st, Decision: decision, Error: stepErr, State: state, Outputs: attempts[st.ID],
 			Link: link + "/steps/" + url.PathEscape(st.ID), Events: link + "/events?step=" + url.QueryEscape(st.ID)}
 		if st.DurationMS > 0 || st.Status == eventlog.Success {
 			row.Duration = textfmt.Duration(time.Duration(st.DurationMS) * time.Millisecond).String()
@@ -444,6 +458,7 @@ func (s *Server) sseRun(w http.ResponseWriter, r *http.Request) {
 			State    string `json:"state"`
 			Attempts int    `json:"attempts"`
 			Duration string `json:"duration"`
+			Decision string `json:"decision"`
 			Error    string `json:"last_error"`
 			Output   string `json:"output,omitempty"`
 		}
@@ -462,7 +477,8 @@ func (s *Server) sseRun(w http.ResponseWriter, r *http.Request) {
 			if st.DurationMS > 0 || st.Status == eventlog.Success {
 				dur = textfmt.Duration(time.Duration(st.DurationMS) * time.Millisecond).String()
 			}
-			x := step{ID: st.ID, State: state, Attempts: st.Attempts, Duration: dur, Error: textfmt.OneLine(st.LastError, 200)}
+			decision, stepErr := stepNotes(st)
+			x := step{ID: st.ID, State: state, Attempts: st.Attempts, Duration: dur, Decision: decision, Error: textfmt.OneLine(stepErr, 200)}
 			if st.Attempts > 0 {
 				x.Output = runLink(k) + "/steps/" + url.PathEscape(st.ID) + "/" + itoa(st.RetryCount)
 			}

@@ -647,3 +647,39 @@ func TestResumeAndStop(t *testing.T) {
 		t.Fatal("the holder did not end within 10s of the stop")
 	}
 }
+
+// TestStepDecisions: the run page's step table shows, apart from errors,
+// what the run decided about each step: a when: that was false, a result
+// taken from the cache, the instances a foreach expanded into.
+func TestStepDecisions(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	cached := end("c", 0, eventlog.Success, "")
+	cached.Message, cached.CachedFrom = "cached from nightly-1 (output files: 1 restored, 0 unchanged)", "nightly-1"
+	expanded := end("each", 0, eventlog.Success, "")
+	expanded.Message = "expanded into 3 instance(s)"
+	newLog(t, dir, "dec", epoch, "gate", "c", "each", "boom").add(
+		end("gate", 0, eventlog.Skipped, `when: ctx.vars.env == "prod" is false: skipped`),
+		cached, expanded,
+		start("boom", 0), end("boom", 0, eventlog.Failed, "exit status 3"), summary(eventlog.Failed))
+	h := newHarness(t, dir, nil)
+	_, body := h.get(t, "/runs/0/"+logName(t, dir, "dec"))
+	for _, want := range []string{
+		`<td class="decision">when: ctx.vars.env == &#34;prod&#34; is false: skipped</td>`,
+		`<td class="decision">cached from nightly-1 (output files: 1 restored, 0 unchanged)</td>`,
+		`<td class="decision">expanded into 3 instance(s)</td>`,
+		`<td class="lasterr">exit status 3</td>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the run page lacks %s", want)
+		}
+	}
+	if strings.Contains(body, `<td class="lasterr">when:`) {
+		t.Error("the run page shows a skip's reason as an error")
+	}
+	_, js := h.get(t, "/api/runs/0/"+logName(t, dir, "dec"))
+	for _, want := range []string{`"note": "expanded into 3 instance(s)"`, `"cached_from": "nightly-1"`} {
+		if !strings.Contains(js, want) {
+			t.Errorf("the run's JSON lacks %s", want)
+		}
+	}
+}

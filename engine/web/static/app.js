@@ -80,6 +80,7 @@
         if (badge) { badge.className = "badge " + cls; text(badge, st.state.toLowerCase()); }
         text(el.querySelector(".attempts"), String(st.attempts));
         text(el.querySelector(".duration"), st.duration);
+        text(el.querySelector(".decision"), st.decision);
         text(el.querySelector(".lasterr"), st.last_error);
         const title = el.querySelector("title");
         if (title) text(title, st.id + " " + st.state.toLowerCase());
