@@ -157,53 +157,71 @@ type varRef struct {
 // checkForeach checks a step's foreach, matrix and exclude against each
 // other, and its {{item}} placeholders against them.
 func (l *loader) checkForeach(si *stepInfo) {
-	s, at := si.s, si.at
 	fl, hasF := si.lineOf("foreach")
 	ml, hasM := si.lineOf("matrix")
 	el, hasE := si.lineOf("exclude")
 	switch {
 	case hasF && hasM:
-		at.errf(ml, "has both foreach and matrix; keep one")
+		si.at.errf(ml, "has both foreach and matrix; keep one")
 	case hasE && !hasM:
-		at.errf(el, "exclude applies to a matrix; add matrix: or remove exclude")
+		si.at.errf(el, "exclude applies to a matrix; add matrix: or remove exclude")
 	}
-	if hasM && s.Foreach != nil {
-		s.Foreach.Exclude = nil
-		for _, e := range si.excludes {
-			for k, v := range e.m {
-				i := slices.IndexFunc(s.Foreach.Matrix, func(a Axis) bool { return a.Name == k })
-				switch {
-				case i < 0:
-					at.errf(e.line, "exclude names %q, which is not an axis of the matrix", k)
-				case !slices.Contains(s.Foreach.Matrix[i].Values, v):
-					at.errf(e.line, "exclude: %s %q is not a value of matrix.%s", k, v, k)
-				}
+	if hasM && si.s.Foreach != nil {
+		checkExcludes(si)
+	}
+	checkItemRefs(si, hasF, hasM)
+	if hasF && si.s.Foreach != nil && len(si.s.Foreach.Items) > 0 {
+		checkInstanceIDs(si, fl)
+	}
+}
+
+// checkExcludes checks that each exclude: entry names axes and values of
+// the matrix, and keeps them.
+func checkExcludes(si *stepInfo) {
+	f := si.s.Foreach
+	f.Exclude = nil
+	for _, e := range si.excludes {
+		for k, v := range e.m {
+			i := slices.IndexFunc(f.Matrix, func(a Axis) bool { return a.Name == k })
+			switch {
+			case i < 0:
+				si.at.errf(e.line, "exclude names %q, which is not an axis of the matrix", k)
+			case !slices.Contains(f.Matrix[i].Values, v):
+				si.at.errf(e.line, "exclude: %s %q is not a value of matrix.%s", k, v, k)
 			}
-			s.Foreach.Exclude = append(s.Foreach.Exclude, e.m)
 		}
+		f.Exclude = append(f.Exclude, e.m)
 	}
+}
+
+// checkItemRefs checks the step's {{item}} and {{item.NAME}} placeholders
+// against its foreach or matrix.
+func checkItemRefs(si *stepInfo, hasF, hasM bool) {
 	for _, r := range si.itemRefs {
 		axis, isAxis := template.ItemRef(r.name)
 		switch {
 		case !hasF && !hasM:
-			at.errf(r.line, "%s: {{%s}} is the item of a foreach or matrix step; this step has neither", r.key, r.name)
+			si.at.errf(r.line, "%s: {{%s}} is the item of a foreach or matrix step; this step has neither", r.key, r.name)
 		case hasF && isAxis:
-			at.errf(r.line, "%s: {{%s}}: a foreach step's item is {{item}}; {{item.NAME}} is for matrix steps", r.key, r.name)
+			si.at.errf(r.line, "%s: {{%s}}: a foreach step's item is {{item}}; {{item.NAME}} is for matrix steps", r.key, r.name)
 		case hasM && !isAxis:
-			at.errf(r.line, "%s: {{item}}: a matrix step reads each axis as {{item.NAME}}", r.key)
-		case hasM && s.Foreach != nil && !slices.ContainsFunc(s.Foreach.Matrix, func(a Axis) bool { return a.Name == axis }):
-			at.errf(r.line, "%s: {{%s}}: the matrix has no axis %q", r.key, r.name, axis)
+			si.at.errf(r.line, "%s: {{item}}: a matrix step reads each axis as {{item.NAME}}", r.key)
+		case hasM && si.s.Foreach != nil && !slices.ContainsFunc(si.s.Foreach.Matrix, func(a Axis) bool { return a.Name == axis }):
+			si.at.errf(r.line, "%s: {{%s}}: the matrix has no axis %q", r.key, r.name, axis)
 		}
 	}
-	if hasF && s.Foreach != nil && len(s.Foreach.Items) > 0 {
-		seen := map[string]string{}
-		for _, it := range s.Foreach.Items {
-			id := InstanceID(s.ID, it)
-			if first, dup := seen[id]; dup {
-				at.errf(fl, "foreach items %q and %q make the same instance id %s; make them differ in letters, digits, _, . or -", first, it, id)
-			}
-			seen[id] = it
+}
+
+// checkInstanceIDs checks that a literal foreach list makes one instance
+// id per item.
+func checkInstanceIDs(si *stepInfo, line int) {
+	seen := map[string]string{}
+	for _, it := range si.s.Foreach.Items {
+		id := InstanceID(si.s.ID, it)
+		if first, dup := seen[id]; dup {
+			si.at.errf(line, "foreach items %q and %q make the same instance id %s; make them differ in letters, digits, _, . or -", first, it, id)
 		}
+		seen[id] = it
 	}
 }
 

@@ -989,42 +989,14 @@ func (l *loader) checkStepShape(si *stepInfo) {
 			at.errf(si.line, "has no id; add id: <name>")
 		}
 	}
-	present := func(keys, out []string) []string {
-		for _, k := range keys {
-			if _, ok := si.lineOf(k); ok {
-				out = append(out, k)
-			}
-		}
-		return out
-	}
-	var bodyBuf, cleanupBuf [4]string
-	bodies := present(bodyKeys, bodyBuf[:0])
-	switch len(bodies) {
-	case 0:
-		at.errf(si.line, "has no body; add one of command, lua, script, uses or run")
-	case 1:
-	default:
-		line, _ := si.lineOf(bodies[1])
-		at.errf(line, "has %s; keep exactly one body", andList(bodies))
-	}
-	if cleanups := present(cleanupKeys, cleanupBuf[:0]); len(cleanups) > 1 {
-		line, _ := si.lineOf(cleanups[1])
-		at.errf(line, "has %s; keep at most one cleanup hook", andList(cleanups))
-	}
-	isLua := s.Lua != "" || s.Script != "" || s.Uses != ""
-	if len(bodies) == 1 && bodies[0] == "run" {
+	body := checkBodies(si)
+	if body == "run" {
 		l.checkRunShape(si)
 	}
-	if line, ok := si.lineOf("with"); ok && len(bodies) == 1 && bodies[0] == "command" {
-		at.errf(line, "with is read by Lua steps (as ctx.params), not by a command; pass values through env or the command itself")
+	if body == "command" {
+		checkCommandKeys(si)
 	}
-	if len(bodies) == 1 && bodies[0] == "command" {
-		for _, k := range []string{"memory_mb", "isolation", "allow"} {
-			if line, ok := si.lineOf(k); ok {
-				at.errf(line, "%s applies to Lua steps only (lua, script or uses); remove it from this command step", k)
-			}
-		}
-	}
+	isLua := s.Lua != "" || s.Script != "" || s.Uses != ""
 	if _, ok := si.lineOf("isolation"); !ok && isLua {
 		s.Isolation = l.p.Isolation
 	}
@@ -1045,6 +1017,47 @@ func (l *loader) checkStepShape(si *stepInfo) {
 	if line, ok := si.lineOf("max_retries"); ok && s.MaxRetries > 0 {
 		if _, has := si.lineOf("retry_policy"); !has && l.p.Defaults.RetryPolicy == "" {
 			at.errf(line, "max_retries: %d has no effect without a retry_policy (the default is none); add retry_policy: fixed or exponential", s.MaxRetries)
+		}
+	}
+}
+
+// checkBodies checks that a step has exactly one body and at most one
+// cleanup hook, and returns the body's key ("" unless exactly one).
+func checkBodies(si *stepInfo) string {
+	present := func(keys, out []string) []string {
+		for _, k := range keys {
+			if _, ok := si.lineOf(k); ok {
+				out = append(out, k)
+			}
+		}
+		return out
+	}
+	var bodyBuf, cleanupBuf [4]string
+	bodies := present(bodyKeys, bodyBuf[:0])
+	if cleanups := present(cleanupKeys, cleanupBuf[:0]); len(cleanups) > 1 {
+		line, _ := si.lineOf(cleanups[1])
+		defer si.at.errf(line, "has %s; keep at most one cleanup hook", andList(cleanups))
+	}
+	switch len(bodies) {
+	case 0:
+		si.at.errf(si.line, "has no body; add one of command, lua, script, uses or run")
+	case 1:
+		return bodies[0]
+	default:
+		line, _ := si.lineOf(bodies[1])
+		si.at.errf(line, "has %s; keep exactly one body", andList(bodies))
+	}
+	return ""
+}
+
+// checkCommandKeys reports the keys a command step does not read.
+func checkCommandKeys(si *stepInfo) {
+	if line, ok := si.lineOf("with"); ok {
+		si.at.errf(line, "with is read by Lua steps (as ctx.params), not by a command; pass values through env or the command itself")
+	}
+	for _, k := range []string{"memory_mb", "isolation", "allow"} {
+		if line, ok := si.lineOf(k); ok {
+			si.at.errf(line, "%s applies to Lua steps only (lua, script or uses); remove it from this command step", k)
 		}
 	}
 }
