@@ -77,7 +77,11 @@ func runHub(ctx context.Context, o *hubOptions, in invocation) error {
 		h.Name(), h.URL(), cluster, o.o.StoreDir)
 	select {
 	case <-h.Ready():
-		if err := h.SetupErr(); err == nil {
+		switch err := h.SetupErr(); {
+		case err != nil:
+		case o.o.TLSCert != "" && o.o.TLSCA != "":
+			fmt.Fprintf(in.stdout, "apollo hub %s: the first coordinator or worker sets the streams up (clients need certificates, and this node has none of its own)\n", h.Name())
+		default:
 			fmt.Fprintf(in.stdout, "apollo hub %s: streams ready, %d replica(s) each\n", h.Name(), min(h.Size(), 3))
 		}
 	case <-ctx.Done():

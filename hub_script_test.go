@@ -2,6 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -44,6 +51,39 @@ func cmdNKey(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	ts.Check(os.WriteFile(ts.MkAbs(args[0]+".seed"), seed, 0o600))
 	ts.Setenv(args[0]+"_PUB", pub)
+}
+
+// cmdTLSCerts writes a CA (ca.pem), a certificate for a hub on 127.0.0.1
+// (hub.pem, hub.key) and a client certificate (client.pem, client.key),
+// all signed by the CA: tlscerts.
+func cmdTLSCerts(ts *testscript.TestScript, neg bool, args []string) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ts.Check(err)
+	now := time.Now()
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "apollo test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	ts.Check(err)
+	writePEM(ts, "ca.pem", "CERTIFICATE", caDER)
+	for i, name := range []string{"hub", "client"} {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		ts.Check(err)
+		cert := &x509.Certificate{SerialNumber: big.NewInt(int64(i + 2)), Subject: pkix.Name{CommonName: name},
+			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"}}
+		der, err := x509.CreateCertificate(rand.Reader, cert, ca, &key.PublicKey, caKey)
+		ts.Check(err)
+		writePEM(ts, name+".pem", "CERTIFICATE", der)
+		keyDER, err := x509.MarshalECPrivateKey(key)
+		ts.Check(err)
+		writePEM(ts, name+".key", "EC PRIVATE KEY", keyDER)
+	}
+}
+
+func writePEM(ts *testscript.TestScript, name, kind string, der []byte) {
+	ts.Check(os.WriteFile(ts.MkAbs(name), pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600))
 }
 
 // cmdWaitHub waits (up to 60 s: a new cluster elects its first leader in 4

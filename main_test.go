@@ -51,6 +51,7 @@ func TestScripts(t *testing.T) {
 			"ports":    cmdPorts,
 			"waithub":  cmdWaitHub,
 			"nkey":     cmdNKey,
+			"tlscerts": cmdTLSCerts,
 			"hubcheck": cmdHubCheck,
 		},
 	})

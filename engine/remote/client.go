@@ -2,10 +2,12 @@ package remote
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -135,8 +137,12 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		if nc.IsConnected() {
 			return nil
 		}
-		if err := nc.LastError(); refusedCredentials(err) {
+		err := nc.LastError()
+		if refusedCredentials(err) {
 			return finalError{&CredentialsError{URLs: cfg.URLs, Cause: err}}
+		}
+		if err != nil {
+			return fmt.Errorf("not connected: %w", err)
 		}
 		return errors.New("not connected")
 	}); err != nil {
@@ -161,11 +167,16 @@ func (e *CredentialsError) Error() string {
 func (e *CredentialsError) Unwrap() error { return e.Cause }
 
 // refusedCredentials reports whether err is the hub's refusal of the
-// credentials a client presented (or of their absence): no retry changes
-// it.
+// credentials a client presented (or of their absence), or the client's
+// refusal of the hub's certificate: no retry changes it.
 func refusedCredentials(err error) bool {
+	// crypto/tls reports an alert from the hub (a certificate refused, or
+	// required) as a *net.OpError whose Op is "remote error".
+	var alert *net.OpError
+	var verify *tls.CertificateVerificationError // we refused the hub's
 	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
-		errors.Is(err, nats.ErrAuthRevoked)
+		errors.Is(err, nats.ErrAuthRevoked) || errors.As(err, &verify) ||
+		(errors.As(err, &alert) && alert.Op == "remote error")
 }
 
 // Close closes the connection.
