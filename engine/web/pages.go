@@ -463,6 +463,9 @@ func (s *Server) sseRun(w http.ResponseWriter, r *http.Request) {
 				dur = textfmt.Duration(time.Duration(st.DurationMS) * time.Millisecond).String()
 			}
 			x := step{ID: st.ID, State: state, Attempts: st.Attempts, Duration: dur, Error: textfmt.OneLine(st.LastError, 200)}
+			if st.CachedFrom != "" {
+				x.Error = "cached from " + st.CachedFrom // where its result came from, in the same column
+			}
 			if st.Attempts > 0 {
 				x.Output = runLink(k) + "/steps/" + url.PathEscape(st.ID) + "/" + itoa(st.RetryCount)
 			}
