@@ -173,6 +173,10 @@ func (r *run) fromCache(n *node, pr *cacheProbe) (nodeDone, bool) {
 	rec := &eventlog.Record{EventType: eventlog.StepEnd, StepID: s.ID, Status: eventlog.Success,
 		RetryCount: max(n.retry-1, 0), InputDigest: pr.input, OutputDigest: e.OutputDigest, Output: e.Output,
 		Message: msg, CachedFrom: e.TaskID}
+	if r.mask != nil && len(rec.Output) > 0 {
+		// A value saved before it was a secret is not written now.
+		rec.Output = json.RawMessage(r.mask.String(string(rec.Output)))
+	}
 	if err := r.appendFor(s, rec); err != nil {
 		return nodeDone{n: n, logErr: err}, true
 	}
