@@ -16,8 +16,9 @@ import (
 	"apollo/eventlog"
 )
 
-// cacheTorturePipeline has three cached steps (shell and Lua, with inputs
-// and outputs) and a plain one. Every body appends a line to eff/<step>;
+// cacheTorturePipeline has cached steps (shell and Lua, with inputs and
+// outputs, foreach instances, one with a condition), a plain one and a
+// finally handler. Every body appends a line to eff/<step>;
 // the inputs never change, so once a step's result is in the cache its
 // body must never run again.
 const cacheTorturePipeline = `task_name: ct
@@ -41,13 +42,26 @@ steps:
       return {n = ctx.outputs.gen.rows}
     depends_on: [gen]
     cache: true
+  - id: conv
+    foreach: [eu, us]
+    command: "mkdir -p eff && echo x >> \"eff/$APOLLO_STEP_ID\" && echo {{item}} > conv_{{item}}.out"
+    depends_on: [gen]
+    cache: {key: "{{item}}", paths: ["conv_{{item}}.out"]}
+  - id: maybe
+    when: ctx.outputs.gen.rows == "2"
+    command: "mkdir -p eff && echo x >> eff/maybe && sleep 0.003"
+    depends_on: [gen]
+    cache: true
   - id: plain
     command: "mkdir -p eff && echo x >> eff/plain"
-    depends_on: [upper, count]
+    depends_on: [upper, count, conv, maybe]
+finally:
+  - id: notify
+    command: "mkdir -p eff && echo x >> eff/notify"
 `
 
 // cacheTortureSteps are the cached steps.
-var cacheTortureSteps = []string{"gen", "upper", "count"}
+var cacheTortureSteps = []string{"gen", "upper", "count", "conv[eu]", "conv[us]", "maybe"}
 
 // TestCacheTorture kills the binary with SIGKILL at random moments while
 // successive tasks of one pipeline run with cache: steps, some with their
@@ -82,6 +96,7 @@ func TestCacheTorture(t *testing.T) {
 		case task%2 == 1:
 			os.Remove(filepath.Join(dir, "gen.out"))
 			os.Remove(filepath.Join(dir, "sub", "copy.out"))
+			os.Remove(filepath.Join(dir, "conv_us.out"))
 		case task%4 == 2:
 			// The steps run again, and are killed while their results are
 			// saved.
@@ -146,7 +161,8 @@ func TestCacheTorture(t *testing.T) {
 		if len(violations) > 0 {
 			break
 		}
-		for file, want := range map[string]string{"gen.out": "a,b\n", "upper.out": "A,B\n", "sub/copy.out": "A,B\n"} {
+		for file, want := range map[string]string{"gen.out": "a,b\n", "upper.out": "A,B\n", "sub/copy.out": "A,B\n",
+			"conv_eu.out": "eu\n", "conv_us.out": "us\n"} {
 			if b, err := os.ReadFile(filepath.Join(dir, file)); string(b) != want {
 				fail("task %s: %s = %q, %v; want %q", id, file, b, err, want)
 			}
@@ -161,7 +177,7 @@ func TestCacheTorture(t *testing.T) {
 // effects counts the executions of each step's body: eff/<step>'s lines.
 func effects(dir string) map[string]int {
 	out := map[string]int{}
-	for _, step := range slices.Concat(cacheTortureSteps, []string{"plain"}) {
+	for _, step := range slices.Concat(cacheTortureSteps, []string{"plain", "notify"}) {
 		out[step] = countLines(filepath.Join(dir, "eff", step))
 	}
 	return out
@@ -185,7 +201,9 @@ func checkCacheWhole(store *cache.Store, fail func(string, ...any)) {
 }
 
 // checkCachedNeverStart checks that a step whose STEP_END came from the
-// cache has no STEP_START after it in the task's log.
+// cache has no STEP_START after it in the task's log, nor does any step
+// that succeeded (a handler runs once after success), and that the
+// instances of conv are the same in every TASK_START.
 func checkCachedNeverStart(dir, task string, fail func(string, ...any)) {
 	path := taskLog(dir, task)
 	if path == "" {
@@ -196,9 +214,19 @@ func checkCachedNeverStart(dir, task string, fail func(string, ...any)) {
 		fail("task %s: read the log: %v", task, err)
 		return
 	}
-	cached := map[string]bool{}
+	cached, succeeded := map[string]bool{}, map[string]bool{}
 	for _, r := range recs {
 		switch {
+		case r.EventType == eventlog.TaskStart && r.Start != nil:
+			var ids []string
+			for _, si := range r.Start.Steps {
+				if strings.HasPrefix(si.ID, "conv") {
+					ids = append(ids, si.ID)
+				}
+			}
+			if got := strings.Join(ids, ","); got != "conv[eu],conv[us]" {
+				fail("task %s: TASK_START names the instances %s, want conv[eu],conv[us]", task, got)
+			}
 		case r.EventType == eventlog.StepEnd && r.CachedFrom != "":
 			if r.Status != eventlog.Success {
 				fail("task %s: step %s: a STEP_END with cached_from is %s", task, r.StepID, r.Status)
@@ -206,6 +234,11 @@ func checkCachedNeverStart(dir, task string, fail func(string, ...any)) {
 			cached[r.StepID] = true
 		case r.EventType == eventlog.StepStart && cached[r.StepID]:
 			fail("task %s: step %s started after its result came from the cache", task, r.StepID)
+		case r.EventType == eventlog.StepStart && succeeded[r.StepID]:
+			fail("task %s: step %s started again after it succeeded", task, r.StepID)
+		}
+		if r.EventType == eventlog.StepEnd && r.Status == eventlog.Success {
+			succeeded[r.StepID] = true
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"apollo/engine/cache"
+	"apollo/engine/completion"
 	"apollo/engine/history"
 	"apollo/engine/textfmt"
 	"apollo/engine/usage"
@@ -20,7 +21,7 @@ func cacheCommand() *command[cacheOptions] {
 			usage: "apollo cache ls [--pipeline NAME] [--json] [--state-dir DIR]\n" +
 				"  apollo cache gc [--all | --older-than AGE] [--pipeline NAME] [--dry-run] [--json] [--state-dir DIR]",
 			example: "  apollo cache ls\n  apollo cache gc --older-than 30d\n  apollo cache gc --all --pipeline daily_data_pipeline",
-			json:    cacheJSONDoc},
+			json:    cacheJSONDoc, argKind: completion.ArgCacheOp},
 		nargs:    positional{1, 1, "expected ls or gc"},
 		addFlags: (*cacheOptions).addFlags,
 		run:      runCache,

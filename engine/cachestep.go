@@ -36,9 +36,10 @@ type cacheProbe struct {
 // probeCache reads what rs's key is made of: the inputs files in dir, the
 // step's input digest given upstream and the secrets' digest.
 func probeCache(rs *renderedStep, upstream map[string]string, secrets, dir string) *cacheProbe {
+	rc := rs.cache
 	pr := &cacheProbe{input: inputDigest(rs, upstream, secrets), upstream: upstream,
-		inputs: make([]cache.File, len(rs.inputs))}
-	for i, p := range rs.inputs {
+		inputs: make([]cache.File, len(rc.inputs))}
+	for i, p := range rc.inputs {
 		d, size, err := cache.HashFile(filepath.Join(dir, p))
 		if err != nil {
 			d, size = "", 0 // missing: a key of its own, and a reason
@@ -56,7 +57,7 @@ func probeCache(rs *renderedStep, upstream map[string]string, secrets, dir strin
 		Dir     string      `json:"dir"`
 		Inputs  [][2]string `json:"inputs"`
 		Outputs []string    `json:"outputs"`
-	}{1, pr.input, rs.cacheKey, rs.step.WorkingDir, files, rs.outputs})
+	}{1, pr.input, rc.key, rs.step.WorkingDir, files, rc.outputs})
 	pr.key = sha256Hex(b)
 	return pr
 }
@@ -111,7 +112,7 @@ func missReason(prev *cache.Entry, pr *cacheProbe, rs *renderedStep) string {
 	if prev.DefinitionDigest != rs.defDigest {
 		why = append(why, "the step's definition changed")
 	}
-	if prev.UserKey != rs.cacheKey {
+	if prev.UserKey != rs.cache.key {
 		why = append(why, "cache.key changed")
 	}
 	if len(why) == 0 {
@@ -172,6 +173,10 @@ func (r *run) fromCache(n *node, pr *cacheProbe) (nodeDone, bool) {
 	rec := &eventlog.Record{EventType: eventlog.StepEnd, StepID: s.ID, Status: eventlog.Success,
 		RetryCount: max(n.retry-1, 0), InputDigest: pr.input, OutputDigest: e.OutputDigest, Output: e.Output,
 		Message: msg, CachedFrom: e.TaskID}
+	if r.mask != nil && len(rec.Output) > 0 {
+		// A value saved before it was a secret is not written now.
+		rec.Output = json.RawMessage(r.mask.String(string(rec.Output)))
+	}
 	if err := r.appendFor(s, rec); err != nil {
 		return nodeDone{n: n, logErr: err}, true
 	}
@@ -196,8 +201,8 @@ func (r *run) saveCache(n *node, pr *cacheProbe) {
 		return
 	}
 	dir := r.stepDir(s)
-	files := make([]cache.File, 0, len(n.rs.outputs))
-	for _, p := range n.rs.outputs {
+	files := make([]cache.File, 0, len(n.rs.cache.outputs))
+	for _, p := range n.rs.cache.outputs {
 		f, err := r.store.Save(filepath.Join(dir, p))
 		if err != nil {
 			warn("output %s: %v", p, err)
@@ -208,7 +213,7 @@ func (r *run) saveCache(n *node, pr *cacheProbe) {
 	}
 	e := &cache.Entry{Key: pr.key, TaskName: r.t.p.TaskName, Step: s.ID, TaskID: r.t.id,
 		Created: r.e.opts.Clock.Now().UTC(), InputDigest: pr.input, DefinitionDigest: n.rs.defDigest,
-		UserKey: n.rs.cacheKey, Upstream: pr.upstream, Inputs: pr.inputs,
+		UserKey: n.rs.cache.key, Upstream: pr.upstream, Inputs: pr.inputs,
 		OutputDigest: n.outDigest, Output: n.output, Outputs: files}
 	r.e.crash("cache:saved")
 	if err := r.store.Put(e); err != nil {

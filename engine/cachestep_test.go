@@ -13,7 +13,7 @@ import (
 // cachedStep is a rendered step with cache:, inputs and outputs.
 func cachedStep(command, key string, inputs, outputs []string) *renderedStep {
 	rs := &renderedStep{step: &pipeline.Step{ID: "make", Command: command, Cache: &pipeline.Cache{Key: key}},
-		command: command, cacheKey: key, inputs: inputs, outputs: outputs}
+		command: command, cache: &renderedCache{key: key, inputs: inputs, outputs: outputs}}
 	rs.defDigest = definitionDigest(rs)
 	return rs
 }

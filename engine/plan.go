@@ -24,30 +24,30 @@ const (
 
 // PlanStep is one step of a plan.
 type PlanStep struct {
-	ID        string   `json:"id"`
-	Action    string   `json:"action"`
-	Reason    string   `json:"reason"`
-	Status    string   `json:"status"`
-	NextRetry int      `json:"next_retry_count"`
-	DependsOn []string `json:"depends_on"`
-	Optional  bool     `json:"optional"`
-	Command   string   `json:"command,omitempty"`
-	Body      string   `json:"body,omitempty"`
-	Cleanup   string   `json:"cleanup,omitempty"`
-	When      string   `json:"when,omitempty"`
-	Resources []string `json:"resources,omitempty"`
-	WaitMS    int64    `json:"wait_ms,omitempty"`
-	// CachedFrom names the task run whose result a cached step would take;
-	// Cache says why a step with cache: would run instead.
-	CachedFrom string `json:"cached_from,omitempty"`
-	Cache      string `json:"cache,omitempty"`
-	// Restores are the outputs: files a cached step would restore: those
-	// missing or changed.
-	Restores   []string `json:"restores,omitempty"`
+	ID         string   `json:"id"`
+	Action     string   `json:"action"`
+	Reason     string   `json:"reason"`
+	Status     string   `json:"status"`
+	NextRetry  int      `json:"next_retry_count"`
+	DependsOn  []string `json:"depends_on"`
+	Optional   bool     `json:"optional"`
+	Command    string   `json:"command,omitempty"`
+	Body       string   `json:"body,omitempty"`
+	Cleanup    string   `json:"cleanup,omitempty"`
+	When       string   `json:"when,omitempty"`
+	Resources  []string `json:"resources,omitempty"`
+	WaitMS     int64    `json:"wait_ms,omitempty"`
 	InputReady bool     `json:"-"`
 	// Child is the plan of the sub-pipeline a run: step would run (or
 	// resume) as its task, when the step would run.
 	Child *Plan `json:"child,omitempty"`
+
+	// CachedFrom names the task run whose result a cached step would take;
+	// Cache says why a step with cache: would run instead; Restores are the
+	// outputs: files a cached step would restore (those missing or changed).
+	CachedFrom string   `json:"cached_from,omitempty"`
+	Cache      string   `json:"cache,omitempty"`
+	Restores   []string `json:"restores,omitempty"`
 }
 
 // Plan is what apollo run would do now: per step, in dependency order.

@@ -29,10 +29,8 @@ type renderedStep struct {
 	// and input digests; none for a step that loads no file.
 	sources     luart.Sources
 	filesDigest string
-	// cacheKey, inputs and outputs are the step's cache.key, inputs: and
-	// outputs: (with cache.paths), rendered.
-	cacheKey        string
-	inputs, outputs []string
+	// cache is the step's cache:, rendered; nil for a step without one.
+	cache *renderedCache
 	// lateVars is set for a step whose command, cleanup or env names an
 	// upstream output: those are rendered again, with the outputs, when
 	// the step runs (late); until then they hold stand-ins, <outputs.ID.KEY>.
@@ -176,12 +174,21 @@ func renderSteps(p *pipeline.Pipeline, vars map[string]string) ([]*renderedStep,
 	return out, nil
 }
 
+// renderedCache is a step's cache.key, inputs: and outputs: (with
+// cache.paths), rendered.
+type renderedCache struct {
+	key             string
+	inputs, outputs []string
+}
+
 // renderCache renders a cached step's cache.key, inputs and outputs.
 func renderCache(rs *renderedStep, vars map[string]string, bad func(what string, err error)) {
 	s := rs.step
+	rc := &renderedCache{}
+	rs.cache = rc
 	var err error
 	if s.Cache.Key != "" {
-		if rs.cacheKey, err = template.RenderPlain(s.Cache.Key, vars); err != nil {
+		if rc.key, err = template.RenderPlain(s.Cache.Key, vars); err != nil {
 			bad("cache.key", err)
 		}
 	}
@@ -201,8 +208,8 @@ func renderCache(rs *renderedStep, vars map[string]string, bad func(what string,
 		}
 		return out
 	}
-	rs.inputs = paths("inputs", s.Inputs)
-	rs.outputs = paths("outputs", s.Outputs)
+	rc.inputs = paths("inputs", s.Inputs)
+	rc.outputs = paths("outputs", s.Outputs)
 }
 
 // renderValue renders the strings inside a decoded YAML value.

@@ -257,6 +257,9 @@ func (s *Store) Save(path string) (File, error) {
 	return f, nil
 }
 
+// errDamaged says a file's content is not what its digest says.
+var errDamaged = errors.New("content does not match its digest")
+
 // copyChecked copies the file at path to w, and fails unless its content
 // has digest.
 func copyChecked(w io.Writer, path, digest string) error {
@@ -270,7 +273,7 @@ func copyChecked(w io.Writer, path, digest string) error {
 		return err
 	}
 	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != digest {
-		return fmt.Errorf("%s: content is %s, want %s (changed, or damaged)", path, got, digest)
+		return fmt.Errorf("%s: %w: it is %s, want %s (changed, or damaged)", path, errDamaged, got, digest)
 	}
 	return nil
 }
@@ -299,6 +302,11 @@ func (s *Store) Restore(f File, dst string) (bool, error) {
 	if err := eventlog.WriteFileAtomic(s.FS, dst, mode, func(w io.Writer) error {
 		return copyChecked(w, s.Blob(f.Digest), f.Digest)
 	}); err != nil {
+		if errors.Is(err, errDamaged) {
+			// A damaged blob goes, so that the step's next success saves
+			// it again instead of finding it there.
+			s.FS.Remove(s.Blob(f.Digest))
+		}
 		return false, err
 	}
 	return true, nil

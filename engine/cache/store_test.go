@@ -94,6 +94,16 @@ func TestRestoreDamagedBlob(t *testing.T) {
 	if m, _ := filepath.Glob(filepath.Join(dir, ".make.out.tmp-*")); len(m) != 0 {
 		t.Errorf("temporary files left: %v", m)
 	}
+	if s.Has(e.Outputs[0].Digest) {
+		t.Errorf("the damaged blob is still there; want it removed, to be saved again")
+	}
+	os.WriteFile(filepath.Join(dir, "make.out"), []byte("hello\n"), 0o644)
+	if _, err := s.Save(filepath.Join(dir, "make.out")); err != nil {
+		t.Fatalf("Save after the damage: %v", err)
+	}
+	if changed, err := s.Restore(e.Outputs[0], filepath.Join(dir, "again.out")); !changed || err != nil {
+		t.Errorf("Restore after the blob was saved again = %v, %v; want true, nil", changed, err)
+	}
 }
 
 func TestLatest(t *testing.T) {

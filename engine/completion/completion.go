@@ -17,7 +17,11 @@ const (
 	ArgLua      = "lua"      // a *.lua file
 	ArgShell    = "shell"    // bash, zsh or fish
 	ArgCommand  = "command"  // one of apollo's commands
+	ArgCacheOp  = "cache-op" // what apollo cache does: ls or gc
 )
+
+// CacheOps are what apollo cache does.
+var CacheOps = []string{"ls", "gc"}
 
 // What a flag's value is, for shell completion.
 const (
@@ -254,6 +258,8 @@ func writeBashArgs(b *strings.Builder, args string, cmds []Command) {
 		b.WriteString("        fi\n")
 	case ArgShell:
 		fmt.Fprintf(b, "        ((npos == 0)) && _apollo_words %q\n", strings.Join(Shells, " "))
+	case ArgCacheOp:
+		fmt.Fprintf(b, "        ((npos == 0)) && _apollo_words %q\n", strings.Join(CacheOps, " "))
 	case ArgCommand:
 		fmt.Fprintf(b, "        ((npos == 0)) && _apollo_words %q\n", commandNames(cmds))
 	}
@@ -326,6 +332,8 @@ _apollo() {
 			}
 		case ArgShell:
 			fmt.Fprintf(&b, " \\\n      '1:shell:(%s)'", strings.Join(Shells, " "))
+		case ArgCacheOp:
+			fmt.Fprintf(&b, " \\\n      '1:what:(%s)'", strings.Join(CacheOps, " "))
 		case ArgCommand:
 			fmt.Fprintf(&b, " \\\n      '1:command:(%s)'", commandNames(cmds))
 		}
@@ -383,6 +391,8 @@ complete -c apollo -f
 			fmt.Fprintf(&b, "complete -c apollo %s -a '(__apollo_task_ids)' -d 'task id'\n", cond)
 		case ArgShell:
 			fmt.Fprintf(&b, "complete -c apollo %s -a '%s'\n", cond, strings.Join(Shells, " "))
+		case ArgCacheOp:
+			fmt.Fprintf(&b, "complete -c apollo %s -a '%s'\n", cond, strings.Join(CacheOps, " "))
 		case ArgCommand:
 			fmt.Fprintf(&b, "complete -c apollo %s -a '%s'\n", cond, commandNames(cmds))
 		}
