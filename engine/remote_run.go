@@ -45,7 +45,9 @@ type HubError struct {
 }
 
 func (e *HubError) Error() string {
-	if _, refused := errors.AsType[*remote.CredentialsError](e.Err); refused {
+	_, refused := errors.AsType[*remote.CredentialsError](e.Err)
+	_, forbidden := errors.AsType[*remote.PermissionError](e.Err)
+	if refused || forbidden {
 		return fmt.Sprintf("task %s stopped: %v; run the same command again with them to resume", e.TaskID, e.Err)
 	}
 	return fmt.Sprintf("task %s stopped: %v; run the same command again to resume once the hub is back: "+

@@ -166,6 +166,22 @@ func (e *CredentialsError) Error() string {
 
 func (e *CredentialsError) Unwrap() error { return e.Cause }
 
+// PermissionError says the hub refused a call that this client's
+// credentials do not allow (apollo hub --nkeys: a worker's key pulls and
+// reports, a coordinator's key coordinates).
+type PermissionError struct {
+	URLs  string
+	What  string
+	Cause error
+}
+
+func (e *PermissionError) Error() string {
+	return fmt.Sprintf("hub %s does not allow this client to %s (%v): a worker's NKey may only pull and report; coordinate with a coordinator's key",
+		e.URLs, e.What, e.Cause)
+}
+
+func (e *PermissionError) Unwrap() error { return e.Cause }
+
 // refusedCredentials reports whether err is the hub's refusal of the
 // credentials a client presented (or of their absence), or the client's
 // refusal of the hub's certificate: no retry changes it.
@@ -237,6 +253,11 @@ func (c *Client) Do(ctx context.Context, what string, fn func(ctx context.Contex
 		}
 		if errors.Is(err, nats.ErrConnectionClosed) {
 			return err // closed by this process: nothing to wait for
+		}
+		// The hub answers a request its permissions forbid with silence
+		// and an error on the connection: the call would time out forever.
+		if last := c.NC.LastError(); errors.Is(last, nats.ErrPermissionViolation) {
+			return &PermissionError{URLs: c.cfg.URLs, What: what, Cause: last}
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
