@@ -62,6 +62,7 @@ func TestLuaSandboxEscapes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // several wait out a timeout of their own
 			dir := t.TempDir()
 			if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
 				t.Fatal(err)
@@ -145,6 +146,7 @@ func TestLuaHostileScripts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // several wait out a timeout of their own
 			dir := t.TempDir()
 			if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
 				t.Fatal(err)
