@@ -50,13 +50,19 @@ func (r *run) work(ctx context.Context, n *node) nodeDone {
 	if !r.cacheable(n) {
 		return r.attempt(ctx, n)
 	}
+	return r.cachedAttempt(ctx, n)
+}
+
+// cachedAttempt makes one attempt of a step with cache:, unless its
+// result is in the cache, and saves the result of a success.
+func (r *run) cachedAttempt(ctx context.Context, n *node) nodeDone {
 	pr, err := r.probe(n)
 	if err != nil {
 		return r.attempt(ctx, n) // the attempt fails on the same error
 	}
 	// A step --resume-from or --only names to run again runs: its result
 	// is what is in question.
-	if n.attempts == 0 && !r.ro.NoCache && !r.sc.rerun[s.ID] {
+	if n.attempts == 0 && !r.ro.NoCache && !r.sc.rerun[n.rs.step.ID] {
 		if d, hit := r.fromCache(n, pr); hit {
 			return d
 		}

@@ -29,48 +29,11 @@ func (e *Engine) Plan(path string, ro RunOptions) (*Plan, error) {
 
 func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 	pl := &Plan{TaskID: t.id, Pipeline: t.p.Path, Resources: t.p.Resources}
-	state := eventlog.NewState(t.id)
-	logPath, err := t.dir.LatestLog(t.id)
+	state, err := e.planLog(t, ro, pl)
 	if err != nil {
 		return nil, err
 	}
-	if logPath == "" && !ro.Fresh {
-		arch, err := (&run{e: e, t: t, ro: ro}).newestArchived()
-		if err != nil {
-			return nil, err
-		}
-		if arch != nil && arch.state.Complete() {
-			logPath, state = arch.path, arch.state // complete: a run would do nothing
-		}
-	}
-	if logPath == "" || ro.Fresh {
-		pl.NewLog = true
-		pl.Log = t.dir.Log(t.id, e.opts.Clock.Now().Unix())
-	} else if statedir.IsArchive(logPath) {
-		pl.Log = logPath
-	} else {
-		pl.Log = logPath
-		tail, err := eventlog.Read(logPath, eventlog.ReadOptions{TaskID: t.id}, func(r *eventlog.Record) error {
-			if err := eventlog.CheckFormat(logPath, r); err != nil {
-				return err // run would refuse the log
-			}
-			state.Apply(r)
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		pl.TornBytes = tail.Torn
-	}
-	resumeFrom := ro.ResumeFrom
-	if resumeFrom == "" && t.p.ResumeFrom != "" {
-		resumeFrom = t.p.ResumeFrom
-		for _, done := range state.ResumedFrom {
-			if done == resumeFrom {
-				resumeFrom = ""
-			}
-		}
-	}
+	resumeFrom := fileResumeFrom(t.p, ro, state)
 	pl.ResumeFrom = resumeFrom
 	if err := checkOnly(t.p, ro, state); err != nil {
 		return nil, err
@@ -89,38 +52,19 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 	}
 	for _, i := range t.p.TopoOrder() {
 		rs := t.steps[i]
-		s := rs.step
-		st := state.Steps[s.ID]
+		st := state.Steps[rs.step.ID]
 		if st == nil {
 			st = notStarted
 		}
-		ps := decide(s, st, sc, t.p.MaxDirtyRestarts, now)
+		ps := decide(rs.step, st, sc, t.p.MaxDirtyRestarts, now)
 		if pl.Complete {
 			ps.Action, ps.Reason = ActionKeep, "task complete"
 		}
 		if fc != nil {
 			fc.decide(rs, st, &ps)
 		}
-		ps.Command = rs.command
-		if s.Command == "" {
-			ps.Body = rs.body()
-		}
-		if s.Foreach != nil {
-			ps.Command, ps.Body = "", "foreach: one instance per item of the output of "+s.Foreach.Output+", once it ends"
-		}
-		ps.When, ps.Resources = s.When, s.Resources
-		switch {
-		case s.CleanupCommand != "":
-			ps.Cleanup = rs.cleanupCommand
-		case s.CleanupLua != "":
-			ps.Cleanup = "lua"
-		case s.CleanupScript != "":
-			ps.Cleanup = "script:" + s.CleanupScript
-		}
-		if mask != nil {
-			ps.Command, ps.Body, ps.Cleanup = mask.String(ps.Command), mask.String(ps.Body), mask.String(ps.Cleanup)
-		}
-		if s.Run != "" && willRun(ps.Action) {
+		describe(&ps, rs, mask)
+		if rs.step.Run != "" && willRun(ps.Action) {
 			if ps.Child, err = e.childPlan(t, rs, ro, ps.NextRetry == 0 || endedOK(st), pl.Log); err != nil {
 				return nil, err
 			}
@@ -128,6 +72,83 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 		pl.Steps = append(pl.Steps, ps)
 	}
 	return pl, nil
+}
+
+// planLog finds the log a run would continue (or says it would start a
+// new one) and returns the task's state from it, without locking it.
+func (e *Engine) planLog(t *task, ro RunOptions, pl *Plan) (*eventlog.State, error) {
+	state := eventlog.NewState(t.id)
+	logPath, err := t.dir.LatestLog(t.id)
+	if err != nil {
+		return nil, err
+	}
+	if logPath == "" && !ro.Fresh {
+		arch, err := (&run{e: e, t: t, ro: ro}).newestArchived()
+		if err != nil {
+			return nil, err
+		}
+		if arch != nil && arch.state.Complete() {
+			logPath, state = arch.path, arch.state // complete: a run would do nothing
+		}
+	}
+	switch {
+	case logPath == "" || ro.Fresh:
+		pl.NewLog = true
+		pl.Log = t.dir.Log(t.id, e.opts.Clock.Now().Unix())
+	case statedir.IsArchive(logPath):
+		pl.Log = logPath
+	default:
+		pl.Log = logPath
+		tail, err := eventlog.Read(logPath, eventlog.ReadOptions{TaskID: t.id}, func(r *eventlog.Record) error {
+			if err := eventlog.CheckFormat(logPath, r); err != nil {
+				return err // run would refuse the log
+			}
+			state.Apply(r)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		pl.TornBytes = tail.Torn
+	}
+	return state, nil
+}
+
+// fileResumeFrom is the step a run would resume from: --resume-from, else
+// the file's resume_from unless the log has applied it already.
+func fileResumeFrom(p *pipeline.Pipeline, ro RunOptions, state *eventlog.State) string {
+	if ro.ResumeFrom != "" || p.ResumeFrom == "" {
+		return ro.ResumeFrom
+	}
+	if slices.Contains(state.ResumedFrom, p.ResumeFrom) {
+		return ""
+	}
+	return p.ResumeFrom
+}
+
+// describe fills in what a plan shows of a step's body, condition,
+// resources and cleanup hook, with secret values masked.
+func describe(ps *PlanStep, rs *renderedStep, mask *textfmt.Masker) {
+	s := rs.step
+	ps.Command = rs.command
+	if s.Command == "" {
+		ps.Body = rs.body()
+	}
+	if s.Foreach != nil {
+		ps.Command, ps.Body = "", "foreach: one instance per item of the output of "+s.Foreach.Output+", once it ends"
+	}
+	ps.When, ps.Resources = s.When, s.Resources
+	switch {
+	case s.CleanupCommand != "":
+		ps.Cleanup = rs.cleanupCommand
+	case s.CleanupLua != "":
+		ps.Cleanup = "lua"
+	case s.CleanupScript != "":
+		ps.Cleanup = "script:" + s.CleanupScript
+	}
+	if mask != nil {
+		ps.Command, ps.Body, ps.Cleanup = mask.String(ps.Command), mask.String(ps.Body), mask.String(ps.Cleanup)
+	}
 }
 
 // willRun reports whether a plan's action runs the step.

@@ -11,7 +11,6 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 )
@@ -90,9 +89,6 @@ func taskVars(p *pipeline.Pipeline, overrides map[string]string, taskID, stateDi
 func renderSteps(p *pipeline.Pipeline, vars map[string]string) ([]*renderedStep, error) {
 	out := make([]*renderedStep, len(p.Steps))
 	var errs []error
-	bad := func(s *pipeline.Step, what string, err error) {
-		errs = append(errs, &pipeline.Error{File: p.Path, Line: s.Line, Step: s.ID, Msg: fmt.Sprintf("%s: %v", what, err)})
-	}
 	// One map for every step, its step_id set per step: rendering keeps
 	// no reference to it.
 	sv := make(map[string]string, len(vars)+1)
@@ -105,13 +101,13 @@ func renderSteps(p *pipeline.Pipeline, vars map[string]string) ([]*renderedStep,
 		sv["step_id"] = s.ID
 		rs := &slab[i]
 		rs.step, rs.env = s, noEnv
+		out[i] = rs
 		if s.Foreach != nil {
 			// The template of instances known only when it runs (foreach:
 			// {output: ...}): its instances are rendered then, each with
 			// its item; the template runs no body of its own.
 			rs.command = s.Command
 			rs.defDigest = definitionDigest(rs)
-			out[i] = rs
 			continue
 		}
 		for k, v := range s.Item {
@@ -124,43 +120,10 @@ func renderSteps(p *pipeline.Pipeline, vars map[string]string) ([]*renderedStep,
 				sv[name] = "<" + name + ">"
 			}
 		}
-		if len(s.Env) > 0 {
-			rs.env = make(map[string]string, len(s.Env))
-		}
-		var err error
-		if s.Command != "" {
-			if rs.command, err = template.RenderShell(s.Command, sv); err != nil {
-				bad(s, "command", err)
-			}
-		}
-		if s.CleanupCommand != "" {
-			if rs.cleanupCommand, err = template.RenderShell(s.CleanupCommand, sv); err != nil {
-				bad(s, "cleanup_command", err)
-			}
-		}
-		keys := make([]string, 0, len(s.Env))
-		for k := range s.Env {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			if rs.env[k], err = template.RenderPlain(s.Env[k], sv); err != nil {
-				bad(s, "env "+k, err)
-			}
-		}
-		if s.With != nil {
-			w, err := renderValue(s.With, sv)
-			if err != nil {
-				bad(s, "with", err)
-			} else {
-				rs.with = w.(map[string]any)
-			}
-		}
-		if s.Cache != nil {
-			renderCache(rs, sv, func(what string, err error) { bad(s, what, err) })
-		}
+		rs.render(sv, func(what string, err error) {
+			errs = append(errs, &pipeline.Error{File: p.Path, Line: s.Line, Step: s.ID, Msg: fmt.Sprintf("%s: %v", what, err)})
+		})
 		rs.defDigest = definitionDigest(rs)
-		out[i] = rs
 		for _, name := range refs {
 			delete(sv, name)
 		}
@@ -172,6 +135,41 @@ func renderSteps(p *pipeline.Pipeline, vars map[string]string) ([]*renderedStep,
 		return nil, errors.Join(errs...)
 	}
 	return out, nil
+}
+
+// render fills in the step's command, cleanup command, env, with and cache
+// settings from vars, calling bad with each template's problem.
+func (rs *renderedStep) render(vars map[string]string, bad func(what string, err error)) {
+	s := rs.step
+	var err error
+	if s.Command != "" {
+		if rs.command, err = template.RenderShell(s.Command, vars); err != nil {
+			bad("command", err)
+		}
+	}
+	if s.CleanupCommand != "" {
+		if rs.cleanupCommand, err = template.RenderShell(s.CleanupCommand, vars); err != nil {
+			bad("cleanup_command", err)
+		}
+	}
+	if len(s.Env) > 0 {
+		rs.env = make(map[string]string, len(s.Env))
+		for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+			if rs.env[k], err = template.RenderPlain(s.Env[k], vars); err != nil {
+				bad("env "+k, err)
+			}
+		}
+	}
+	if s.With != nil {
+		if w, err := renderValue(s.With, vars); err != nil {
+			bad("with", err)
+		} else {
+			rs.with = w.(map[string]any)
+		}
+	}
+	if s.Cache != nil {
+		renderCache(rs, vars, bad)
+	}
 }
 
 // renderedCache is a step's cache.key, inputs: and outputs: (with

@@ -233,73 +233,21 @@ func (r *run) execute(ctx context.Context) error {
 		return err
 	}
 	r.mask = masker(t, r.secrets)
-	logPath, err := t.dir.LatestLog(t.id)
-	if err != nil {
-		return err
-	}
-	var inherited map[string]*eventlog.MarkerInfo
-	var from string
-	if logPath == "" || r.ro.Fresh {
-		if logPath == "" && !r.ro.Fresh {
-			if done, err := r.completeInArchive(); done || err != nil {
-				return err
-			}
-		}
-		if inherited, from, err = r.earlierMarkers(logPath); err != nil {
-			return err
-		}
-	}
-	if err := r.openLog(logPath); err != nil {
+	done, err := r.open()
+	if err != nil || done {
 		return err
 	}
 	defer r.w.Close()
-	if err := r.inheritMarkers(inherited, from); err != nil {
-		return err
-	}
-
 	if err := checkOnly(t.p, r.ro, r.state); err != nil {
 		return err
 	}
 	if r.state.Complete() && r.ro.ResumeFrom == "" && r.ro.Only == "" {
-		fmt.Fprintf(r.e.opts.Stdout, "task %s is already complete (log %s); nothing to do.\n", t.id, r.logPath)
-		if lines := completeChanges(t.p, r.changedSteps()); len(lines) > 0 {
-			// A user who edited a step and ran again expects it to run:
-			// say that the edit is seen, and how to run it.
-			fmt.Fprint(r.e.opts.Stdout, strings.Join(lines, "\n")+"\n")
-		} else {
-			fmt.Fprintf(r.e.opts.Stdout, "Use --resume-from STEP to run part of it again, or --fresh to start a new run.\n")
-		}
+		r.sayComplete()
 		return nil
 	}
-	changed := r.changedSteps()
-	if len(changed) > 0 && !r.ro.AcceptChanges {
-		return &ChangedError{TaskID: t.id, Steps: changed}
-	}
-
-	if !r.created {
-		// A new log was created holding its TASK_START; a resumed one gets
-		// a TASK_START for this invocation.
-		start := r.taskStart()
-		if err := r.w.AppendDurable(start); err != nil {
-			return err
-		}
-	}
-	if len(changed) > 0 {
-		if err := r.warn(&eventlog.Intervention{Action: eventlog.ActionAcceptChanges, Steps: changed,
-			Why: "--accept-changes", By: "apollo run"},
-			fmt.Sprintf("step(s) %s changed since they succeeded; their results are kept (--accept-changes)",
-				strings.Join(changed, ", "))); err != nil {
-			return err
-		}
-	}
-	resumeFrom, err := r.applyResumeFrom()
+	resumeFrom, err := r.begin()
 	if err != nil {
 		return err
-	}
-	if r.snapIgnored != "" {
-		if err := r.warn(nil, "snapshot ignored, the whole log was replayed: "+r.snapIgnored); err != nil {
-			return err
-		}
 	}
 	sc := scopeOf(t.p, r.ro, resumeFrom)
 	if err := r.recordSelection(sc); err != nil {
@@ -320,6 +268,83 @@ func (r *run) execute(ctx context.Context) error {
 		r.snap.write()
 	}
 	return err
+}
+
+// open opens the task's log — its latest, or a new one that inherits the
+// markers of the task's earlier runs — and replays it. done says there is
+// nothing to run: the task is complete in the archive.
+func (r *run) open() (done bool, err error) {
+	logPath, err := r.t.dir.LatestLog(r.t.id)
+	if err != nil {
+		return false, err
+	}
+	var inherited map[string]*eventlog.MarkerInfo
+	var from string
+	if logPath == "" || r.ro.Fresh {
+		if logPath == "" && !r.ro.Fresh {
+			if done, err := r.completeInArchive(); done || err != nil {
+				return true, err
+			}
+		}
+		if inherited, from, err = r.earlierMarkers(logPath); err != nil {
+			return false, err
+		}
+	}
+	if err := r.openLog(logPath); err != nil {
+		return false, err
+	}
+	if err := r.inheritMarkers(inherited, from); err != nil {
+		r.w.Close()
+		return false, err
+	}
+	return false, nil
+}
+
+// sayComplete tells the user the task is complete, naming the steps edited
+// since they succeeded: a user who edited a step and ran again expects it
+// to run.
+func (r *run) sayComplete() {
+	fmt.Fprintf(r.e.opts.Stdout, "task %s is already complete (log %s); nothing to do.\n", r.t.id, r.logPath)
+	if lines := completeChanges(r.t.p, r.changedSteps()); len(lines) > 0 {
+		fmt.Fprint(r.e.opts.Stdout, strings.Join(lines, "\n")+"\n")
+		return
+	}
+	fmt.Fprintf(r.e.opts.Stdout, "Use --resume-from STEP to run part of it again, or --fresh to start a new run.\n")
+}
+
+// begin records this invocation in the log — its TASK_START, the changes
+// it accepts, the resume_from it applies, a snapshot it could not use — and
+// returns the step it resumes from. Changed steps without
+// --accept-changes are a *ChangedError.
+func (r *run) begin() (resumeFrom string, err error) {
+	changed := r.changedSteps()
+	if len(changed) > 0 && !r.ro.AcceptChanges {
+		return "", &ChangedError{TaskID: r.t.id, Steps: changed}
+	}
+	if !r.created {
+		// A new log was created holding its TASK_START; a resumed one gets
+		// a TASK_START for this invocation.
+		if err := r.w.AppendDurable(r.taskStart()); err != nil {
+			return "", err
+		}
+	}
+	if len(changed) > 0 {
+		if err := r.warn(&eventlog.Intervention{Action: eventlog.ActionAcceptChanges, Steps: changed,
+			Why: "--accept-changes", By: "apollo run"},
+			fmt.Sprintf("step(s) %s changed since they succeeded; their results are kept (--accept-changes)",
+				strings.Join(changed, ", "))); err != nil {
+			return "", err
+		}
+	}
+	if resumeFrom, err = r.applyResumeFrom(); err != nil {
+		return "", err
+	}
+	if r.snapIgnored != "" {
+		if err := r.warn(nil, "snapshot ignored, the whole log was replayed: "+r.snapIgnored); err != nil {
+			return "", err
+		}
+	}
+	return resumeFrom, nil
 }
 
 // openLog opens the task's log (a new one for a new task or --fresh) and

@@ -42,6 +42,18 @@ const tempAge = time.Hour
 // there.
 func (s *Store) GC(o GCOptions) (*GCResult, error) {
 	res := &GCResult{Entries: []*Entry{}}
+	kept := s.sortEntries(o, res)
+	if !o.DryRun {
+		if err := s.removeEntries(res); err != nil {
+			return res, err
+		}
+	}
+	return res, s.removeBlobs(o, res, kept)
+}
+
+// sortEntries puts each entry in res.Entries (to remove), res.Broken or
+// the kept count, and returns the blobs the kept entries name.
+func (s *Store) sortEntries(o GCOptions, res *GCResult) map[string]bool {
 	entries, bad := s.List()
 	for _, err := range bad {
 		var pe *fs.PathError
@@ -53,12 +65,10 @@ func (s *Store) GC(o GCOptions) (*GCResult, error) {
 	}
 	kept := map[string]bool{} // blobs named by the entries left
 	for _, e := range entries {
-		if o.TaskName != "" && e.TaskName != o.TaskName {
+		switch {
+		case o.TaskName != "" && e.TaskName != o.TaskName:
 			keepBlobs(kept, e)
 			res.Kept++
-			continue
-		}
-		switch {
 		case o.All, o.OlderThan > 0 && o.Now.Sub(e.Created) > o.OlderThan:
 			res.Entries = append(res.Entries, e)
 		case !s.whole(e):
@@ -68,24 +78,33 @@ func (s *Store) GC(o GCOptions) (*GCResult, error) {
 			res.Kept++
 		}
 	}
-	if !o.DryRun {
-		for _, e := range res.Entries {
-			if err := s.removeEntry(e.File); err != nil {
-				return res, err
-			}
+	return kept
+}
+
+// removeEntries removes the entries gc drops and the broken entry files.
+func (s *Store) removeEntries(res *GCResult) error {
+	for _, e := range res.Entries {
+		if err := s.removeEntry(e.File); err != nil {
+			return err
 		}
-		for _, path := range res.Broken {
-			if strings.HasPrefix(path, filepath.Join(s.Root, "entries")) {
-				if err := s.removeEntry(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					return res, err
-				}
+	}
+	for _, path := range res.Broken {
+		if strings.HasPrefix(path, filepath.Join(s.Root, "entries")) {
+			if err := s.removeEntry(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
 			}
 		}
 	}
+	return nil
+}
+
+// removeBlobs counts (and, unless a dry run, removes) the blobs no kept
+// entry names and the temporary files old enough to be a crash's.
+func (s *Store) removeBlobs(o GCOptions, res *GCResult, kept map[string]bool) error {
 	blobs := filepath.Join(s.Root, "blobs")
 	des, err := os.ReadDir(blobs)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return res, err
+		return err
 	}
 	for _, de := range des {
 		name := de.Name()
@@ -104,11 +123,11 @@ func (s *Store) GC(o GCOptions) (*GCResult, error) {
 		res.Bytes += info.Size()
 		if !o.DryRun {
 			if err := os.Remove(filepath.Join(blobs, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return res, err
+				return err
 			}
 		}
 	}
-	return res, nil
+	return nil
 }
 
 // whole reports whether every blob an entry names is there.
