@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -112,33 +110,13 @@ func TestCacheTorture(t *testing.T) {
 		effAtStart := effects(dir)
 		args := []string{"run", "pipeline.yaml", "--task-id", id, "--progress", "quiet"}
 		for inTask := 0; ; inTask++ {
-			cmd := apolloCmd(t, dir, nil, args...)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			began := time.Now()
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
 			delay := time.Hour
 			if task > 0 && inTask < 5 && done < kills {
 				delay = time.Duration(rng.Int64N(int64(full*11/10) + 1))
 			}
-			var res runResult
-			select {
-			case err := <-exited:
-				res = waitResult(cmd, err, &stdout, &stderr)
-				if task == 0 {
-					full = time.Since(began)
-				}
-			case <-time.After(delay):
-				if rng.IntN(2) == 0 {
-					syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-				} else {
-					syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
-				}
-				res = waitResult(cmd, <-exited, &stdout, &stderr)
+			res, took := runKilledAfter(t, dir, args, delay, rng.IntN(2) == 0)
+			if task == 0 && !res.killed {
+				full = took
 			}
 			if res.killed {
 				done++

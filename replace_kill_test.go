@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -96,26 +94,11 @@ func TestReplaceUnderKill(t *testing.T) {
 	for round := 1; round <= rounds; round++ {
 		args := []string{"run", "pipeline.yaml", "--task-id", fmt.Sprintf("round%d", round), "--var", fmt.Sprintf("round=%d", round), "-q"}
 		for inRound := 0; ; inRound++ {
-			cmd := apolloCmd(t, dir, nil, args...)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
 			delay := time.Hour // the last invocation of a round runs to its end
 			if inRound < killsPerRound {
 				delay = time.Duration(rng.Int64N(int64(full / 2)))
 			}
-			var res runResult
-			select {
-			case err := <-exited:
-				res = waitResult(cmd, err, &stdout, &stderr)
-			case <-time.After(delay):
-				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the runner and its Lua workers
-				res = waitResult(cmd, <-exited, &stdout, &stderr)
-			}
+			res, _ := runKilledAfter(t, dir, args, delay, true) // the runner and its Lua workers
 			noPanic(t, args[4], res)
 			_, problems := readShared(t, shared)
 			if len(problems) > 0 {

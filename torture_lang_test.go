@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -205,26 +203,11 @@ func TestTortureLanguage(t *testing.T) {
 		writePipeline(t, dir, langPipeline)
 		warmCache(t, dir)
 		for inTrial := 0; ; inTrial++ {
-			cmd := apolloCmd(t, dir, nil, args...)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
 			delay := time.Hour // let the trial end
 			if inTrial < 4 && done < kills {
 				delay = time.Duration(rng.Int64N(int64(full)))
 			}
-			var res runResult
-			select {
-			case err := <-exited:
-				res = waitResult(cmd, err, &stdout, &stderr)
-			case <-time.After(delay):
-				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-				res = waitResult(cmd, <-exited, &stdout, &stderr)
-			}
+			res, _ := runKilledAfter(t, dir, args, delay, true)
 			noPanic(t, "lang", res)
 			if res.killed {
 				done++

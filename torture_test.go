@@ -69,6 +69,34 @@ func apolloCmd(t *testing.T, dir string, env []string, args ...string) *exec.Cmd
 	return cmd
 }
 
+// runKilledAfter runs the binary in dir with args and, unless it has
+// exited first, kills it with SIGKILL once delay has passed: its process
+// group (apollo and its steps) when group is set, else apollo alone, whose
+// steps live on. It returns the invocation's result and how long it ran.
+func runKilledAfter(t *testing.T, dir string, args []string, delay time.Duration, group bool) (runResult, time.Duration) {
+	t.Helper()
+	cmd := apolloCmd(t, dir, nil, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	began := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		return waitResult(cmd, err, &stdout, &stderr), time.Since(began)
+	case <-time.After(delay):
+		if group {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		} else {
+			syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
+		}
+		return waitResult(cmd, <-exited, &stdout, &stderr), time.Since(began)
+	}
+}
+
 // runResult is how one invocation ended.
 type runResult struct {
 	code   int // exit code; -1 when killed
@@ -552,14 +580,6 @@ func TestTorture(t *testing.T) {
 		c := &checker{dir: dir, task: tortureTask, shape: tortureShape}
 		inTrial := 0
 		for {
-			cmd := apolloCmd(t, dir, nil, args...)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
 			var delay time.Duration
 			switch {
 			case inTrial >= 12 || done >= kills:
@@ -571,18 +591,10 @@ func TestTorture(t *testing.T) {
 			default:
 				delay = time.Duration(rng.Int64N(int64(full / 2))) // a resume has less to do
 			}
-			var res runResult
-			select {
-			case err := <-exited:
-				res = waitResult(cmd, err, &stdout, &stderr)
-			case <-time.After(delay):
-				if rng.IntN(2) == 0 {
-					syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // apollo and its steps
-					groupKills++
-				} else {
-					syscall.Kill(cmd.Process.Pid, syscall.SIGKILL) // apollo alone: its steps live on
-				}
-				res = waitResult(cmd, <-exited, &stdout, &stderr)
+			group := rng.IntN(2) == 0 // apollo and its steps, or apollo alone
+			res, _ := runKilledAfter(t, dir, args, delay, group)
+			if res.killed && group {
+				groupKills++
 			}
 			if res.killed {
 				done++
