@@ -14,6 +14,7 @@
 ---@field artifacts_dir string     the task's artifacts folder
 ---@field outputs table<string,any> outputs of the step's dependencies, and of any other upstream step its code names (ctx.outputs.ID), by step id
 ---@field failed? {id: string, error: string, optional: boolean}[] in an on_failure or finally handler: the failed steps of the task
+---@field item? string|table<string,string> in a foreach instance: its item; in a matrix instance: its value on each axis, by axis name
 ---@field status? table<string,string> in a when: condition only: the state of each of those upstream steps ("SUCCESS", "FAILED", "SKIPPED")
 ctx = {}
 
