@@ -22,10 +22,17 @@ type Feed struct {
 	next    uint64
 	bell    chan struct{}
 	sub     *nats.Subscription
+	// quick is the next wait while the subject is busy: set after a ring
+	// or a message, doubled up to pollEvery while nothing comes.
+	quick time.Duration
 }
 
-// pollEvery is how often a feed looks when nothing rang.
-const pollEvery = 250 * time.Millisecond
+// pollEvery is how often a feed looks when nothing rang; quickPoll is the
+// first wait after a ring or a message.
+const (
+	pollEvery = 250 * time.Millisecond
+	quickPoll = 2 * time.Millisecond
+)
 
 // NewFeed starts reading subject of stream at sequence from (1: the start).
 func (c *Client) NewFeed(ctx context.Context, stream, subject string, from uint64) (*Feed, error) {
@@ -58,19 +65,23 @@ func (f *Feed) Cursor() uint64 { return f.next }
 
 // Next returns the next message, waiting for one until ctx ends. Its error
 // is ctx's, or an *UnreachableError.
+//
+// After a ring or a message, it looks again soon and then less and less
+// often: a ring comes when a message is published, before a replicated
+// stream has stored it, and the ring of a message published close behind
+// another is lost while the first's is pending (the bell holds one).
 func (f *Feed) Next(ctx context.Context) (*jetstream.RawStreamMsg, error) {
-	// After a ring, look again soon and then less and less often: the ring
-	// comes when the message is published, before a replicated stream has
-	// stored it.
-	quick := time.Duration(0)
 	for {
 		m, err := f.TryNext(ctx)
+		if m != nil {
+			f.quick = quickPoll
+		}
 		if err != nil || m != nil {
 			return m, err
 		}
 		wait := pollEvery
-		if quick > 0 && quick < pollEvery {
-			wait, quick = quick, quick*2
+		if f.quick > 0 && f.quick < pollEvery {
+			wait, f.quick = f.quick, f.quick*2
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -78,7 +89,7 @@ func (f *Feed) Next(ctx context.Context) (*jetstream.RawStreamMsg, error) {
 			t.Stop()
 			return nil, ctx.Err()
 		case <-f.bell:
-			quick = 2 * time.Millisecond
+			f.quick = quickPoll
 		case <-t.C:
 		}
 		t.Stop()
