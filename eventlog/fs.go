@@ -151,9 +151,10 @@ func notRegular(path string, m fs.FileMode, err error) *UnsafeFileError {
 	return &UnsafeFileError{Path: path, Reason: "it is " + what + ", not a regular file", Err: err}
 }
 
-// modeType is the fs.FileMode type bits of a stat(2) result.
-func modeType(st *unix.Stat_t) fs.FileMode {
-	switch st.Mode & unix.S_IFMT {
+// StatFileType is the fs.FileMode type bits of a stat(2) mode; 0 for a
+// regular file.
+func StatFileType(mode uint32) fs.FileMode {
+	switch mode & unix.S_IFMT {
 	case unix.S_IFREG:
 		return 0
 	case unix.S_IFDIR:
@@ -174,7 +175,7 @@ func modeType(st *unix.Stat_t) fs.FileMode {
 
 // regular returns an *UnsafeFileError unless st is a regular file's.
 func regular(path string, st *unix.Stat_t) error {
-	if m := modeType(st); m != 0 {
+	if m := StatFileType(uint32(st.Mode)); m != 0 {
 		return notRegular(path, m, nil)
 	}
 	return nil

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"apollo/eventlog"
 )
 
 // Flags for opening a script's files: non-blocking, so that opening a FIFO returns at once
@@ -51,7 +53,7 @@ func openLeaf(r *os.Root, rel string, flag int, perm fs.FileMode) (*os.File, err
 		var st unix.Stat_t
 		oerr = ignoringEINTR(func() error { return unix.Fstatat(int(dfd), name, &st, unix.AT_SYMLINK_NOFOLLOW) })
 		if oerr == nil {
-			if mode := unixFileType(uint32(st.Mode)); mode != 0 {
+			if mode := eventlog.StatFileType(uint32(st.Mode)); mode != 0 {
 				oerr = &notRegularError{mode: mode}
 				return
 			}
@@ -76,7 +78,7 @@ func openLeaf(r *os.Root, rel string, flag int, perm fs.FileMode) (*os.File, err
 		unix.Close(fd)
 		return nil, &fs.PathError{Op: "fstat", Path: rel, Err: err}
 	}
-	if mode := unixFileType(uint32(st.Mode)); mode != 0 {
+	if mode := eventlog.StatFileType(uint32(st.Mode)); mode != 0 {
 		unix.Close(fd)
 		return nil, &fs.PathError{Op: "open", Path: rel, Err: &notRegularError{mode: mode}}
 	}
@@ -94,27 +96,6 @@ func openLeaf(r *os.Root, rel string, flag int, perm fs.FileMode) (*os.File, err
 		}
 	}
 	return f, nil
-}
-
-// unixFileType is the fs.FileMode type bits of a stat mode; 0 for a regular file.
-func unixFileType(m uint32) fs.FileMode {
-	switch m & unix.S_IFMT {
-	case unix.S_IFREG:
-		return 0
-	case unix.S_IFDIR:
-		return fs.ModeDir
-	case unix.S_IFLNK:
-		return fs.ModeSymlink
-	case unix.S_IFIFO:
-		return fs.ModeNamedPipe
-	case unix.S_IFSOCK:
-		return fs.ModeSocket
-	case unix.S_IFCHR:
-		return fs.ModeDevice | fs.ModeCharDevice
-	case unix.S_IFBLK:
-		return fs.ModeDevice
-	}
-	return fs.ModeIrregular
 }
 
 // flockPoll bounds the pause between two tries of a held lock.
