@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -193,37 +192,19 @@ func (r *run) upstreamDigests(n *node) map[string]string {
 func (r *run) newAttempt(n *node, rs *renderedStep, retry int) *executor.Attempt {
 	s := rs.step
 	t := r.t
-	keys := make([]string, 0, len(rs.env))
-	for k := range rs.env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	env := make([]string, 0, len(r.baseEnv)+len(keys)+7)
+	env := make([]string, 0, len(r.baseEnv)+len(rs.env)+len(r.secrets)+len(s.Item)+7)
 	env = append(env, r.baseEnv...)
-	for _, k := range keys {
-		env = append(env, k+"="+rs.env[k])
-	}
+	env = t.appendStepEnv(env, rs, retry)
 	out := t.dir.Output(t.id, s.ID, retry)
 	publish := strings.TrimSuffix(out, ".log") + ".out"
 	env = append(env,
-		"APOLLO_TASK_ID="+t.id,
-		"APOLLO_STEP_ID="+s.ID,
-		"APOLLO_RETRY_COUNT="+strconv.Itoa(retry),
-		"APOLLO_ARTIFACTS_DIR="+t.dir.Artifacts(t.id),
-		"APOLLO_STATE_DIR="+t.dir.Root,
 		"APOLLO_OUTPUT="+publish,
 		executor.AttemptEnv+"="+executor.AttemptToken(r.absLog, s.ID, retry),
 	)
 	for _, k := range slices.Sorted(maps.Keys(r.secrets)) {
 		env = append(env, k+"="+r.secrets[k])
 	}
-	for k, v := range s.Item { // APOLLO_ITEM, or APOLLO_ITEM_<AXIS> for a matrix
-		name := "APOLLO_ITEM"
-		if axis, ok := strings.CutPrefix(k, "item."); ok {
-			name += "_" + strings.ToUpper(strings.ReplaceAll(axis, "-", "_"))
-		}
-		env = append(env, name+"="+v)
-	}
+	env = appendItemEnv(env, s)
 	var failed []executor.FailedStep
 	if s.Handler != "" {
 		failed = r.failed
@@ -537,4 +518,33 @@ func (r *run) workspaceHint(s *pipeline.Step, msg string) string {
 		}
 	}
 	return ""
+}
+
+// appendStepEnv appends the step's own env (sorted by name) and the
+// variables that tell an attempt where it is: its task, step, attempt
+// number, artifacts and state folders.
+func (t *task) appendStepEnv(env []string, rs *renderedStep, retry int) []string {
+	for _, k := range slices.Sorted(maps.Keys(rs.env)) {
+		env = append(env, k+"="+rs.env[k])
+	}
+	return append(env,
+		"APOLLO_TASK_ID="+t.id,
+		"APOLLO_STEP_ID="+rs.step.ID,
+		"APOLLO_RETRY_COUNT="+strconv.Itoa(retry),
+		"APOLLO_ARTIFACTS_DIR="+t.dir.Artifacts(t.id),
+		"APOLLO_STATE_DIR="+t.dir.Root,
+	)
+}
+
+// appendItemEnv appends a foreach or matrix instance's item: APOLLO_ITEM,
+// or APOLLO_ITEM_<AXIS> for a matrix.
+func appendItemEnv(env []string, s *pipeline.Step) []string {
+	for k, v := range s.Item {
+		name := "APOLLO_ITEM"
+		if axis, ok := strings.CutPrefix(k, "item."); ok {
+			name += "_" + strings.ToUpper(strings.ReplaceAll(axis, "-", "_"))
+		}
+		env = append(env, name+"="+v)
+	}
+	return env
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -229,22 +228,7 @@ func (r *run) workFor(n *node, rs *renderedStep, retry int, input, pool string) 
 	t := r.t
 	p := *t.p
 	p.Source, p.Steps = nil, []*pipeline.Step{s}
-	keys := make([]string, 0, len(rs.env))
-	for k := range rs.env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	env := make([]string, 0, len(keys)+6)
-	for _, k := range keys {
-		env = append(env, k+"="+rs.env[k])
-	}
-	env = append(env,
-		"APOLLO_TASK_ID="+t.id,
-		"APOLLO_STEP_ID="+s.ID,
-		"APOLLO_RETRY_COUNT="+strconv.Itoa(retry),
-		"APOLLO_ARTIFACTS_DIR="+t.dir.Artifacts(t.id),
-		"APOLLO_STATE_DIR="+t.dir.Root,
-	)
+	env := appendItemEnv(t.appendStepEnv(make([]string, 0, len(rs.env)+len(s.Item)+5), rs, retry), s)
 	vars := make(map[string]string, len(t.vars)+1)
 	for k, v := range t.vars {
 		vars[k] = v
