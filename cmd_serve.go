@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"apollo/engine/cron"
+	"apollo/engine/listen"
 	"apollo/engine/usage"
 	"apollo/engine/web"
 )
@@ -47,19 +48,6 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.pipelines, "pipelines", "", "folder of pipeline files to show and run on their schedules")
 	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the token that signs users in (at least 16 characters)")
 	fs.StringVar(&o.authFile, "auth-file", "", "basic-auth users: one user:bcrypt-hash a line (htpasswd -nB USER)")
-}
-
-// loopback reports whether addr (host:port) listens on loopback only.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // selfExe is the apollo binary that runs started from the page run: this
@@ -106,7 +94,7 @@ func runServe(ctx context.Context, o *serveOptions, in invocation) error {
 			return &usage.Error{Msg: "serve: " + err.Error()}
 		}
 	}
-	if !loopback(o.listen) && !auth.Enabled() {
+	if !listen.Loopback(o.listen) && !auth.Enabled() {
 		return &usage.Error{Msg: fmt.Sprintf("serve: --listen %s is not a loopback address: anyone who reaches it would see every log; "+
 			"give --token-file or --auth-file, or listen on 127.0.0.1", o.listen)}
 	}

@@ -12,7 +12,7 @@
 //	engine     → cache, clock, executor, intervene, markers, pipeline, remote, statedir, template, textfmt, usage; eventlog, luart, stdlib
 //	history    → pipeline, statedir, textfmt, usage; eventlog
 //	worker     → executor, remote; stdlib
-//	hub        → remote
+//	hub        → listen, remote
 //	hubtest    → hub, remote; eventlog
 //	remote     → pipeline; luart
 //	completion → pipeline, usage
@@ -28,6 +28,7 @@
 //	template   → (nothing of apollo)
 //	clock      → (nothing of apollo)
 //	textfmt    → (nothing of apollo)
+//	listen     → (nothing of apollo)
 //	usage      → (nothing of apollo)
 //
 // What each holds: engine the scheduler and everything of one run (plan,
@@ -44,7 +45,8 @@
 // pipeline the pipeline language; statedir the state
 // folder's files; cache the store of cached step results (cache: true);
 // template the {{name}} renderer; clock the injected time;
-// textfmt what people read; usage the command-line error. Outside engine/,
+// textfmt what people read; listen the rule a listening address follows (loopback, or
+// credentials); usage the command-line error. Outside engine/,
 // eventlog (the log format), luart (the Lua sandbox), stdlib (apollo.*
 // modules) and scripts (bundled Lua modules) import nothing of engine.
 package engine

@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"apollo/engine/listen"
 	"apollo/engine/remote"
 )
 
@@ -87,7 +88,7 @@ func (o *Options) check() error {
 		return &ConfigError{Msg: fmt.Sprintf("hub: --listen %q: %v", o.Listen, err)}
 	}
 	creds := o.TokenFile != "" || o.NKeysFile != "" || (o.TLSCert != "" && o.TLSCA != "")
-	if !loopback(o.Listen) && !creds {
+	if !listen.Loopback(o.Listen) && !creds {
 		return &ConfigError{Msg: fmt.Sprintf("hub: --listen %s is not a loopback address, and no credentials are set: "+
 			"anyone who reaches it could run commands on your workers; %s", o.Listen, CredentialsHelp)}
 	}
@@ -99,7 +100,7 @@ func (o *Options) check() error {
 			return &ConfigError{Msg: fmt.Sprintf("hub: --cluster %q: %v", o.Cluster, err)}
 		}
 		routeCreds := o.TokenFile != "" || (o.TLSCert != "" && o.TLSCA != "")
-		if !loopback(o.Cluster) && !routeCreds {
+		if !listen.Loopback(o.Cluster) && !routeCreds {
 			return &ConfigError{Msg: fmt.Sprintf("hub: --cluster %s is not a loopback address, and routes between hubs "+
 				"have no credentials: set --token-file FILE (the same on every hub), or --tls-cert, --tls-key and --tls-ca", o.Cluster)}
 		}
@@ -119,20 +120,6 @@ func splitHostPort(addr string) (string, int, error) {
 		return "", 0, fmt.Errorf("port %q is not a number from 0 to 65535", p)
 	}
 	return host, port, nil
-}
-
-// loopback reports whether addr's host is a loopback address (an empty
-// host or 0.0.0.0 listens on every interface: not loopback).
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // Start starts the node and returns once it accepts connections. The
