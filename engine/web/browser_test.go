@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -208,27 +207,8 @@ func serveDemo(t *testing.T, d *demo, auth *Auth) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Options{StateDirs: []string{d.dir}, Pipelines: d.pipes, Auth: auth, Scheduler: sched, Version: "dev", Host: "demo"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(func() {
-		hs.CloseClientConnections()
-		hs.Close()
-		cancel()
-		s.Wait()
-		sched.Close()
-	})
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if _, pending := s.ix.progress(); pending == 0 {
-			break
-		}
-	}
+	t.Cleanup(func() { sched.Close() }) // runs after the server stops: cleanups run last first
+	_, hs := startTestServer(t, Options{StateDirs: []string{d.dir}, Pipelines: d.pipes, Auth: auth, Scheduler: sched, Version: "dev", Host: "demo"})
 	return hs.URL
 }
 

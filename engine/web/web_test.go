@@ -112,7 +112,15 @@ type harness struct {
 
 func newHarness(t *testing.T, dir string, auth *Auth) *harness {
 	t.Helper()
-	s, err := New(Options{StateDirs: []string{dir}, Auth: auth, Version: "test", Host: "h"})
+	s, hs := startTestServer(t, Options{StateDirs: []string{dir}, Auth: auth, Version: "test", Host: "h"})
+	return &harness{srv: s, http: hs, dir: dir}
+}
+
+// startTestServer starts a server with o on a test HTTP server, stopped
+// when the test ends, and waits until its index has read every log.
+func startTestServer(t *testing.T, o Options) (*Server, *httptest.Server) {
+	t.Helper()
+	s, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +135,6 @@ func newHarness(t *testing.T, dir string, auth *Auth) *harness {
 		cancel()
 		s.Wait()
 	})
-	// Wait until the index has read every log.
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		if _, pending := s.ix.progress(); pending == 0 {
 			break
@@ -137,7 +144,7 @@ func newHarness(t *testing.T, dir string, auth *Auth) *harness {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return &harness{srv: s, http: hs, dir: dir}
+	return s, hs
 }
 
 func (h *harness) get(t *testing.T, path string, hdr ...string) (int, string) {
