@@ -166,7 +166,7 @@ func (r *run) upstreamOutputs(n *node) map[string]json.RawMessage {
 		upstream[d.id()] = d.output
 	}
 	for _, id := range refs {
-		upstream[id] = r.byID[id].output
+		upstream[id] = r.node(id).output
 	}
 	return upstream
 }
@@ -180,7 +180,7 @@ func (r *run) upstreamDigests(n *node) map[string]string {
 		upstream[d.id()] = d.outDigest
 	}
 	for _, id := range refs {
-		upstream[id] = r.byID[id].outDigest
+		upstream[id] = r.node(id).outDigest
 	}
 	return upstream
 }

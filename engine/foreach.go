@@ -38,7 +38,7 @@ func (r *run) expandBody(n *node) executor.Result {
 func (r *run) dynamicItems(n *node) ([]string, error) {
 	f := n.rs.step.Foreach
 	step, key, _ := strings.Cut(f.Output, ".")
-	raw := r.byID[step].output
+	raw := r.node(step).output
 	if len(raw) == 0 {
 		return nil, fmt.Errorf("foreach: step %q published no output", step)
 	}
@@ -99,9 +99,9 @@ func (r *run) instancesOf(n *node, output json.RawMessage) ([]*node, error) {
 			rendered[0].sources, rendered[0].filesDigest = n.rs.sources, n.rs.filesDigest
 			rendered[0].defDigest = definitionDigest(rendered[0])
 		}
-		st := r.state.Step(inst.ID)
+		st := r.snap.step(inst.ID) // other steps are running: their records change the state
 		in := &node{rs: rendered[0], idx: len(r.nodes),
-			plan:     decide(inst, st, r.sc, r.t.p.MaxDirtyRestarts, r.e.opts.Clock.Now()),
+			plan:     decide(inst, &st, r.sc, r.t.p.MaxDirtyRestarts, r.e.opts.Clock.Now()),
 			dirty:    st.Dirty,
 			unclean:  st.Unclean,
 			prevPGID: st.PGID,
@@ -124,7 +124,9 @@ func (r *run) instancesOf(n *node, output json.RawMessage) ([]*node, error) {
 			c.deps = append(c.deps, in)
 		}
 		r.nodes = append(r.nodes, in)
+		r.byIDMu.Lock()
 		r.byID[inst.ID] = in
+		r.byIDMu.Unlock()
 		insts = append(insts, in)
 	}
 	return insts, nil

@@ -252,7 +252,7 @@ func (r *run) adoptInFlight(ctx context.Context) error {
 	h.mu.Unlock()
 	var names []string
 	for _, id := range open {
-		n := r.byID[id]
+		n := r.node(id)
 		if n == nil {
 			continue
 		}

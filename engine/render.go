@@ -267,7 +267,7 @@ func outputPlaceholders(s *pipeline.Step) []string {
 // for a step that names upstream outputs, n.rs rendered again with their
 // values. Its dependencies have ended, so their outputs are known.
 func (r *run) late(n *node) (*renderedStep, error) {
-	return renderLate(n.rs, func(id string) json.RawMessage { return r.byID[id].output })
+	return renderLate(n.rs, func(id string) json.RawMessage { return r.node(id).output })
 }
 
 // renderLate renders rs again with the upstream outputs outputOf gives, if

@@ -157,6 +157,9 @@ type run struct {
 
 	nodes []*node
 	byID  map[string]*node
+	// byIDMu guards byID, which a foreach expansion extends while other
+	// steps read it from their goroutines.
+	byIDMu sync.RWMutex
 
 	markers *markers.Book // the task's markers, shared by its steps
 
@@ -608,4 +611,11 @@ func (r *run) failedSteps() []executor.FailedStep {
 		return nil // the task did not fail: failed optional steps are no failure
 	}
 	return append(required, optional...)
+}
+
+// node returns the node of step (or instance) id.
+func (r *run) node(id string) *node {
+	r.byIDMu.RLock()
+	defer r.byIDMu.RUnlock()
+	return r.byID[id]
 }

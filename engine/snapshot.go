@@ -120,6 +120,15 @@ func (s *snapshotter) apply(r *eventlog.Record, end int64) {
 	}
 }
 
+// step returns a copy of step id's state, read under the lock the
+// writer's callbacks hold: the run's state is this one, and steps append
+// (and so apply records) from their own goroutines.
+func (s *snapshotter) step(id string) eventlog.StepState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return *s.state.Step(id)
+}
+
 // opened records the log's size once Open has read it.
 func (s *snapshotter) opened(w *eventlog.Writer) {
 	s.mu.Lock()

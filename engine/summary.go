@@ -87,10 +87,10 @@ func (r *run) summaryText(status string, info *eventlog.SummaryInfo, dur fmt.Str
 	fmt.Fprintf(&b, "task %s %s in %s: %d succeeded, %d failed, %d skipped, %d not run\n", r.t.id, word, dur,
 		info.Counts[eventlog.Success], info.Counts[eventlog.Failed], info.Counts[eventlog.Skipped], info.Counts[eventlog.Pending])
 	for _, id := range info.Failed {
-		fmt.Fprintf(&b, "  failed:            %s: %s\n", id, textfmt.OneLine(r.mask.String(r.byID[id].lastErr), 300))
+		fmt.Fprintf(&b, "  failed:            %s: %s\n", id, textfmt.OneLine(r.mask.String(r.node(id).lastErr), 300))
 	}
 	for _, id := range info.FailedOptional {
-		fmt.Fprintf(&b, "  failed (optional): %s: %s\n", id, textfmt.OneLine(r.mask.String(r.byID[id].lastErr), 300))
+		fmt.Fprintf(&b, "  failed (optional): %s: %s\n", id, textfmt.OneLine(r.mask.String(r.node(id).lastErr), 300))
 	}
 	if len(info.Blocked) > 0 {
 		fmt.Fprintf(&b, "  blocked:           %s\n", strings.Join(info.Blocked, ", "))

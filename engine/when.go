@@ -84,7 +84,7 @@ func (r *run) evalWhen(ctx context.Context, n *node) (bool, error) {
 	outputs, status := L.CreateTable(0, len(n.deps)), L.CreateTable(0, len(n.deps))
 	up := r.upstreamOutputs(n)
 	for _, id := range slices.Sorted(maps.Keys(up)) {
-		status.RawSetString(id, lua.LString(r.byID[id].final))
+		status.RawSetString(id, lua.LString(r.node(id).final))
 		if raw := up[id]; len(raw) > 0 {
 			v, err := luart.DecodeJSON(L, raw)
 			if err != nil {
