@@ -152,6 +152,7 @@ func TestExecTimeoutKillsGroup(t *testing.T) {
 }
 
 func TestExecTermIgnored(t *testing.T) {
+	t.Parallel() // waits out grace periods of its own
 	// A group member that ignores SIGTERM gets SIGKILL after the grace period.
 	dir := t.TempDir()
 	res, err := RunCommand(t.Context(), Command{
@@ -257,6 +258,7 @@ func pidGone(pid int) bool {
 // when the command exits, and its result (with what it printed) comes back although the
 // background process held the command's output pipes.
 func TestExecEndsBackgroundProcesses(t *testing.T) {
+	t.Parallel() // waits out grace periods of its own
 	env := newFakeEnv(t)
 	tests := []struct {
 		name, call, want string
@@ -308,6 +310,7 @@ func TestExecTags(t *testing.T) {
 // TestExecEndsEscapedProcesses: a process that left the command's process group (setsid)
 // is ended too, when the command exits and when it times out, found by the command's tag.
 func TestExecEndsEscapedProcesses(t *testing.T) {
+	t.Parallel() // waits out grace periods of its own
 	if runtime.GOOS != "linux" {
 		t.Skip("processes that left the group are found through /proc")
 	}

@@ -198,6 +198,7 @@ func TestReplaceLockLink(t *testing.T) {
 // TestReplaceLongLine: a line longer than MaxLineBytes (here a file of zeros, which has
 // none) is an error, not an unbounded read.
 func TestReplaceLongLine(t *testing.T) {
+	t.Parallel() // waits out grace periods of its own
 	env := newFakeEnv(t)
 	f, err := os.Create(filepath.Join(env.workspace, "data.jsonl"))
 	if err != nil {

@@ -126,6 +126,7 @@ func makeSpecial(t *testing.T, kind, path string) (release func()) {
 // character device and a huge sparse file, each with a short step timeout: each call must
 // end within the timeout (with the expected error or result), never hang the step.
 func TestSpecialFiles(t *testing.T) {
+	t.Parallel() // waits out grace periods of its own
 	const timeout = time.Second
 	for _, kind := range []string{"fifo", "socket", "device", "sparse"} {
 		for _, c := range pathCalls {
