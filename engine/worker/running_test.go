@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"apollo/engine/executor"
+	"apollo/stdlib"
 )
 
 // TestEndLeftovers: a worker that starts ends the processes a dead
@@ -36,6 +37,15 @@ func TestEndLeftovers(t *testing.T) {
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	defer cmd.Process.Kill()
+	// Start returns once the exec has begun; the new image's environment
+	// shows a moment later (sooner or later on a loaded machine). A dead
+	// worker's attempt has been running for a while: wait for that.
+	for deadline := time.Now().Add(10 * time.Second); len(stdlib.FindTagged(executor.AttemptEnv+"="+tag)) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the tagged process never showed its environment")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "dead-2.json"), []byte(`{"`+tag+`": `+strconv.Itoa(cmd.Process.Pid)+`}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
