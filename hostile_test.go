@@ -338,18 +338,19 @@ func writeFileT(t *testing.T, path string, data []byte) {
 type luaCase struct {
 	id   string
 	want string // "SUCCESS", "any", or a fragment of the step's error
-	// serial scripts allocate a lot: they run one at a time, so that the
-	// memory watchdog, which stops the newest state of a process over its
-	// budget, cannot pick an innocent neighbour.
+	// serial scripts allocate a lot: they run in a task of their own, two
+	// at a time, so that at most two heaps near their limit exist at once
+	// whatever else the machine runs.
 	serial bool
-	// timeout is the step's timeout_seconds: 1 for scripts that should
-	// time out (or may), 60 for memory bombs, so the memory bound acts
-	// first however loaded the machine, 10 for the rest; "-- timeout: N"
-	// overrides it.
-	timeout int
+	// timeout is the step's timeout_seconds: 0.3 for scripts that should
+	// time out (or may) — the bound acts wherever the script is, so a short
+	// one proves as much as a long one — 60 for memory bombs, so the memory
+	// bound acts first however loaded the machine, 10 for the rest;
+	// "-- timeout: N" overrides it.
+	timeout float64
 	// isolated scripts ("-- isolation: process") run twice, with the same
-	// want: in the runner like the others, and in a task with isolation:
-	// process, whose child process must end them as the runner does.
+	// want: in a pooled worker like the others, and in a task with
+	// isolation: process, whose worker of its own must end them alike.
 	isolated bool
 }
 
@@ -377,7 +378,7 @@ func readLuaCases(t *testing.T) []luaCase {
 			case "isolation":
 				c.isolated = m[2] == "process"
 			case "timeout":
-				if c.timeout, err = strconv.Atoi(m[2]); err != nil {
+				if c.timeout, err = strconv.ParseFloat(m[2], 64); err != nil {
 					t.Fatalf("%s: timeout: %v", f, err)
 				}
 			}
@@ -391,7 +392,7 @@ func readLuaCases(t *testing.T) []luaCase {
 		if c.timeout == 0 {
 			switch {
 			case strings.Contains(c.want, "timed out"), c.want == "any":
-				c.timeout = 1
+				c.timeout = 0.3
 			case strings.Contains(c.want, "memory"):
 				c.timeout = 60
 			default:
@@ -411,7 +412,7 @@ func luaPipeline(task, outside string, cases []luaCase, parallelism int, isolati
 	fmt.Fprintf(&b, "task_name: %s\nparallelism: %d\nisolation: %q\nvars: {outside: %q}\nsteps:\n", task, parallelism, isolation, outside)
 	var ids []string
 	for _, c := range cases {
-		fmt.Fprintf(&b, "  - id: %s\n    script: lua/%s.lua\n    optional: true\n    timeout_seconds: %d\n    memory_mb: 64\n    allow: [exec, http]\n", c.id, c.id, c.timeout)
+		fmt.Fprintf(&b, "  - id: %s\n    script: lua/%s.lua\n    optional: true\n    timeout_seconds: %g\n    memory_mb: 64\n    allow: [exec, http]\n", c.id, c.id, c.timeout)
 		ids = append(ids, c.id)
 	}
 	fmt.Fprintf(&b, `  - id: after
@@ -471,7 +472,7 @@ func TestHostileLua(t *testing.T) {
 		cases     []luaCase
 		par       int
 		isolation string
-	}{{"hostile_serial", serial, 1, ""}, {"hostile_parallel", parallel, 4, ""}, {"hostile_isolated", isolated, 2, "process"}}
+	}{{"hostile_serial", serial, 2, ""}, {"hostile_parallel", parallel, 4, ""}, {"hostile_isolated", isolated, 2, "process"}}
 	env := []string{"LUA_PATH=" + outside + "/?.lua", "APOLLO_HOME="}
 	binary(t) // built here: a failed build must stop the test in its own goroutine
 	results := make([]runResult, len(runs))

@@ -68,9 +68,13 @@ func TestLuaSandboxEscapes(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Bombs get time enough for the memory bound to act first,
-			// however loaded the machine is.
-			timeout := "1"
-			if tt.want == "memory" {
+			// however loaded the machine is; the endless ones a short
+			// timeout, which proves the bound as well as a long one.
+			timeout := "10"
+			switch tt.want {
+			case "timed out":
+				timeout = "0.3"
+			case "memory":
 				timeout = "30"
 			}
 			yaml := "task_name: sandbox\nsteps:\n  - id: hostile\n    timeout_seconds: " + timeout + "\n    memory_mb: 64\n    lua: |\n"
@@ -156,7 +160,7 @@ func TestLuaHostileScripts(t *testing.T) {
 			timeout := "10"
 			switch tt.want {
 			case "timed out":
-				timeout = "1"
+				timeout = "0.3"
 			case "memory":
 				timeout = "60"
 			}

@@ -246,6 +246,7 @@ func TestErrors(t *testing.T) {
 	rt := New(Options{})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // the looping __tostring ones wait out its budget
 			s := newState(t, rt, StateOptions{Modules: raise})
 			_, err := s.DoChunk(tt.chunk, tt.code)
 			var se *ScriptError
