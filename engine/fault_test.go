@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -156,70 +157,86 @@ steps:
 		"rename":  {{err: syscall.EIO}, {err: syscall.ENOSPC}},
 		"dirsync": {{err: syscall.EIO}},
 	}
-	faults, hit, snapshots := 0, 0, 0
-	for _, op := range []string{"write", "sync", "rename", "dirsync"} {
-		for _, mode := range modes[op] {
-			for n := 1; n <= clean.counts[op]; n++ {
-				f := mode
-				f.op, f.n = op, n
-				faults++
-				dir := t.TempDir()
-				ffs := &sweepFS{fault: f}
-				err, _, _ := runPipeline(t, dir, yaml, RunOptions{}, Options{FS: ffs})
-				if ffs.failed == "" {
-					// The run took another path (parallel steps): this call
-					// was not reached.
-					continue
-				}
-				hit++
-				// The snapshot's file, and the folders it is created in.
-				snapshot := strings.Contains(ffs.failed, ".snapshot.json") ||
-					(f.op == "dirsync" && err == nil && (filepath.Base(ffs.failed) == "state" || filepath.Base(ffs.failed) == ".apollo"))
-				if snapshot {
-					// A snapshot is only a shortcut: its failure is a
-					// warning and the run goes on.
-					snapshots++
-				} else if err == nil {
-					t.Errorf("%v on %s: the run reported success", f, ffs.failed)
-					continue
-				}
-				if err != nil && !errors.Is(err, f.err) {
-					t.Errorf("%v: Run = %v, want the injected error", f, err)
-				}
-				var we *eventlog.WriteError
-				if errors.As(err, &we) && !strings.Contains(err.Error(), "the run stopped") {
-					t.Errorf("%v: message %q does not say the run stopped", f, err)
-				}
-				if strings.HasSuffix(ffs.failed, ".jsonl") {
-					for _, op := range ffs.after {
-						if op == "write" || op == "sync" {
-							t.Errorf("%v: a %s on the log after the fault (calls after it: %v)", f, op, ffs.after)
-							break
+	// The faults are independent runs in folders of their own: they run
+	// side by side, and the sweep is judged once all have ended.
+	var faults, hit, snapshots atomic.Int32
+	t.Run("sweep", func(t *testing.T) {
+		for _, op := range []string{"write", "sync", "rename", "dirsync"} {
+			for _, mode := range modes[op] {
+				for n := 1; n <= clean.counts[op]; n++ {
+					f := mode
+					f.op, f.n = op, n
+					faults.Add(1)
+					t.Run(f.String(), func(t *testing.T) {
+						t.Parallel()
+						reached, snapshot := checkIOFault(t, yaml, f)
+						if reached {
+							hit.Add(1)
 						}
-					}
-				}
-				if logs, _ := filepath.Glob(filepath.Join(dir, ".apollo", "logs", "*.jsonl")); len(logs) > 0 {
-					if _, _, err := eventlog.ReadAll(logs[0], eventlog.ReadOptions{TaskID: "t"}); err != nil {
-						t.Errorf("%v: the log does not read back: %v", f, err)
-					}
-				}
-				// The disk is fine again: the run resumes and completes.
-				err, st, out := runPipeline(t, dir, yaml, RunOptions{}, Options{})
-				if err != nil || st == nil || !st.Complete() {
-					t.Errorf("%v, then resume: Run = %v\n%s", f, err, out)
-					continue
-				}
-				for _, s := range []string{"a", "b", "c", "d"} {
-					b, _ := os.ReadFile(filepath.Join(dir, s+".count"))
-					if c := strings.Count(string(b), s); c < 1 || c > 2 {
-						t.Errorf("%v: step %s ran %d times", f, s, c)
-					}
+						if snapshot {
+							snapshots.Add(1)
+						}
+					})
 				}
 			}
 		}
+	})
+	t.Logf("io-faults calls=%v faults=%d reached=%d (on the snapshot, a warning: %d)", clean.counts, faults.Load(), hit.Load(), snapshots.Load())
+	if hit.Load() < faults.Load()*3/4 {
+		t.Errorf("only %d of %d faults were reached", hit.Load(), faults.Load())
 	}
-	t.Logf("io-faults calls=%v faults=%d reached=%d (on the snapshot, a warning: %d)", clean.counts, faults, hit, snapshots)
-	if hit < faults*3/4 {
-		t.Errorf("only %d of %d faults were reached", hit, faults)
+}
+
+// checkIOFault runs yaml with fault f injected, then again on a sound disk,
+// and reports whether the run reached the faulty call and whether that call
+// was the snapshot's, whose failure is only a warning.
+func checkIOFault(t *testing.T, yaml string, f ioFault) (reached, snapshot bool) {
+	dir := t.TempDir()
+	ffs := &sweepFS{fault: f}
+	err, _, _ := runPipeline(t, dir, yaml, RunOptions{}, Options{FS: ffs})
+	if ffs.failed == "" {
+		// The run took another path (parallel steps): this call was not
+		// reached.
+		return false, false
 	}
+	// The snapshot's file, and the folders it is created in.
+	snapshot = strings.Contains(ffs.failed, ".snapshot.json") ||
+		(f.op == "dirsync" && err == nil && (filepath.Base(ffs.failed) == "state" || filepath.Base(ffs.failed) == ".apollo"))
+	if !snapshot && err == nil {
+		t.Errorf("%v on %s: the run reported success", f, ffs.failed)
+		return true, false
+	}
+	if err != nil && !errors.Is(err, f.err) {
+		t.Errorf("%v: Run = %v, want the injected error", f, err)
+	}
+	var we *eventlog.WriteError
+	if errors.As(err, &we) && !strings.Contains(err.Error(), "the run stopped") {
+		t.Errorf("%v: message %q does not say the run stopped", f, err)
+	}
+	if strings.HasSuffix(ffs.failed, ".jsonl") {
+		for _, op := range ffs.after {
+			if op == "write" || op == "sync" {
+				t.Errorf("%v: a %s on the log after the fault (calls after it: %v)", f, op, ffs.after)
+				break
+			}
+		}
+	}
+	if logs, _ := filepath.Glob(filepath.Join(dir, ".apollo", "logs", "*.jsonl")); len(logs) > 0 {
+		if _, _, err := eventlog.ReadAll(logs[0], eventlog.ReadOptions{TaskID: "t"}); err != nil {
+			t.Errorf("%v: the log does not read back: %v", f, err)
+		}
+	}
+	// The disk is fine again: the run resumes and completes.
+	err, st, out := runPipeline(t, dir, yaml, RunOptions{}, Options{})
+	if err != nil || st == nil || !st.Complete() {
+		t.Errorf("%v, then resume: Run = %v\n%s", f, err, out)
+		return true, snapshot
+	}
+	for _, s := range []string{"a", "b", "c", "d"} {
+		b, _ := os.ReadFile(filepath.Join(dir, s+".count"))
+		if c := strings.Count(string(b), s); c < 1 || c > 2 {
+			t.Errorf("%v: step %s ran %d times", f, s, c)
+		}
+	}
+	return true, snapshot
 }

@@ -139,6 +139,12 @@ func (e *hubEnv) startWorker(name, urls string, tune func(o *worker.Options)) *t
 		w.Run(rctx, tw.kill)
 	}()
 	e.t.Cleanup(func() {
+		// Every worker winds down at once: each may wait out its pull.
+		e.mu.Lock()
+		for _, o := range e.wks {
+			o.stop()
+		}
+		e.mu.Unlock()
 		stop()
 		select {
 		case <-tw.kill:
