@@ -40,6 +40,9 @@ type Command struct {
 	Env     []string      // added to the process's environment ("K=V")
 	Stdin   string        // fed to standard input
 	Timeout time.Duration // 0: none (the context still applies)
+	// Grace is the time between SIGTERM and SIGKILL when the command's
+	// processes are ended; 0 means KillGrace.
+	Grace time.Duration
 	// Start starts the command (cmd.Start when nil); see CommandStarter.
 	Start func(cmd *exec.Cmd) error
 }
@@ -55,7 +58,7 @@ type CommandResult struct {
 }
 
 // RunCommand runs c in its own process group. When c.Timeout expires or ctx ends, the whole
-// group gets SIGTERM, then SIGKILL after KillGrace, so grandchildren (`sleep 30 & wait`) die
+// group gets SIGTERM, then SIGKILL after c.Grace, so grandchildren (`sleep 30 & wait`) die
 // too. When the command itself exits, what it left running in its group (`sleep 100 &`) is
 // ended the same way. Every process of the command also carries a variable of its own
 // (APOLLO_EXEC_<random>=1, after c.Env); on Linux, the processes that carry it and left the
@@ -108,6 +111,10 @@ func RunCommand(ctx context.Context, c Command) (CommandResult, error) {
 		mu     sync.Mutex
 		reason string // "timeout" or "interrupt" once stopping began
 	)
+	grace := c.Grace
+	if grace <= 0 {
+		grace = KillGrace
+	}
 	exited := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {
@@ -131,11 +138,11 @@ func RunCommand(ctx context.Context, c Command) (CommandResult, error) {
 			mu.Unlock()
 		}
 		syscall.Kill(-pgid, syscall.SIGTERM)
-		grace := time.NewTimer(KillGrace)
-		defer grace.Stop()
+		graceTimer := time.NewTimer(grace)
+		defer graceTimer.Stop()
 		select {
 		case <-exited:
-		case <-grace.C:
+		case <-graceTimer.C:
 		}
 		// After TERM the group is killed in any case: a member that outlived the leader is
 		// not left behind.
@@ -144,8 +151,8 @@ func RunCommand(ctx context.Context, c Command) (CommandResult, error) {
 	werr := cmd.Wait()
 	close(exited)
 	<-stopped
-	EndGroup(pgid, KillGrace)
-	endTagged(tag, KillGrace)
+	EndGroup(pgid, grace)
+	endTagged(tag, grace)
 	// The group is gone; a process that left it may still hold the pipes.
 	deadline := time.Now().Add(drainDelay)
 	p.outR.SetReadDeadline(deadline)

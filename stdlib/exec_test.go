@@ -159,6 +159,7 @@ func TestExecTermIgnored(t *testing.T) {
 		Args:    []string{"/bin/sh", "-c", `echo $$ > pid; trap "" TERM; sleep 30 & wait`},
 		Dir:     dir,
 		Timeout: 100 * time.Millisecond,
+		Grace:   200 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
