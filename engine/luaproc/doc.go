@@ -65,7 +65,10 @@
 //   - a heap meter: a goroutine reads runtime/metrics every 2 ms and stops
 //     the job (ErrMemoryLimit is the cause of the handler's ctx) when the
 //     live heap the last collection marked is over base + limit, or the
-//     heap's objects, live or garbage, over base + 1.5 × limit;
+//     heap's objects, live or garbage, over base + 1.5 × limit, and a
+//     collection run then confirms it (its live heap, less what the job
+//     allocated while it ran, which a collection counts as live, is over
+//     base + limit);
 //   - the Go memory limit (debug.SetMemoryLimit) at 1.25 × limit over the
 //     runtime's memory at the start, so that garbage is collected before it
 //     counts, and the live figure is fresh as the heap nears the limit;

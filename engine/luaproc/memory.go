@@ -123,40 +123,46 @@ func (m *meter) stop() bool {
 }
 
 // overLimit reports whether the live heap is over live bytes. The figures
-// the collector publishes may overstate it: the live heap its last cycle
-// marked counts what the job allocated during the marking, and objects
-// over hard bytes may be garbage the collector has not caught up with (a
-// loaded machine gives its workers little CPU). Either suspicion is
-// confirmed by a collection, so that a job whose live heap stays under its
-// limit is not stopped for its garbage; a job over it is, one collection
-// later.
+// the collector publishes may overstate it: objects over hard bytes may be
+// garbage the collector has not caught up with (a loaded machine gives its
+// workers little CPU), and the live heap a cycle marked counts everything
+// the job allocated while the cycle ran, garbage or not. Either suspicion
+// is confirmed by a collection, less what the job allocated during it, so
+// that a job whose live heap stays under its limit is not stopped for its
+// garbage, however slow the collection; a job over it is stopped by this
+// check or, for what it allocated meanwhile, by the next.
 func overLimit(live, hard uint64) bool {
 	h := readHeap()
 	if h.live <= live && h.objects <= hard {
 		return false
 	}
 	runtime.GC()
-	return readHeap().live > live
+	after := readHeap()
+	during := after.allocs - h.allocs
+	return after.live > live+during
 }
 
 // heap is what the meter reads.
-type heap struct{ objects, live uint64 }
+type heap struct{ objects, live, allocs uint64 }
 
-var heapMetrics = [...]string{"/memory/classes/heap/objects:bytes", "/gc/heap/live:bytes"}
+var heapMetrics = [...]string{"/memory/classes/heap/objects:bytes", "/gc/heap/live:bytes", "/gc/heap/allocs:bytes"}
 
 // readHeap returns the bytes of the heap's objects, live or not yet swept,
-// and of the live heap the last collection marked.
+// of the live heap the last collection marked, and of all the objects ever
+// allocated.
 func readHeap() heap {
-	s := []metrics.Sample{{Name: heapMetrics[0]}, {Name: heapMetrics[1]}}
-	metrics.Read(s)
-	var h heap
-	if s[0].Value.Kind() == metrics.KindUint64 {
-		h.objects = s[0].Value.Uint64()
+	var s [len(heapMetrics)]metrics.Sample
+	for i, name := range heapMetrics {
+		s[i].Name = name
 	}
-	if s[1].Value.Kind() == metrics.KindUint64 {
-		h.live = s[1].Value.Uint64()
+	metrics.Read(s[:])
+	value := func(i int) uint64 {
+		if s[i].Value.Kind() == metrics.KindUint64 {
+			return s[i].Value.Uint64()
+		}
+		return 0
 	}
-	return h
+	return heap{objects: value(0), live: value(1), allocs: value(2)}
 }
 
 // heapObjects returns the bytes of the heap's objects, live or not yet
