@@ -1,8 +1,9 @@
 package main
 
 import (
-	"apollo/engine/pipeline"
 	"context"
+
+	"apollo/engine/pipeline"
 )
 
 func schemaCommand() *command[noOptions] {

@@ -1,14 +1,15 @@
 package main
 
 import (
-	"apollo/engine/pipeline"
-	"apollo/engine/usage"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 
 	"github.com/spf13/pflag"
+
+	"apollo/engine/pipeline"
+	"apollo/engine/usage"
 )
 
 // about is what help and shell completion say about a command.

@@ -1,9 +1,6 @@
 package engine
 
 import (
-	"apollo/engine/executor"
-	"apollo/engine/pipeline"
-	"apollo/eventlog"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +13,10 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"apollo/engine/executor"
+	"apollo/engine/pipeline"
+	"apollo/eventlog"
 )
 
 // work runs one step: ends the processes its previous attempt left

@@ -1,10 +1,11 @@
 package engine
 
 import (
-	"apollo/engine/pipeline"
 	"math"
 	"testing"
 	"time"
+
+	"apollo/engine/pipeline"
 )
 
 // TestDefinitionDigestStable: the definition digest is the one earlier

@@ -1,13 +1,14 @@
 package engine
 
 import (
-	"apollo/engine/executor"
 	"context"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 	"testing"
+
+	"apollo/engine/executor"
 )
 
 // TestMain lets the test binary serve as the Lua workers of the engines the

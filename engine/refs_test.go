@@ -1,12 +1,13 @@
 package engine
 
 import (
-	"apollo/engine/pipeline"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"apollo/engine/pipeline"
 )
 
 // TestLoadRefsBeforeRun: apollo run refuses a missing script before it

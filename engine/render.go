@@ -1,10 +1,6 @@
 package engine
 
 import (
-	"apollo/engine/pipeline"
-	"apollo/engine/statedir"
-	"apollo/engine/template"
-	"apollo/luart"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +9,11 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"apollo/engine/pipeline"
+	"apollo/engine/statedir"
+	"apollo/engine/template"
+	"apollo/luart"
 )
 
 // renderedStep is a step with its templates filled in for one task.

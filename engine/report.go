@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"apollo/engine/clock"
-	"apollo/engine/textfmt"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +8,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"apollo/engine/clock"
+	"apollo/engine/textfmt"
 )
 
 // Progress modes for apollo run's output.

@@ -1,12 +1,13 @@
 package completion
 
 import (
-	"apollo/engine/pipeline"
-	"apollo/engine/usage"
 	"fmt"
 	"io"
 	"regexp"
 	"strings"
+
+	"apollo/engine/pipeline"
+	"apollo/engine/usage"
 )
 
 // What a command's positional arguments are, for shell completion.

@@ -1,7 +1,6 @@
 package completion
 
 import (
-	"apollo/engine/usage"
 	"bytes"
 	"errors"
 	"os"
@@ -10,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"apollo/engine/usage"
 )
 
 // completionCmds is a command table like apollo's, for the tests.

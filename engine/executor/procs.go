@@ -1,11 +1,12 @@
 package executor
 
 import (
-	"apollo/stdlib"
 	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
+
+	"apollo/stdlib"
 )
 
 // AttemptEnv is the environment variable that tags every process of an

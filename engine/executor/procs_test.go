@@ -1,12 +1,13 @@
 package executor
 
 import (
-	"apollo/stdlib"
 	"os"
 	"os/exec"
 	"slices"
 	"testing"
 	"time"
+
+	"apollo/stdlib"
 )
 
 // TestFindTagged finds a tagged process through this system's process

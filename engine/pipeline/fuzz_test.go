@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"apollo/engine/template"
 	"errors"
 	"maps"
 	"os"
@@ -9,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"apollo/engine/template"
 )
 
 // FuzzLoad checks that no input makes the loader panic, and that it either

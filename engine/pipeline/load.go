@@ -1,9 +1,6 @@
 package pipeline
 
 import (
-	"apollo/engine/statedir"
-	"apollo/engine/template"
-	"apollo/engine/usage"
 	"bytes"
 	"errors"
 	"fmt"
@@ -20,6 +17,10 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"apollo/engine/statedir"
+	"apollo/engine/template"
+	"apollo/engine/usage"
 )
 
 // maxPipelineSize caps the file before it is parsed.

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"apollo/engine/template"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"apollo/engine/template"
 )
 
 // schemaValidator checks values against the subset of JSON Schema 2020-12

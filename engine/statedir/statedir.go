@@ -1,7 +1,6 @@
 package statedir
 
 import (
-	"apollo/eventlog"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"apollo/eventlog"
 )
 
 // Dir is a state folder (docs/spec.md §3):
