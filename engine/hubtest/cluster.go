@@ -60,18 +60,12 @@ func Start(t testing.TB, n int) *Cluster {
 func StartShared(n int) (*Cluster, error) {
 	c := &Cluster{}
 	var routes []string
-	ports := make([]int, n)
-	cports := make([]int, n)
+	free, err := freePorts(2 * n)
+	if err != nil {
+		return nil, err
+	}
+	ports, cports := free[:n], free[n:]
 	for i := range n {
-		p, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		cp, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		ports[i], cports[i] = p, cp
 		routes = append(routes, "127.0.0.1:"+strconv.Itoa(cports[i]))
 	}
 	for i := range n {
@@ -118,13 +112,19 @@ func StartShared(n int) (*Cluster, error) {
 	return c, nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePorts returns n distinct free loopback ports. Every listener stays
+// open until all are chosen: a port closed at once may be handed out again.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
 // URLs are the nodes' client URLs, comma-separated.
