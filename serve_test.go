@@ -2,7 +2,6 @@ package main
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -31,24 +30,11 @@ func TestServeScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"freeport": cmdFreePort,
+			"ports":    cmdPorts,
 			"http":     cmdHTTP,
 			"waithttp": cmdWaitHTTP,
 		},
 	})
-}
-
-// cmdFreePort sets the environment variable NAME to a free loopback port:
-// freeport NAME.
-func cmdFreePort(ts *testscript.TestScript, neg bool, args []string) {
-	if len(args) != 1 {
-		ts.Fatalf("usage: freeport NAME")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	ts.Check(err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	ts.Setenv(args[0], strconv.Itoa(port))
 }
 
 var csrfField = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
