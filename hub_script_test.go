@@ -25,15 +25,12 @@ import (
 
 // cmdPorts sets each named variable to a free loopback port: ports A B C.
 func cmdPorts(ts *testscript.TestScript, neg bool, args []string) {
-	// Every listener stays open until all ports are chosen: a port closed
-	// at once may be handed out again to the next name.
-	for _, name := range args {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			ts.Fatalf("ports: %v", err)
-		}
-		defer l.Close()
-		ts.Setenv(name, strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
+	ports, err := hubtest.FreePorts(len(args))
+	if err != nil {
+		ts.Fatalf("ports: %v", err)
+	}
+	for i, name := range args {
+		ts.Setenv(name, strconv.Itoa(ports[i]))
 	}
 }
 

@@ -13,7 +13,7 @@
 //	history    → pipeline, statedir, textfmt, usage; eventlog
 //	worker     → executor, remote; stdlib
 //	hub        → listen, remote
-//	hubtest    → hub, remote; eventlog
+//	hubtest    → hub, remote, statedir; eventlog
 //	remote     → pipeline; luart
 //	completion → pipeline, usage
 //	cron       → clock, pipeline, statedir; eventlog

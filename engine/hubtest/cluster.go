@@ -28,17 +28,6 @@ type Node struct {
 	Port int
 }
 
-// FreePort returns a loopback port that was free a moment ago.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // Start starts n nodes routed to each other, and waits until the streams
 // are set up. The nodes stop when the test ends.
 func Start(t testing.TB, n int) *Cluster {
@@ -60,7 +49,7 @@ func Start(t testing.TB, n int) *Cluster {
 func StartShared(n int) (*Cluster, error) {
 	c := &Cluster{}
 	var routes []string
-	free, err := freePorts(2 * n)
+	free, err := FreePorts(2 * n)
 	if err != nil {
 		return nil, err
 	}
@@ -112,9 +101,9 @@ func StartShared(n int) (*Cluster, error) {
 	return c, nil
 }
 
-// freePorts returns n distinct free loopback ports. Every listener stays
+// FreePorts returns n distinct free loopback ports. Every listener stays
 // open until all are chosen: a port closed at once may be handed out again.
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -6,14 +6,14 @@ import "testing"
 // twice (a node's client port equal to its route port cannot bind).
 func TestFreePortsDistinct(t *testing.T) {
 	for range 20 {
-		ports, err := freePorts(6)
+		ports, err := FreePorts(6)
 		if err != nil {
 			t.Fatal(err)
 		}
 		seen := map[int]bool{}
 		for _, p := range ports {
 			if seen[p] || p <= 0 {
-				t.Fatalf("freePorts(6) = %v: a port twice or none", ports)
+				t.Fatalf("FreePorts(6) = %v: a port twice or none", ports)
 			}
 			seen[p] = true
 		}

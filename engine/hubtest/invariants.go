@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"apollo/engine/remote"
+	"apollo/engine/statedir"
 	"apollo/eventlog"
 )
 
@@ -49,11 +50,13 @@ type breaches []error
 
 func (b *breaches) add(format string, args ...any) { *b = append(*b, fmt.Errorf(format, args...)) }
 
-// readTaskLog reads the records of the task a log file task_<id>_<suffix> is named for.
+// readTaskLog reads the records of the task a log file is named for.
 func readTaskLog(log string) ([]*eventlog.Record, error) {
-	taskOf := strings.TrimPrefix(filepath.Base(log), "task_")
-	taskOf = taskOf[:strings.LastIndexByte(taskOf, '_')]
-	recs, _, err := eventlog.ReadAll(log, eventlog.ReadOptions{TaskID: taskOf})
+	taskID, _, _, ok := statedir.ParseLogName(filepath.Base(log))
+	if !ok {
+		return nil, fmt.Errorf("%s is not a task's log", log)
+	}
+	recs, _, err := eventlog.ReadAll(log, eventlog.ReadOptions{TaskID: taskID})
 	return recs, err
 }
 
