@@ -169,6 +169,9 @@ var stateColors = map[string][2]string{
 // graphStates is the order in which states are listed.
 var graphStates = []string{eventlog.Success, eventlog.Failed, eventlog.Running, StateDirty, eventlog.Skipped, eventlog.Pending}
 
+// runLabel names a sub-pipeline's graph inside its parent's.
+func (g *Graph) runLabel() string { return "run " + g.Pipeline + ": " + g.title() }
+
 func (g *Graph) title() string {
 	if g.TaskID != "" {
 		return g.TaskName + " (task " + g.TaskID + ")"
@@ -229,11 +232,7 @@ func writeDOTNodes(b *strings.Builder, g *Graph, prefix, indent string) {
 		}
 		inner := prefix + n.ID + "/"
 		fmt.Fprintf(b, "%ssubgraph %s {\n", indent, dotQuote("cluster_"+prefix+n.ID))
-		label := "run " + c.Pipeline + ": " + c.TaskName
-		if c.TaskID != "" {
-			label += " (task " + c.TaskID + ")"
-		}
-		fmt.Fprintf(b, "%s  graph [label=%s, style=\"rounded,dashed\", color=\"#9e9e9e\"];\n", indent, dotQuote(label))
+		fmt.Fprintf(b, "%s  graph [label=%s, style=\"rounded,dashed\", color=\"#9e9e9e\"];\n", indent, dotQuote(c.runLabel()))
 		writeDOTNodes(b, c, inner, indent+"  ")
 		fmt.Fprintf(b, "%s}\n", indent)
 		for _, cn := range c.Nodes {
@@ -312,11 +311,7 @@ func (m *mermaid) nodes(g *Graph, indent string) map[string]string {
 		if c == nil {
 			continue
 		}
-		label := "run " + c.Pipeline + ": " + c.TaskName
-		if c.TaskID != "" {
-			label += " (task " + c.TaskID + ")"
-		}
-		fmt.Fprintf(m.b, "%ssubgraph %s_run[\"%s\"]\n", indent, name[n.ID], mermaidText(label))
+		fmt.Fprintf(m.b, "%ssubgraph %s_run[\"%s\"]\n", indent, name[n.ID], mermaidText(c.runLabel()))
 		inner := m.nodes(c, indent+"  ")
 		fmt.Fprintf(m.b, "%send\n", indent)
 		for _, cn := range c.Nodes {
