@@ -87,15 +87,21 @@ func (h Runs) inspect(target string, depth int) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := 0
-	state, tail, err := statedir.Replay(logPath, taskID, func(*eventlog.Record) { n++ })
-	if err != nil {
-		return nil, err
-	}
 	// A log given by its path names the state folder it lies in.
 	dir := h.Dir
 	if logPath == target {
 		dir = statedir.Dir{Root: filepath.Dir(filepath.Dir(target))}
+	}
+	return inspectLog(logPath, taskID, dir, depth)
+}
+
+// inspectLog reports on the log at logPath, of the state folder dir, and
+// on the logs of its sub-pipeline tasks found there.
+func inspectLog(logPath, taskID string, dir statedir.Dir, depth int) (*Report, error) {
+	n := 0
+	state, tail, err := statedir.Replay(logPath, taskID, func(*eventlog.Record) { n++ })
+	if err != nil {
+		return nil, err
 	}
 	pid, held := eventlog.Holder(dir.Lock(state.TaskID))
 	rep := report(state, logPath, n, tail.Torn)
@@ -115,10 +121,8 @@ func (h Runs) inspect(target string, depth int) (*Report, error) {
 			if id == "" {
 				continue
 			}
-			ch := h
-			ch.Dir = dir
 			if p, _, err := dir.FindLog(id); err == nil && p != "" {
-				if rep.Steps[i].Child, err = ch.inspect(id, depth+1); err != nil {
+				if rep.Steps[i].Child, err = inspectLog(p, id, dir, depth+1); err != nil {
 					return nil, fmt.Errorf("sub-pipeline task %s of step %s: %w", id, rep.Steps[i].ID, err)
 				}
 			}
