@@ -44,19 +44,25 @@ func runList(_ context.Context, o *listOptions, in invocation) error {
 	if o.json && o.ids {
 		return &usage.Error{Msg: "list: --json and --ids do not go together: pick one output"}
 	}
-	runs, err := history.Runs{Dir: statedir.Dir{Root: o.stateDir}}.List(history.ListOptions{All: o.all})
+	h := history.Runs{Dir: statedir.Dir{Root: o.stateDir}}
+	lo := history.ListOptions{All: o.all}
+	if o.ids {
+		ids, err := h.TaskIDs(lo)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			fmt.Fprintln(in.stdout, id)
+		}
+		return nil
+	}
+	runs, err := h.List(lo)
 	if err != nil {
 		return err
 	}
-	switch {
-	case o.json:
+	if o.json {
 		return history.WriteListJSON(in.stdout, runs)
-	case o.ids:
-		for _, id := range history.TaskIDs(runs) {
-			fmt.Fprintln(in.stdout, id)
-		}
-	default:
-		history.WriteList(in.stdout, runs, time.Local)
 	}
+	history.WriteList(in.stdout, runs, time.Local)
 	return nil
 }

@@ -46,23 +46,10 @@ type StepCounts struct {
 
 // List returns every task run in the state directory, newest first.
 func (h Runs) List(opts ListOptions) ([]RunInfo, error) {
-	archive := ""
-	if opts.All {
-		archive = h.Dir.Archive()
-	}
-	files, err := h.Dir.AllLogs(archive)
+	files, err := h.logFiles(opts)
 	if err != nil {
 		return nil, err
 	}
-	sort.SliceStable(files, func(i, j int) bool {
-		if files[i].Start != files[j].Start {
-			return files[i].Start > files[j].Start
-		}
-		if files[i].TaskID != files[j].TaskID {
-			return files[i].TaskID < files[j].TaskID
-		}
-		return !files[i].Archived && files[j].Archived
-	})
 	newest := map[string]string{} // task id -> its newest live log
 	for _, f := range files {
 		if _, ok := newest[f.TaskID]; !ok && !f.Archived {
@@ -136,17 +123,46 @@ func countSteps(st *eventlog.State) StepCounts {
 	return c
 }
 
-// TaskIDs returns the task ids of runs, each once, in the order given.
-func TaskIDs(runs []RunInfo) []string {
+// TaskIDs returns the ids of the tasks List would show, each once, in its
+// order: from the logs' names alone, without reading them (shell
+// completion asks for these on every TAB).
+func (h Runs) TaskIDs(opts ListOptions) ([]string, error) {
+	files, err := h.logFiles(opts)
+	if err != nil {
+		return nil, err
+	}
 	seen := map[string]bool{}
 	var ids []string
-	for _, r := range runs {
-		if !seen[r.TaskID] {
-			seen[r.TaskID] = true
-			ids = append(ids, r.TaskID)
+	for _, f := range files {
+		if !seen[f.TaskID] {
+			seen[f.TaskID] = true
+			ids = append(ids, f.TaskID)
 		}
 	}
-	return ids
+	return ids, nil
+}
+
+// logFiles lists the logs List shows, newest first (a live log before its
+// archived twin).
+func (h Runs) logFiles(opts ListOptions) ([]statedir.LogFile, error) {
+	archive := ""
+	if opts.All {
+		archive = h.Dir.Archive()
+	}
+	files, err := h.Dir.AllLogs(archive)
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(files, func(i, j int) bool {
+		if files[i].Start != files[j].Start {
+			return files[i].Start > files[j].Start
+		}
+		if files[i].TaskID != files[j].TaskID {
+			return files[i].TaskID < files[j].TaskID
+		}
+		return !files[i].Archived && files[j].Archived
+	})
+	return files, nil
 }
 
 // WriteList prints runs as a table for a person, times in loc.

@@ -144,7 +144,11 @@ func TestList(t *testing.T) {
 	if live := runs[1]; live.DurationMS < (2*time.Hour - 10*time.Second).Milliseconds() {
 		t.Errorf("live run's duration = %dms, want about 2h (to now)", live.DurationMS)
 	}
-	if got, want := strings.Join(history.TaskIDs(runs), " "), "broken live stopped cut bad ok_2026"; got != want {
+	ids, err := runsOf(opts).TaskIDs(history.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(ids, " "), "broken live stopped cut bad ok_2026"; got != want {
 		t.Errorf("history.TaskIDs() = %q, want %q", got, want)
 	}
 }
@@ -193,7 +197,18 @@ func TestListTaskIDWithUnderscores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := strings.Join(history.TaskIDs(runs), " "), "a a_1 a_1_2"; got != want {
+	var listed []string
+	for _, r := range runs {
+		listed = append(listed, r.TaskID)
+	}
+	if got, want := strings.Join(listed, " "), "a a_1 a_1_2"; got != want {
+		t.Errorf("List's task ids = %q, want %q", got, want)
+	}
+	ids, err := runsOf(engine.Options{StateDir: state}).TaskIDs(history.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(ids, " "), "a a_1 a_1_2"; got != want {
 		t.Errorf("history.TaskIDs = %q, want %q", got, want)
 	}
 }
