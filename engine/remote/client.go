@@ -241,6 +241,7 @@ func (c *Client) Do(ctx context.Context, what string, fn func(ctx context.Contex
 	start := time.Now()
 	wait := 20 * time.Millisecond
 	for {
+		before := c.NC.LastError()
 		cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
 		err := fn(cctx)
 		cancel()
@@ -256,7 +257,9 @@ func (c *Client) Do(ctx context.Context, what string, fn func(ctx context.Contex
 		}
 		// The hub answers a request its permissions forbid with silence
 		// and an error on the connection: the call would time out forever.
-		if last := c.NC.LastError(); errors.Is(last, nats.ErrPermissionViolation) {
+		// The connection keeps its last error until it reconnects, so only
+		// a violation reported during this call is this call's.
+		if last := c.NC.LastError(); last != before && errors.Is(last, nats.ErrPermissionViolation) {
 			return &PermissionError{URLs: c.cfg.URLs, What: what, Cause: last}
 		}
 		if ctx.Err() != nil {
