@@ -82,10 +82,12 @@ type Runtime struct {
 	bySource map[[sha256.Size]byte]*lua.FunctionProto
 }
 
-// protoKey names a compiled chunk: its name and the hash of its source.
+// protoKey names a compiled chunk: its name, the hash of its source and how many lines its
+// line numbers are shifted (CompileAt).
 type protoKey struct {
 	name string
 	sum  [sha256.Size]byte
+	off  int
 }
 
 type moduleDir struct {
@@ -145,15 +147,27 @@ func (rt *Runtime) relInRoot(abs string) (string, bool) {
 // Compile compiles source named chunkName, or returns the cached proto of an earlier call with
 // the same name and source. A syntax error is a *ScriptError.
 func (rt *Runtime) Compile(chunkName, source string) (*lua.FunctionProto, error) {
+	return rt.CompileAt(chunkName, source, 1)
+}
+
+// CompileAt compiles source as Compile does, numbering its first line line: a chunk that is
+// part of a bigger file (an inline body in a pipeline file) reports the file's lines in its
+// syntax errors, runtime errors and tracebacks ("pipeline.yaml:12: ..."). The renumbered proto
+// is cached too; the compiled code is shared with the proto numbered from line 1.
+func (rt *Runtime) CompileAt(chunkName, source string, line int) (*lua.FunctionProto, error) {
 	if msg := refused(source); msg != "" {
 		return nil, &ScriptError{Msg: chunkName + ": " + msg}
 	}
-	key := protoKey{name: chunkName, sum: sha256.Sum256([]byte(source))}
+	off := max(line, 1) - 1
+	key := protoKey{name: chunkName, sum: sha256.Sum256([]byte(source)), off: off}
 	rt.mu.Lock()
 	proto := rt.protos[key]
 	if proto == nil {
 		if base := rt.bySource[key.sum]; base != nil {
-			proto = renamed(base, chunkName)
+			proto = base
+			if off > 0 || base.SourceName != chunkName {
+				proto = relabel(base, chunkName, off)
+			}
 			rt.storeLocked(key, proto)
 		}
 	}
@@ -161,14 +175,18 @@ func (rt *Runtime) Compile(chunkName, source string) (*lua.FunctionProto, error)
 	if proto != nil {
 		return proto, nil
 	}
-	proto, err := compile(chunkName, source)
+	base, err := compile(chunkName, source)
 	if err != nil {
-		return nil, syntaxError(chunkName, source, err)
+		return nil, syntaxError(chunkName, source, off, err)
+	}
+	proto = base
+	if off > 0 {
+		proto = relabel(base, chunkName, off)
 	}
 	rt.mu.Lock()
 	rt.storeLocked(key, proto)
 	if rt.bySource[key.sum] == nil {
-		rt.bySource[key.sum] = proto
+		rt.bySource[key.sum] = base
 	}
 	rt.mu.Unlock()
 	return proto, nil
@@ -183,17 +201,31 @@ func (rt *Runtime) storeLocked(key protoKey, proto *lua.FunctionProto) {
 	rt.protos[key] = proto
 }
 
-// renamed returns a copy of p, and of the functions it defines, named chunkName: the chunk
-// name is the only part of a compiled chunk that depends on it (it appears in error positions
-// and tracebacks). The code, constants and debug information are shared, as gopher-lua never
-// changes them once compiled.
-func renamed(p *lua.FunctionProto, chunkName string) *lua.FunctionProto {
+// relabel returns a copy of p, and of the functions it defines, named chunkName and with line
+// numbers off lines further down: the chunk name and the line numbers are the only parts of a
+// compiled chunk that depend on where it comes from (they appear in error positions and
+// tracebacks). The code and constants are shared, as gopher-lua never changes them once
+// compiled, and so are the line numbers when off is 0.
+func relabel(p *lua.FunctionProto, chunkName string, off int) *lua.FunctionProto {
 	c := *p
 	c.SourceName = chunkName
+	if off > 0 {
+		if c.LineDefined > 0 {
+			c.LineDefined += off
+			c.LastLineDefined += off
+		}
+		c.DbgSourcePositions = make([]int, len(p.DbgSourcePositions))
+		for i, l := range p.DbgSourcePositions {
+			if l > 0 {
+				l += off
+			}
+			c.DbgSourcePositions[i] = l
+		}
+	}
 	if len(p.FunctionPrototypes) > 0 {
 		c.FunctionPrototypes = make([]*lua.FunctionProto, len(p.FunctionPrototypes))
 		for i, f := range p.FunctionPrototypes {
-			c.FunctionPrototypes[i] = renamed(f, chunkName)
+			c.FunctionPrototypes[i] = relabel(f, chunkName, off)
 		}
 	}
 	return &c
@@ -220,17 +252,17 @@ func compile(chunkName, source string) (*lua.FunctionProto, error) {
 }
 
 // syntaxError turns an error of compile into "chunk:line: message near 'token'", or
-// "chunk:line: message" from the compiler.
-func syntaxError(chunkName, source string, err error) error {
+// "chunk:line: message" from the compiler, its line off lines further down.
+func syntaxError(chunkName, source string, off int, err error) error {
 	var ce *lua.CompileError
 	if errors.As(err, &ce) {
-		return &ScriptError{Msg: fmt.Sprintf("%s:%d: %s", chunkName, ce.Line, ce.Message)}
+		return &ScriptError{Msg: fmt.Sprintf("%s:%d: %s", chunkName, ce.Line+off, ce.Message)}
 	}
 	line, msg := syntaxPosition(source, err)
 	if line == 0 {
 		return &ScriptError{Msg: chunkName + ": " + msg}
 	}
-	return &ScriptError{Msg: fmt.Sprintf("%s:%d: %s", chunkName, line, msg)}
+	return &ScriptError{Msg: fmt.Sprintf("%s:%d: %s", chunkName, line+off, msg)}
 }
 
 // syntaxPosition splits a parse error into its line (0 when it has none)

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -282,26 +281,18 @@ func (s *State) Compile(chunkName, source string) (*lua.FunctionProto, error) {
 	return s.CompileAt(chunkName, source, 1)
 }
 
-// CompileAt compiles source as Compile does, numbering its first line line: a chunk that is
-// part of a bigger file (an inline body in a pipeline file) reports the file's lines in its
-// errors and tracebacks ("pipeline.yaml:12: ..."). The cached proto is shared; the renumbered
-// one is a copy.
+// CompileAt compiles source as Compile does, numbering its first line line (see
+// Runtime.CompileAt): errors and tracebacks of a chunk that is part of a bigger file (an inline
+// body in a pipeline file) name the file's lines ("pipeline.yaml:12: ...").
 func (s *State) CompileAt(chunkName, source string, line int) (*lua.FunctionProto, error) {
-	off := max(line, 1) - 1
-	proto, err := s.rt.Compile(chunkName, source)
+	proto, err := s.rt.CompileAt(chunkName, source, line)
 	if err != nil {
-		if se, ok := err.(*ScriptError); ok && off > 0 {
-			se.Msg = shiftPosition(se.Msg, chunkName, off)
-		}
 		return nil, err
 	}
 	if s.chunks == nil {
 		s.chunks = make(map[string]chunkSource, 2)
 	}
-	s.chunks[chunkName] = chunkSource{text: source, offset: off}
-	if off > 0 {
-		proto = shifted(proto, off)
-	}
+	s.chunks[chunkName] = chunkSource{text: source, offset: max(line, 1) - 1}
 	return proto, nil
 }
 
@@ -309,44 +300,6 @@ func (s *State) CompileAt(chunkName, source string, line int) (*lua.FunctionProt
 type chunkSource struct {
 	text   string
 	offset int
-}
-
-// shifted returns a copy of p, and of the functions it defines, whose line numbers are off
-// lines further down. Like renamed, it shares what gopher-lua never changes.
-func shifted(p *lua.FunctionProto, off int) *lua.FunctionProto {
-	c := *p
-	if c.LineDefined > 0 {
-		c.LineDefined += off
-		c.LastLineDefined += off
-	}
-	c.DbgSourcePositions = make([]int, len(p.DbgSourcePositions))
-	for i, l := range p.DbgSourcePositions {
-		if l > 0 {
-			l += off
-		}
-		c.DbgSourcePositions[i] = l
-	}
-	if len(p.FunctionPrototypes) > 0 {
-		c.FunctionPrototypes = make([]*lua.FunctionProto, len(p.FunctionPrototypes))
-		for i, f := range p.FunctionPrototypes {
-			c.FunctionPrototypes[i] = shifted(f, off)
-		}
-	}
-	return &c
-}
-
-// shiftPosition moves the line of msg's "chunkName:line: " position off lines down.
-func shiftPosition(msg, chunkName string, off int) string {
-	rest, ok := strings.CutPrefix(msg, chunkName+":")
-	if !ok {
-		return msg
-	}
-	num, tail, ok := strings.Cut(rest, ":")
-	n, err := strconv.Atoi(num)
-	if !ok || err != nil {
-		return msg
-	}
-	return fmt.Sprintf("%s:%d:%s", chunkName, n+off, tail)
 }
 
 // DoFile runs a .lua file: path is relative to Options.Root, or absolute inside it, and may
