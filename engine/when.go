@@ -63,10 +63,7 @@ func (r *run) evalWhen(ctx context.Context, n *node) (bool, error) {
 	defer st.Close()
 	// Errors name the pipeline file's line when the expression's lines are
 	// the file's, as those of a lua: body do.
-	name, line := r.t.p.Path+"["+s.ID+"].when", 1
-	if s.WhenLine > 0 {
-		name, line = r.t.p.Path, s.WhenLine
-	}
+	name, line := pipeline.InlineChunk(r.t.p.Path, s.ID, ".when", s.WhenLine)
 	proto, err := st.CompileAt(name, pipeline.WhenChunk(s.When), line)
 	if err != nil {
 		return false, err

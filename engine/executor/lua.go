@@ -230,26 +230,15 @@ func inlineBody(a *Attempt) (name, src string, line int) {
 	s := a.Step
 	switch {
 	case a.Cleanup && s.CleanupLua != "":
-		name, line = inlineChunk(a.Pipeline.Path, s.ID+"].cleanup", s.CleanupLuaLine)
+		name, line = pipeline.InlineChunk(a.Pipeline.Path, s.ID, ".cleanup", s.CleanupLuaLine)
 		return name, s.CleanupLua, line
 	case a.Cleanup && s.CleanupScript != "":
 		return "", "", 0
 	case s.Lua != "":
-		name, line = inlineChunk(a.Pipeline.Path, s.ID+"]", s.LuaLine)
+		name, line = pipeline.InlineChunk(a.Pipeline.Path, s.ID, "", s.LuaLine)
 		return name, s.Lua, line
 	}
 	return "", "", 0
-}
-
-// inlineChunk names an inline body by the pipeline file, numbered from the file line its
-// first line is on (line), so that errors and tracebacks name the file's own lines:
-// "pipeline.yaml:12: ...". A body whose lines are not the file's (line 0) is named
-// "pipeline.yaml[step]", its lines its own.
-func inlineChunk(path, suffix string, line int) (string, int) {
-	if line <= 0 {
-		return path + "[" + suffix, 1
-	}
-	return path, line
 }
 
 // body runs the body (or cleanup) in p's state and returns its value as Go data.
