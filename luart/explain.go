@@ -96,9 +96,6 @@ func (s *State) globalValue(expr string) (v lua.LValue, known bool) {
 // calledExprs returns the expressions on one line of Lua source that are called (f(...),
 // a.b(...), obj:m(...)), each once, in order; not the names a function statement defines.
 func calledExprs(line string) []string {
-	if len(line) > maxExplainedLine {
-		return nil
-	}
 	code := maskStrings(line)
 	var out []string
 	for i := 0; i < len(code); i++ {
@@ -125,7 +122,7 @@ func definesFunction(code string, from int) bool {
 }
 
 // sourceLine returns the line of a chunk compiled in this state that pos ("chunk:line: ")
-// names.
+// names; not one longer than maxExplainedLine.
 func (s *State) sourceLine(pos string) (string, bool) {
 	i := strings.LastIndexByte(strings.TrimSuffix(pos, ": "), ':')
 	if i < 0 {
@@ -139,14 +136,15 @@ func (s *State) sourceLine(pos string) (string, bool) {
 	}
 	for line := range strings.Lines(src.text) {
 		if n--; n == 0 {
-			return strings.TrimRight(line, "\r\n"), true
+			line = strings.TrimRight(line, "\r\n")
+			return line, len(line) <= maxExplainedLine
 		}
 	}
 	return "", false
 }
 
-// maxExplainedLine bounds the line indexedExprs reads: a minified chunk's one line is not
-// worth scanning for a message.
+// maxExplainedLine bounds the line sourceLine returns for indexedExprs and calledExprs to
+// read: a minified chunk's one line is not worth scanning for a message.
 const maxExplainedLine = 4096
 
 // indexedExprs returns the expressions on one line of Lua source that are indexed with key
@@ -155,19 +153,8 @@ const maxExplainedLine = 4096
 // not be indexed. Strings and comments are skipped. It reads text, not an AST, so an
 // expression spread over lines is not found.
 func indexedExprs(line, key string) []string {
-	if len(line) > maxExplainedLine {
-		return nil
-	}
 	code := maskStrings(line)
 	var exact, other []string
-	add := func(list *[]string, e string) {
-		for _, x := range *list {
-			if x == e {
-				return
-			}
-		}
-		*list = append(*list, e)
-	}
 	for i := 0; i < len(code); i++ {
 		c := code[i]
 		if c != '.' && c != ':' && c != '[' {
@@ -206,10 +193,12 @@ func indexedExprs(line, key string) []string {
 		if e == "" {
 			continue
 		}
+		list := &other
 		if match {
-			add(&exact, e)
-		} else {
-			add(&other, e)
+			list = &exact
+		}
+		if !slices.Contains(*list, e) {
+			*list = append(*list, e)
 		}
 	}
 	if len(exact) > 0 {
@@ -230,7 +219,7 @@ func prefixExpr(code, line string, i int) string {
 			for k > 0 && isNameByte(code[k-1]) {
 				k--
 			}
-			if code[k] >= '0' && code[k] <= '9' || isKeyword(code[k:j]) {
+			if code[k] >= '0' && code[k] <= '9' || luaKeywords[code[k:j]] {
 				return expr(line, j, i)
 			}
 			j = k
@@ -352,5 +341,3 @@ var luaKeywords = map[string]bool{
 	"nil": true, "not": true, "or": true, "repeat": true, "return": true, "then": true,
 	"true": true, "until": true, "while": true,
 }
-
-func isKeyword(w string) bool { return luaKeywords[w] }
