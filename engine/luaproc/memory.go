@@ -156,18 +156,12 @@ func readHeap() heap {
 		s[i].Name = name
 	}
 	metrics.Read(s[:])
-	value := func(i int) uint64 {
-		if s[i].Value.Kind() == metrics.KindUint64 {
-			return s[i].Value.Uint64()
-		}
-		return 0
-	}
-	return heap{objects: value(0), live: value(1), allocs: value(2)}
+	return heap{objects: uint64Of(s[0]), live: uint64Of(s[1]), allocs: uint64Of(s[2])}
 }
 
 // heapObjects returns the bytes of the heap's objects, live or not yet
 // swept.
-func heapObjects() uint64 { return readMetric("/memory/classes/heap/objects:bytes") }
+func heapObjects() uint64 { return readMetric(heapMetrics[0]) }
 
 // goMemory returns all the memory the Go runtime has mapped.
 func goMemory() uint64 { return readMetric("/memory/classes/total:bytes") }
@@ -175,8 +169,14 @@ func goMemory() uint64 { return readMetric("/memory/classes/total:bytes") }
 func readMetric(name string) uint64 {
 	s := []metrics.Sample{{Name: name}}
 	metrics.Read(s)
-	if s[0].Value.Kind() == metrics.KindUint64 {
-		return s[0].Value.Uint64()
+	return uint64Of(s[0])
+}
+
+// uint64Of returns a sample's value, or 0 when it is not a uint64 (a metric this Go does not
+// have).
+func uint64Of(s metrics.Sample) uint64 {
+	if s.Value.Kind() == metrics.KindUint64 {
+		return s.Value.Uint64()
 	}
 	return 0
 }
