@@ -100,25 +100,10 @@ func (r *run) instancesOf(n *node, output json.RawMessage) ([]*node, error) {
 			rendered[0].defDigest = definitionDigest(rendered[0])
 		}
 		st := r.snap.step(inst.ID) // other steps are running: their records change the state
-		in := &node{rs: rendered[0], idx: len(r.nodes),
-			plan:     decide(inst, &st, r.sc, r.t.p.MaxDirtyRestarts, r.e.opts.Clock.Now()),
-			dirty:    st.Dirty,
-			unclean:  st.Unclean,
-			prevPGID: st.PGID,
-			lastErr:  st.LastError,
-			deps:     n.deps,
-		}
-		in.plan.ID = inst.ID
-		in.retry = in.plan.NextRetry
-		if st.Attempts > 0 {
-			in.prevToken = executor.AttemptToken(r.absLog, inst.ID, st.RetryCount)
-		}
-		switch in.plan.Action {
-		case ActionKeep:
-			in.final, in.outDigest, in.output = st.Status, st.OutputDigest, st.Output
-		case ActionLeave:
-			in.blocked, in.left = true, true
-		}
+		plan := decide(inst, &st, r.sc, r.t.p.MaxDirtyRestarts, r.e.opts.Clock.Now())
+		plan.ID = inst.ID
+		in := r.newNode(rendered[0], len(r.nodes), &st, plan)
+		in.deps = n.deps
 		for _, c := range n.children {
 			in.children = append(in.children, c)
 			c.deps = append(c.deps, in)

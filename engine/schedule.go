@@ -22,26 +22,7 @@ func (r *run) buildNodes(sc scope) error {
 	r.nodes = make([]*node, len(p.Steps))
 	for i, rs := range r.t.steps {
 		st := r.state.Step(rs.step.ID)
-		n := &node{rs: rs, idx: i,
-			plan:     decide(rs.step, st, sc, p.MaxDirtyRestarts, now),
-			dirty:    st.Dirty,
-			unclean:  st.Unclean,
-			prevPGID: st.PGID,
-			lastErr:  st.LastError,
-			rerunOK:  endedOK(st),
-		}
-		n.retry = n.plan.NextRetry
-		if st.Attempts > 0 {
-			n.prevToken = executor.AttemptToken(r.absLog, rs.step.ID, st.RetryCount)
-		}
-		switch n.plan.Action {
-		case ActionKeep:
-			n.final = st.Status
-			n.outDigest = st.OutputDigest
-			n.output = st.Output
-		case ActionLeave:
-			n.blocked, n.left = true, true // not started, not counted as blocked
-		}
+		n := r.newNode(rs, i, st, decide(rs.step, st, sc, p.MaxDirtyRestarts, now))
 		r.nodes[i] = n
 		r.byID[rs.step.ID] = n
 	}
@@ -62,6 +43,32 @@ func (r *run) buildNodes(sc scope) error {
 		}
 	}
 	return nil
+}
+
+// newNode is the node of step rs at index idx, its state st replayed from
+// the log and plan what this invocation does with it.
+func (r *run) newNode(rs *renderedStep, idx int, st *eventlog.StepState, plan PlanStep) *node {
+	n := &node{rs: rs, idx: idx,
+		plan:     plan,
+		dirty:    st.Dirty,
+		unclean:  st.Unclean,
+		prevPGID: st.PGID,
+		lastErr:  st.LastError,
+		rerunOK:  endedOK(st),
+		retry:    plan.NextRetry,
+	}
+	if st.Attempts > 0 {
+		n.prevToken = executor.AttemptToken(r.absLog, plan.ID, st.RetryCount)
+	}
+	switch plan.Action {
+	case ActionKeep:
+		n.final = st.Status
+		n.outDigest = st.OutputDigest
+		n.output = st.Output
+	case ActionLeave:
+		n.blocked, n.left = true, true // not started, not counted as blocked
+	}
+	return n
 }
 
 // nodeDone is a worker's report to the scheduler.
