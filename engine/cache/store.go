@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -169,13 +168,14 @@ func readEntry(path string) (*Entry, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A *fs.PathError ("cache entry PATH: ..."), so that gc finds the
+	// file to remove.
 	e := &Entry{}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(e); err != nil {
-		return nil, fmt.Errorf("cache entry %s: %w", path, err)
+	if err := json.Unmarshal(b, e); err != nil {
+		return nil, &fs.PathError{Op: "cache entry", Path: path, Err: err}
 	}
 	if e.V != entryVersion {
-		return nil, fmt.Errorf("cache entry %s: format %d, not %d", path, e.V, entryVersion)
+		return nil, &fs.PathError{Op: "cache entry", Path: path, Err: fmt.Errorf("format %d, not %d", e.V, entryVersion)}
 	}
 	e.File = path
 	return e, nil
@@ -207,20 +207,40 @@ func (s *Store) Put(e *Entry) error {
 
 // HashFile returns the sha256:<hex> digest and the size of a regular file.
 func HashFile(path string) (string, int64, error) {
+	digest, size, _, err := hashFile(path)
+	return digest, size, err
+}
+
+// hashFile is HashFile, also returning the file's information.
+func hashFile(path string) (string, int64, fs.FileInfo, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", 0, err
+		return "", 0, nil, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return "", 0, err
+		return "", 0, nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return "", 0, fmt.Errorf("%s is not a regular file", path)
+		return "", 0, nil, fmt.Errorf("%s is not a regular file", path)
 	}
+	digest, n, err := copyDigest(nil, f)
+	if err != nil {
+		return "", 0, nil, err
+	}
+	return digest, n, fi, nil
+}
+
+// copyDigest copies r to w (nil: to nowhere) and returns the sha256:<hex>
+// digest and the size of what it copied.
+func copyDigest(w io.Writer, r io.Reader) (string, int64, error) {
 	h := sha256.New()
-	n, err := io.Copy(h, f)
+	dst := io.Writer(h)
+	if w != nil {
+		dst = io.MultiWriter(w, h)
+	}
+	n, err := io.Copy(dst, r)
 	if err != nil {
 		return "", 0, err
 	}
@@ -231,19 +251,15 @@ func HashFile(path string) (string, int64, error) {
 // the same content is there, and returns the file as the cache knows it
 // (Path is left for the caller to set).
 func (s *Store) Save(path string) (File, error) {
-	digest, size, err := HashFile(path)
-	if err != nil {
-		return File{}, err
-	}
-	fi, err := os.Stat(path)
+	digest, size, fi, err := hashFile(path)
 	if err != nil {
 		return File{}, err
 	}
 	f := File{Digest: digest, Size: size, Mode: fi.Mode().Perm()}
-	blob := s.Blob(digest)
-	if _, err := os.Stat(blob); err == nil {
+	if s.Has(digest) {
 		return f, nil
 	}
+	blob := s.Blob(digest)
 	if err := eventlog.MkdirAll(s.FS, filepath.Dir(blob)); err != nil {
 		return File{}, fmt.Errorf("cache: %w", err)
 	}
@@ -268,11 +284,11 @@ func copyChecked(w io.Writer, path, digest string) error {
 		return err
 	}
 	defer src.Close()
-	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(w, h), src); err != nil {
+	got, _, err := copyDigest(w, src)
+	if err != nil {
 		return err
 	}
-	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != digest {
+	if got != digest {
 		return fmt.Errorf("%s: %w: it is %s, want %s (changed, or damaged)", path, errDamaged, got, digest)
 	}
 	return nil

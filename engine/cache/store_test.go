@@ -2,6 +2,7 @@ package cache
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -189,6 +190,47 @@ func TestGC(t *testing.T) {
 				if !tt.opts.DryRun && !s.whole(e) {
 					t.Errorf("entry %s left without its blobs", e.File)
 				}
+			}
+		})
+	}
+}
+
+// An entry file that cannot be parsed, or is of another format, is
+// reported broken and removed by gc.
+func TestGCRemovesUnreadableEntries(t *testing.T) {
+	tests := []struct{ name, content, msg string }{
+		{name: "not JSON", content: "{", msg: ": unexpected end of JSON input"},
+		{name: "other format", content: `{"v": 99}`, msg: ": format 99, not 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := New(filepath.Join(dir, "state"), nil)
+			e := saved(t, s, dir, "p", "make", "sha256:aa", "hello\n", t0)
+			saved(t, s, dir, "p", "keep", "sha256:bb", "kept\n", t0)
+			if err := os.WriteFile(e.File, []byte(tt.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := s.Get("p", "make", "sha256:aa")
+			if want := "cache entry " + e.File + tt.msg; err == nil || err.Error() != want {
+				t.Errorf("Get(unreadable entry) error = %v, want %q", err, want)
+			}
+
+			res, err := s.GC(GCOptions{Now: t0})
+			if err != nil {
+				t.Fatalf("GC: %v", err)
+			}
+			if len(res.Broken) != 1 || res.Broken[0] != e.File {
+				t.Errorf("GC broken = %q, want [%q]", res.Broken, e.File)
+			}
+			if _, err := os.Stat(e.File); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("the unreadable entry file is still there (%v); want it removed", err)
+			}
+			if res.Kept != 1 || res.Blobs != 1 {
+				t.Errorf("GC = kept %d, blobs %d; want 1, 1", res.Kept, res.Blobs)
+			}
+			if left, bad := s.List(); len(left) != 1 || len(bad) != 0 {
+				t.Errorf("List after GC = %v, %v; want the one readable entry", left, bad)
 			}
 		})
 	}
