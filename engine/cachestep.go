@@ -50,7 +50,7 @@ func probeCache(rs *renderedStep, upstream map[string]string, secrets, dir strin
 	for i, f := range pr.inputs {
 		files[i] = [2]string{f.Path, f.Digest}
 	}
-	b, _ := json.Marshal(struct {
+	pr.key = digestOf(struct {
 		V       int         `json:"v"`
 		Input   string      `json:"input"`
 		Key     string      `json:"key"`
@@ -58,7 +58,6 @@ func probeCache(rs *renderedStep, upstream map[string]string, secrets, dir strin
 		Inputs  [][2]string `json:"inputs"`
 		Outputs []string    `json:"outputs"`
 	}{1, pr.input, rc.key, rs.step.WorkingDir, files, rc.outputs})
-	pr.key = sha256Hex(b)
 	return pr
 }
 
@@ -225,8 +224,7 @@ func (r *run) saveCache(n *node, pr *cacheProbe) {
 // take from the cache: those whose upstream results the run will know
 // before they start (kept from the log, or themselves from the cache).
 type planCache struct {
-	store   *cache.Store
-	r       *run // for its task, options and step folders; it writes nothing
+	r       *run // for its task, options, step folders and store; it writes nothing
 	results map[string]*planResult
 }
 
@@ -284,7 +282,7 @@ func (pc *planCache) decide(rs *renderedStep, st *eventlog.StepState, ps *PlanSt
 		return
 	}
 	pr := probeCache(late, upstream, "", r.stepDir(s))
-	e, why := lookupCache(pc.store, r.t.p.TaskName, rs, pr)
+	e, why := lookupCache(r.store, r.t.p.TaskName, rs, pr)
 	if e == nil {
 		ps.Cache = why
 		return

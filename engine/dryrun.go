@@ -39,16 +39,17 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 		return nil, err
 	}
 	pl.Complete = state.Complete() && ro.ResumeFrom == "" && ro.Only == ""
-	r := &run{e: e, t: t, ro: ro, state: state}
-	pl.Changed = r.changedSteps()
 	sc := scopeOf(t.p, ro, resumeFrom)
+	r := &run{e: e, t: t, ro: ro, state: state, sc: sc}
+	pl.Changed = r.changedSteps()
 	mask := masker(t, nil) // the secret vars: a dry run reads no secret
 	pl.Steps = make([]PlanStep, 0, len(t.steps))
 	now := e.opts.Clock.Now()
 	notStarted := &eventlog.StepState{Status: eventlog.Pending} // read only
 	var fc *planCache                                           // only for a pipeline with cached steps: a plan may have 100,000 steps
 	if slices.ContainsFunc(t.p.Steps, func(s *pipeline.Step) bool { return s.Cache != nil }) {
-		fc = &planCache{store: cache.New(t.dir.Root, e.opts.FS), r: &run{e: e, t: t, ro: ro, sc: sc}, results: map[string]*planResult{}}
+		r.store = cache.New(t.dir.Root, e.opts.FS)
+		fc = &planCache{r: r, results: map[string]*planResult{}}
 	}
 	for _, i := range t.p.TopoOrder() {
 		rs := t.steps[i]
@@ -65,7 +66,7 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 		}
 		describe(&ps, rs, mask)
 		if rs.step.Run != "" && willRun(ps.Action) {
-			if ps.Child, err = e.childPlan(t, rs, ro, ps.NextRetry == 0 || endedOK(st), pl.Log); err != nil {
+			if ps.Child, err = e.childPlan(t, rs, ro, ps.NextRetry == 0 || endedOK(st), pl.Log, mask); err != nil {
 				return nil, err
 			}
 		}
@@ -158,13 +159,12 @@ func willRun(action string) bool {
 
 // childPlan is the plan of the sub-pipeline that the run: step rs would
 // run: a new child log for the step's first attempt (or its first since it
-// succeeded), else the child's newest log resumed.
-func (e *Engine) childPlan(t *task, rs *renderedStep, ro RunOptions, fresh bool, parentLog string) (*Plan, error) {
-	cr, err := childRunOf(t, rs, ro, fresh, masker(t, nil))
+// succeeded), else the child's newest log resumed. mask is the task's.
+func (e *Engine) childPlan(t *task, rs *renderedStep, ro RunOptions, fresh bool, parentLog string, mask *textfmt.Masker) (*Plan, error) {
+	cr, err := childRunOf(t, rs, ro, fresh, mask)
 	if err != nil {
 		return nil, err
 	}
-	cr.ro.DryRun = true
 	cr.ro.Fresh = cr.ro.Fresh || t.olderChild(parentLog, cr.ro.TaskID)
 	pl, err := e.Plan(cr.path, cr.ro)
 	if err != nil {

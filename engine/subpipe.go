@@ -58,7 +58,7 @@ func childRunOf(t *task, rs *renderedStep, ro RunOptions, fresh bool, mask *text
 	}
 	inherited := map[string]string{}
 	for k, v := range t.vars {
-		if _, set := vars[k]; !set && !slices.Contains(builtinVars, k) {
+		if _, set := vars[k]; !set {
 			inherited[k] = v
 			if slices.Contains(t.p.SecretVars, k) {
 				secret = append(secret, k)
@@ -67,12 +67,8 @@ func childRunOf(t *task, rs *renderedStep, ro RunOptions, fresh bool, mask *text
 	}
 	slices.Sort(secret)
 	return childRun{path: pipeline.RunPath(t.p, s), ro: RunOptions{Vars: vars, inherited: inherited, secretVars: secret,
-		TaskID: id, Fresh: fresh, AcceptChanges: ro.AcceptChanges, Hub: ro.Hub, DryRun: ro.DryRun}}, nil
+		TaskID: id, Fresh: fresh, AcceptChanges: ro.AcceptChanges, Hub: ro.Hub}}, nil
 }
-
-// builtinVars are the variables apollo sets for each task: a child gets
-// its own (task_date aside, which it inherits unless with: sets it).
-var builtinVars = []string{"task_id", "task_name", "step_id", "artifacts_dir", "state_dir"}
 
 // varText is a with: value as a variable's text: numbers and booleans as
 // YAML wrote them.
@@ -194,20 +190,31 @@ func (r *run) runChild(ctx context.Context, at *attemptRun) (executor.Result, er
 // also refuses, before anything runs, a child task id (of task taskID)
 // that cannot be one.
 func pinRunFiles(p *pipeline.Pipeline, steps []*renderedStep, taskID string) error {
+	type read struct {
+		digest string
+		err    error
+	}
+	seen := map[string]read{} // a foreach's instances run the same file
 	for _, rs := range steps {
 		s := rs.step
 		if s.Run == "" {
 			continue
 		}
-		if id := pipeline.ChildTaskID(taskID, s.ID); statedir.ValidTaskID(id) != nil {
+		id := pipeline.ChildTaskID(taskID, s.ID)
+		if err := statedir.ValidTaskID(id); err != nil {
 			return &pipeline.Error{File: p.Path, Line: s.Line, Step: s.ID,
-				Msg: fmt.Sprintf("run %q: the sub-pipeline's task id %s: %v; choose a shorter --task-id", s.Run, id, statedir.ValidTaskID(id))}
+				Msg: fmt.Sprintf("run %q: the sub-pipeline's task id %s: %v; choose a shorter --task-id", s.Run, id, err)}
 		}
-		b, err := os.ReadFile(filepath.Join(p.Dir, s.Run))
-		if err != nil {
-			return &pipeline.Error{File: p.Path, Line: s.Line, Step: s.ID, Msg: fmt.Sprintf("run %q: %v", s.Run, err)}
+		got, done := seen[s.Run]
+		if !done {
+			b, err := os.ReadFile(filepath.Join(p.Dir, s.Run))
+			got = read{sha256Hex(b), err}
+			seen[s.Run] = got
 		}
-		rs.filesDigest = sha256Hex(b)
+		if got.err != nil {
+			return &pipeline.Error{File: p.Path, Line: s.Line, Step: s.ID, Msg: fmt.Sprintf("run %q: %v", s.Run, got.err)}
+		}
+		rs.filesDigest = got.digest
 		rs.defDigest = definitionDigest(rs)
 	}
 	return nil
