@@ -214,9 +214,9 @@ func (s *State) Apply(r *Record) {
 		st.DirtyRecoveries = 0
 		st.Interrupted, st.TimedOut = r.Interrupted, r.TimedOut
 		st.Note = r.Message
+		st.CachedFrom = r.CachedFrom // only a SUCCESS carries one
 		switch r.Status {
 		case Success:
-			st.CachedFrom = r.CachedFrom
 			st.Unclean = false
 			st.LastError = ""
 			st.NextDelayMS = 0

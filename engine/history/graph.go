@@ -114,7 +114,7 @@ func (h Runs) graph(p *pipeline.Pipeline, vars map[string]string, taskID string,
 			_, held := eventlog.Holder(h.Dir.Lock(taskID))
 			for id, st := range state.Steps {
 				states[id] = st.Status
-				if st.Status == eventlog.Success && st.CachedFrom != "" {
+				if st.CachedFrom != "" {
 					cachedFrom[id] = st.CachedFrom
 				}
 				if st.Dirty && !held {
