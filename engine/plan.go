@@ -118,6 +118,13 @@ func checkOnly(p *pipeline.Pipeline, ro RunOptions, state *eventlog.State) error
 		ro.Only, strings.Join(notDone, ", "), ro.Only)
 }
 
+// inScope reports whether a scope's set of step ids holds s: by its own id,
+// or, for a foreach instance, by its template's (expanded at run time, an
+// instance is in no set the options made).
+func inScope(set map[string]bool, s *pipeline.Step) bool {
+	return set[s.ID] || (s.InstanceOf != "" && set[s.InstanceOf])
+}
+
 // decide says what a run does with one step, given its state in the log.
 func decide(s *pipeline.Step, st *eventlog.StepState, sc scope, maxDirty int, now time.Time) PlanStep {
 	ps := PlanStep{ID: s.ID, Status: st.Status, DependsOn: s.DependsOn, Optional: s.Optional}
@@ -136,13 +143,13 @@ func decide(s *pipeline.Step, st *eventlog.StepState, sc scope, maxDirty int, no
 		ps.Action, ps.Reason = rerun, why
 	}
 	switch {
-	case sc.rerun[s.ID]:
+	case inScope(sc.rerun, s):
 		cleanThenRerun(ActionRerun, sc.why)
 	case sc.skipOthers && st.Status != eventlog.Success:
 		ps.Action, ps.Reason = ActionSkip, "not part of "+sc.why
 	case st.Status == eventlog.Success || st.Status == eventlog.Skipped:
 		ps.Action, ps.Reason = ActionKeep, "already "+st.Status
-	case sc.within != nil && !sc.within[s.ID]:
+	case sc.within != nil && !inScope(sc.within, s):
 		ps.Action, ps.Reason = ActionLeave, "not selected by "+sc.why
 	case st.Dirty && st.DirtyRecoveries >= maxDirty:
 		ps.Action, ps.Reason = ActionCrashLoop, "crash loop: cut off in each of the last runs"
