@@ -15,16 +15,16 @@ import (
 	"apollo/engine/usage"
 )
 
-func cacheCommand() *command[cacheOptions] {
-	return &command[cacheOptions]{
+func cacheCommand() *command[*cacheOptions] {
+	return &command[*cacheOptions]{
 		about: about{name: "cache", summary: "list (ls) or remove (gc) the results of steps with cache: kept in the state folder",
 			usage: "apollo cache ls [--pipeline NAME] [--json] [--state-dir DIR]\n" +
 				"  apollo cache gc [--all | --older-than AGE] [--pipeline NAME] [--dry-run] [--json] [--state-dir DIR]",
 			example: "  apollo cache ls\n  apollo cache gc --older-than 30d\n  apollo cache gc --all --pipeline daily_data_pipeline",
 			json:    cacheJSONDoc, argKind: completion.ArgCacheOp},
-		nargs:    positional{1, 1, "expected ls or gc"},
-		addFlags: (*cacheOptions).addFlags,
-		run:      runCache,
+		nargs: positional{1, 1, "expected ls or gc"},
+		flags: newCacheOptions,
+		run:   runCache,
 	}
 }
 
@@ -48,13 +48,16 @@ type cacheOptions struct {
 	stateDir  string
 }
 
-func (o *cacheOptions) addFlags(fs *pflag.FlagSet) {
+// newCacheOptions returns apollo cache's options, bound to the flags it adds to fs.
+func newCacheOptions(fs *pflag.FlagSet) *cacheOptions {
+	o := new(cacheOptions)
 	fs.StringVar(&o.taskName, "pipeline", "", "only the results of the pipeline with this task_name")
 	fs.BoolVar(&o.all, "all", false, "gc: remove every result")
 	fs.StringVar(&o.olderThan, "older-than", "", "gc: remove the results made longer ago than this: 30d, 12h, 90m")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "gc: print what would be removed, and remove nothing")
 	fs.BoolVar(&o.json, "json", false, "print the result as JSON")
 	stateDirFlag(fs, &o.stateDir)
+	return o
 }
 
 // runCache lists or removes cached results.

@@ -10,8 +10,8 @@ import (
 	"apollo/engine/history"
 )
 
-func completionCommand() *command[noOptions] {
-	return &command[noOptions]{
+func completionCommand() *command[*noOptions] {
+	return &command[*noOptions]{
 		about: about{name: "completion", summary: "print a shell completion script (bash, zsh or fish)",
 			usage:   "apollo completion bash|zsh|fish",
 			example: "  source <(apollo completion bash)\n  apollo completion zsh > \"${fpath[1]}/_apollo\"\n  apollo completion fish > ~/.config/fish/completions/apollo.fish",
@@ -32,7 +32,7 @@ func completionCommands(cmds []subcommand) []completion.Command {
 	for _, c := range cmds {
 		a := c.describe()
 		cc := completion.Command{Name: a.name, Summary: a.summary, Args: a.argKind}
-		c.flags().VisitAll(func(f *pflag.Flag) { cc.Flags = append(cc.Flags, completionFlag(f)) })
+		flagsOf(c).VisitAll(func(f *pflag.Flag) { cc.Flags = append(cc.Flags, completionFlag(f)) })
 		out = append(out, cc)
 	}
 	return out

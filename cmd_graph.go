@@ -12,15 +12,15 @@ import (
 	"apollo/engine/usage"
 )
 
-func graphCommand() *command[graphOptions] {
-	return &command[graphOptions]{
+func graphCommand() *command[*graphOptions] {
+	return &command[*graphOptions]{
 		about: about{name: "graph", summary: "draw a pipeline's DAG (Graphviz DOT or Mermaid), coloured by a task's state",
 			usage:   "apollo graph PIPELINE.yaml [--task-id ID] [--format dot|mermaid] [--var k=v]... [--state-dir DIR]",
 			example: "  apollo graph scripts/examples/daily_data_pipeline.yaml | dot -Tsvg > dag.svg\n  apollo graph pipeline.yaml --task-id daily_data_pipeline-2026-12-03 --format mermaid",
 			argKind: completion.ArgPipeline},
-		nargs:    positional{1, 1, "expected one pipeline file"},
-		addFlags: (*graphOptions).addFlags,
-		run:      runGraph,
+		nargs: positional{1, 1, "expected one pipeline file"},
+		flags: newGraphOptions,
+		run:   runGraph,
 	}
 }
 
@@ -32,11 +32,14 @@ type graphOptions struct {
 	stateDir string
 }
 
-func (o *graphOptions) addFlags(fs *pflag.FlagSet) {
+// newGraphOptions returns apollo graph's options, bound to the flags it adds to fs.
+func newGraphOptions(fs *pflag.FlagSet) *graphOptions {
+	o := new(graphOptions)
 	fs.StringVar(&o.taskID, "task-id", "", "colour each step by its state in this task's latest log")
 	fs.StringVar(&o.format, "format", history.GraphDOT, "output format: dot (Graphviz) or mermaid")
 	varsFlag(fs, &o.vars)
 	stateDirFlag(fs, &o.stateDir)
+	return o
 }
 
 // runGraph prints the DAG of the pipeline in.args[0] in o.format.

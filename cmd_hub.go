@@ -14,8 +14,8 @@ import (
 	"apollo/engine/usage"
 )
 
-func hubCommand() *command[hubOptions] {
-	return &command[hubOptions]{
+func hubCommand() *command[*hubOptions] {
+	return &command[*hubOptions]{
 		about: about{name: "hub", summary: "run a node of the hub that dispatches steps to workers (scale-out)",
 			usage: "apollo hub --store DIR [--listen HOST:PORT] [--cluster HOST:PORT --routes HOST:PORT,...] [--name N]",
 			example: "  apollo hub --store /var/lib/apollo/hub\n" +
@@ -24,9 +24,9 @@ func hubCommand() *command[hubOptions] {
 				"  apollo hub --store h2 --name h2 --listen 127.0.0.1:4223 --cluster 127.0.0.1:6223 --routes 127.0.0.1:6222,127.0.0.1:6223,127.0.0.1:6224\n" +
 				"  apollo hub --store h3 --name h3 --listen 127.0.0.1:4224 --cluster 127.0.0.1:6224 --routes 127.0.0.1:6222,127.0.0.1:6223,127.0.0.1:6224\n" +
 				"  apollo hub --store h1 --listen 0.0.0.0:4222 --token-file hub.token   # any other address needs credentials"},
-		nargs:    positional{0, 0, "takes no arguments"},
-		addFlags: (*hubOptions).addFlags,
-		run:      runHub,
+		nargs: positional{0, 0, "takes no arguments"},
+		flags: newHubOptions,
+		run:   runHub,
 	}
 }
 
@@ -36,7 +36,9 @@ type hubOptions struct {
 	routes string
 }
 
-func (o *hubOptions) addFlags(fs *pflag.FlagSet) {
+// newHubOptions returns apollo hub's options, bound to the flags it adds to fs.
+func newHubOptions(fs *pflag.FlagSet) *hubOptions {
+	o := new(hubOptions)
 	fs.StringVar(&o.o.StoreDir, "store", "", "folder for the node's JetStream files (required)")
 	fs.StringVar(&o.o.Listen, "listen", "127.0.0.1:4222", "address for coordinators and workers; not loopback needs credentials")
 	fs.StringVar(&o.o.Cluster, "cluster", "", "address the other hubs route to (forms a cluster)")
@@ -48,6 +50,7 @@ func (o *hubOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.o.TLSKey, "tls-key", "", "the node's TLS key")
 	fs.StringVar(&o.o.TLSCA, "tls-ca", "", "CA whose client certificates the node accepts (and verifies)")
 	fs.BoolVar(&o.o.Verbose, "verbose", false, "print the server's notices too")
+	return o
 }
 
 // runHub runs the node until SIGINT or SIGTERM.

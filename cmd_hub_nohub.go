@@ -11,8 +11,8 @@ import (
 // hubCommand, in a build without the hub (-tags nohub), only says so: the
 // embedded NATS server is most of the binary's size, and users who run
 // their own NATS cluster do not need it.
-func hubCommand() *command[noOptions] {
-	return &command[noOptions]{
+func hubCommand() *command[*noOptions] {
+	return &command[*noOptions]{
 		about: about{name: "hub", summary: "not in this build (-tags nohub): use an existing NATS cluster",
 			usage: "apollo hub", example: "  apollo run pipeline.yaml --hub nats://nats.example:4222"},
 		nargs: positional{0, -1, ""},

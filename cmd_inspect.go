@@ -10,15 +10,15 @@ import (
 	"apollo/engine/history"
 )
 
-func inspectCommand() *command[inspectOptions] {
-	return &command[inspectOptions]{
+func inspectCommand() *command[*inspectOptions] {
+	return &command[*inspectOptions]{
 		about: about{name: "inspect", summary: "show where a task stands, from its log alone",
 			usage:   "apollo inspect TASK_ID|LOG.jsonl[.gz] [--json] [--state-dir DIR]",
 			example: "  apollo inspect daily_data_pipeline-2026-12-03\n  apollo inspect .apollo/logs/task_x_1764748800.jsonl --json | jq '.steps[] | select(.status != \"SUCCESS\")'",
 			json:    history.ReportJSONDoc, argKind: completion.ArgTask},
-		nargs:    positional{1, 1, "expected a task id or a log file"},
-		addFlags: (*inspectOptions).addFlags,
-		run:      runInspect,
+		nargs: positional{1, 1, "expected a task id or a log file"},
+		flags: newInspectOptions,
+		run:   runInspect,
 	}
 }
 
@@ -28,9 +28,12 @@ type inspectOptions struct {
 	stateDir string
 }
 
-func (o *inspectOptions) addFlags(fs *pflag.FlagSet) {
+// newInspectOptions returns apollo inspect's options, bound to the flags it adds to fs.
+func newInspectOptions(fs *pflag.FlagSet) *inspectOptions {
+	o := new(inspectOptions)
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
 	stateDirFlag(fs, &o.stateDir)
+	return o
 }
 
 // runInspect reports on the task or log file in.args[0].

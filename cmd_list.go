@@ -12,15 +12,15 @@ import (
 	"apollo/engine/usage"
 )
 
-func listCommand() *command[listOptions] {
-	return &command[listOptions]{
+func listCommand() *command[*listOptions] {
+	return &command[*listOptions]{
 		about: about{name: "list", summary: "list the task runs in the state folder, newest first",
 			usage:   "apollo list [--json] [--ids] [--all] [--state-dir DIR]",
 			example: "  apollo list\n  apollo list --json | jq -r '.runs[] | select(.status == \"failed\") | .task_id'\n  apollo list --ids --all",
 			json:    history.ListJSONDoc},
-		nargs:    positional{0, 0, "takes no arguments"},
-		addFlags: (*listOptions).addFlags,
-		run:      runList,
+		nargs: positional{0, 0, "takes no arguments"},
+		flags: newListOptions,
+		run:   runList,
 	}
 }
 
@@ -32,11 +32,14 @@ type listOptions struct {
 	stateDir string
 }
 
-func (o *listOptions) addFlags(fs *pflag.FlagSet) {
+// newListOptions returns apollo list's options, bound to the flags it adds to fs.
+func newListOptions(fs *pflag.FlagSet) *listOptions {
+	o := new(listOptions)
 	fs.BoolVar(&o.json, "json", false, "print the runs as JSON")
 	fs.BoolVar(&o.ids, "ids", false, "print only the task ids, one a line (for scripts and shell completion)")
 	fs.BoolVar(&o.all, "all", false, "also list the runs that apollo gc archived in <state-dir>/archive")
 	stateDirFlag(fs, &o.stateDir)
+	return o
 }
 
 // runList prints the task runs of o.stateDir.

@@ -10,15 +10,15 @@ import (
 	"apollo/engine/usage"
 )
 
-func logsCommand() *command[logsOptions] {
-	return &command[logsOptions]{
+func logsCommand() *command[*logsOptions] {
+	return &command[*logsOptions]{
 		about: about{name: "logs", summary: "print a run's events, or a step attempt's output; -f follows a live run",
 			usage:   "apollo logs TASK_ID [STEP] [--attempt N] [-f] [--state-dir DIR]",
 			example: "  apollo logs daily_data_pipeline-2026-12-03            # the run's events, one line each\n  apollo logs daily_data_pipeline-2026-12-03 transform  # the latest attempt's stdout and stderr\n  apollo logs daily_data_pipeline-2026-12-03 fetch_raw --attempt 0\n  apollo logs daily_data_pipeline-2026-12-03 -f         # follow until the run ends (or Ctrl-C)",
 			argKind: completion.ArgTask},
-		nargs:    positional{1, 2, "expected a task id and, optionally, a step"},
-		addFlags: (*logsOptions).addFlags,
-		run:      runLogs,
+		nargs: positional{1, 2, "expected a task id and, optionally, a step"},
+		flags: newLogsOptions,
+		run:   runLogs,
 	}
 }
 
@@ -29,10 +29,13 @@ type logsOptions struct {
 	stateDir string
 }
 
-func (o *logsOptions) addFlags(fs *pflag.FlagSet) {
+// newLogsOptions returns apollo logs's options, bound to the flags it adds to fs.
+func newLogsOptions(fs *pflag.FlagSet) *logsOptions {
+	o := new(logsOptions)
 	fs.IntVar(&o.attempt, "attempt", -1, "with STEP: the attempt (retry_count) whose output to print; -1 is the latest")
 	fs.BoolVarP(&o.follow, "follow", "f", false, "keep printing what a live run adds until it ends (or Ctrl-C)")
 	stateDirFlag(fs, &o.stateDir)
+	return o
 }
 
 // runLogs prints the events of the run in.args[0], or the output of its

@@ -6,8 +6,8 @@ import (
 	"apollo/scripts"
 )
 
-func luaTypesCommand() *command[noOptions] {
-	return &command[noOptions]{
+func luaTypesCommand() *command[*noOptions] {
+	return &command[*noOptions]{
 		about: about{name: "lua-types", summary: "print the LuaLS annotations for ctx and apollo.*",
 			usage: "apollo lua-types > apollo-types.lua", example: "  apollo lua-types > .luals/apollo.lua"},
 		nargs: positional{0, -1, ""}, // arguments are ignored

@@ -12,15 +12,15 @@ import (
 	"apollo/engine/usage"
 )
 
-func runCommand() *command[runOptions] {
-	return &command[runOptions]{
+func runCommand() *command[*runOptions] {
+	return &command[*runOptions]{
 		about: about{name: "run", summary: "run or resume the task of a pipeline",
 			usage:   "apollo run PIPELINE.yaml [flags]",
 			example: "  apollo run scripts/examples/daily_data_pipeline.yaml --var region=eu\n  apollo run pipeline.yaml --dry-run --json\n  apollo run pipeline.yaml --resume-from transform\n  apollo run pipeline.yaml --hub nats://10.0.0.1:4222,nats://10.0.0.2:4222 --token-file hub.token\n  apollo run pipeline.yaml --dates 2026-11-01..2026-11-30   # a backfill: one task per date",
 			json:    engine.PlanJSONDoc, argKind: completion.ArgPipeline},
-		nargs:    positional{1, 1, "expected one pipeline file"},
-		addFlags: (*runOptions).addFlags,
-		run:      runRun,
+		nargs: positional{1, 1, "expected one pipeline file"},
+		flags: newRunOptions,
+		run:   runRun,
 	}
 }
 
@@ -44,7 +44,9 @@ type runOptions struct {
 	noCache       bool
 }
 
-func (o *runOptions) addFlags(fs *pflag.FlagSet) {
+// newRunOptions returns apollo run's options, bound to the flags it adds to fs.
+func newRunOptions(fs *pflag.FlagSet) *runOptions {
+	o := new(runOptions)
 	varsFlag(fs, &o.vars)
 	fs.StringVar(&o.taskID, "task-id", "", "name the task run (default <task_name>-<task_date>)")
 	fs.BoolVar(&o.fresh, "fresh", false, "start a new log for the task instead of resuming")
@@ -62,6 +64,7 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.pool, "pool", "", "with --hub: the pool of steps that name none (default \"default\")")
 	fs.BoolVar(&o.noCache, "no-cache", false, "run steps with cache: instead of taking their results from the cache (their new results are saved)")
 	fs.StringVar(&o.dates, "dates", "", "backfill: run the task of each date, oldest first (FROM..TO, or dates and ranges joined by commas)")
+	return o
 }
 
 // runRun runs or resumes the task of the pipeline in.args[0], or prints

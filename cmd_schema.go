@@ -6,8 +6,8 @@ import (
 	"apollo/engine/pipeline"
 )
 
-func schemaCommand() *command[noOptions] {
-	return &command[noOptions]{
+func schemaCommand() *command[*noOptions] {
+	return &command[*noOptions]{
 		about: about{name: "schema", summary: "print the JSON Schema of the pipeline format, for editors",
 			usage:   "apollo schema > pipeline.schema.json",
 			example: "  apollo schema > pipeline.schema.json\n  # then, first line of a pipeline: # yaml-language-server: $schema=./pipeline.schema.json"},

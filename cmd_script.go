@@ -10,15 +10,15 @@ import (
 	"apollo/engine/usage"
 )
 
-func scriptCommand() *command[scriptOptions] {
-	return &command[scriptOptions]{
+func scriptCommand() *command[*scriptOptions] {
+	return &command[*scriptOptions]{
 		about: about{name: "script", summary: "run a recovery script (Lua, with apollo.state) against a task's log",
 			usage:   "apollo script RECOVERY.lua --task-id ID [--state-dir DIR] [-- args...]",
 			example: "  apollo script fix.lua --task-id daily_data_pipeline-2026-12-03 -- transform\n  # fix.lua: require(\"apollo.state\").reset(arg[1], \"input corrected by hand\")",
 			argKind: completion.ArgLua},
-		nargs:    positional{1, -1, "expected a Lua file"},
-		addFlags: (*scriptOptions).addFlags,
-		run:      runScript,
+		nargs: positional{1, -1, "expected a Lua file"},
+		flags: newScriptOptions,
+		run:   runScript,
 	}
 }
 
@@ -28,9 +28,12 @@ type scriptOptions struct {
 	stateDir string
 }
 
-func (o *scriptOptions) addFlags(fs *pflag.FlagSet) {
+// newScriptOptions returns apollo script's options, bound to the flags it adds to fs.
+func newScriptOptions(fs *pflag.FlagSet) *scriptOptions {
+	o := new(scriptOptions)
 	fs.StringVar(&o.taskID, "task-id", "", "the task whose log the script reads and amends (required)")
 	stateDirFlag(fs, &o.stateDir)
+	return o
 }
 
 // runScript runs the recovery script in.args[0] against o.taskID's log,

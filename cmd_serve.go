@@ -20,16 +20,16 @@ import (
 	"apollo/engine/web"
 )
 
-func serveCommand() *command[serveOptions] {
-	return &command[serveOptions]{
+func serveCommand() *command[*serveOptions] {
+	return &command[*serveOptions]{
 		about: about{name: "serve", summary: "watch runs in a browser, run pipelines on their schedules, export metrics",
 			usage: "apollo serve [--listen 127.0.0.1:8080] [--state-dir DIR]... [--pipelines DIR] [--token-file FILE | --auth-file FILE]",
 			example: "  apollo serve --pipelines pipelines/\n" +
 				"  apollo serve --listen 0.0.0.0:8080 --auth-file /etc/apollo/users --state-dir /srv/a --state-dir /srv/b\n" +
 				"  # users: one user:bcrypt-hash a line, as htpasswd -nB USER prints it"},
-		nargs:    positional{0, 0, "takes no arguments"},
-		addFlags: (*serveOptions).addFlags,
-		run:      runServe,
+		nargs: positional{0, 0, "takes no arguments"},
+		flags: newServeOptions,
+		run:   runServe,
 	}
 }
 
@@ -42,12 +42,15 @@ type serveOptions struct {
 	authFile  string
 }
 
-func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
+// newServeOptions returns apollo serve's options, bound to the flags it adds to fs.
+func newServeOptions(fs *pflag.FlagSet) *serveOptions {
+	o := new(serveOptions)
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on; any but loopback needs --token-file or --auth-file")
 	fs.StringArrayVar(&o.stateDirs, "state-dir", nil, "a state folder to show (repeatable; the first gets scheduled runs) (default $APOLLO_HOME, else .apollo)")
 	fs.StringVar(&o.pipelines, "pipelines", "", "folder of pipeline files to show and run on their schedules")
 	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the token that signs users in (at least 16 characters)")
 	fs.StringVar(&o.authFile, "auth-file", "", "basic-auth users: one user:bcrypt-hash a line (htpasswd -nB USER)")
+	return o
 }
 
 // selfExe is the apollo binary that runs started from the page run: this

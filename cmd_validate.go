@@ -10,15 +10,15 @@ import (
 	"apollo/engine/completion"
 )
 
-func validateCommand() *command[validateOptions] {
-	return &command[validateOptions]{
+func validateCommand() *command[*validateOptions] {
+	return &command[*validateOptions]{
 		about: about{name: "validate", summary: "check a pipeline file without running it",
 			usage:   "apollo validate PIPELINE.yaml [--var k=v]...",
 			example: "  apollo validate scripts/examples/daily_data_pipeline.yaml",
 			argKind: completion.ArgPipeline},
-		nargs:    positional{1, 1, "expected one pipeline file"},
-		addFlags: (*validateOptions).addFlags,
-		run:      runValidate,
+		nargs: positional{1, 1, "expected one pipeline file"},
+		flags: newValidateOptions,
+		run:   runValidate,
 	}
 }
 
@@ -27,8 +27,11 @@ type validateOptions struct {
 	vars []string
 }
 
-func (o *validateOptions) addFlags(fs *pflag.FlagSet) {
+// newValidateOptions returns apollo validate's options, bound to the flags it adds to fs.
+func newValidateOptions(fs *pflag.FlagSet) *validateOptions {
+	o := new(validateOptions)
 	varsFlag(fs, &o.vars)
+	return o
 }
 
 // runValidate loads the pipeline in.args[0] and plans its task, running

@@ -6,8 +6,8 @@ import (
 	"runtime/debug"
 )
 
-func versionCommand() *command[noOptions] {
-	return &command[noOptions]{
+func versionCommand() *command[*noOptions] {
+	return &command[*noOptions]{
 		about: about{name: "version", summary: "print apollo's version", usage: "apollo version", example: "  apollo version"},
 		nargs: positional{0, -1, ""}, // arguments are ignored
 		run:   runVersion,

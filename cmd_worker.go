@@ -16,16 +16,16 @@ import (
 	"apollo/scripts"
 )
 
-func workerCommand() *command[workerOptions] {
-	return &command[workerOptions]{
+func workerCommand() *command[*workerOptions] {
+	return &command[*workerOptions]{
 		about: about{name: "worker", summary: "run the steps a hub dispatches to a pool (scale-out)",
 			usage: "apollo worker --hub URL[,URL...] [--pool P] [--slots N] [--state-dir DIR]",
 			example: "  apollo worker --hub nats://127.0.0.1:4222\n" +
 				"  apollo worker --hub nats://10.0.0.1:4222,nats://10.0.0.2:4222 --pool gpu --slots 2 --token-file hub.token\n" +
 				"  Ctrl-C: take no new attempt and let the running ones finish; a second Ctrl-C ends them (reported interrupted)"},
-		nargs:    positional{0, 0, "takes no arguments"},
-		addFlags: (*workerOptions).addFlags,
-		run:      runWorker,
+		nargs: positional{0, 0, "takes no arguments"},
+		flags: newWorkerOptions,
+		run:   runWorker,
 	}
 }
 
@@ -37,11 +37,14 @@ type workerOptions struct {
 	stateDir string
 }
 
-func (o *workerOptions) addFlags(fs *pflag.FlagSet) {
+// newWorkerOptions returns apollo worker's options, bound to the flags it adds to fs.
+func newWorkerOptions(fs *pflag.FlagSet) *workerOptions {
+	o := new(workerOptions)
 	o.hub.addFlags(fs, "the hub to pull attempts from: nats://host:port[,nats://host:port...] (required)")
 	fs.StringVar(&o.pool, "pool", remote.DefaultPool, "the pool whose attempts to run")
 	fs.IntVar(&o.slots, "slots", runtime.NumCPU(), "most attempts running at once")
 	stateDirFlag(fs, &o.stateDir)
+	return o
 }
 
 // runWorker pulls and runs attempts until Ctrl-C (drain) or a second

@@ -40,14 +40,20 @@ func (p positional) check(c *about, n int) error {
 	return nil
 }
 
-// command is a subcommand whose flags fill an options struct O. It does
-// what every command does before its own work: a flag set, --help, flag
-// and argument-count errors; then it calls run.
+// command is a subcommand whose flags fill its options O, a pointer to the
+// command's options struct. What every command does before its own work (a
+// flag set, --help, flag and argument-count errors) is written once, in
+// execute; the methods here are the little that depends on O. O is a
+// pointer because Go compiles a generic function once per shape of its
+// type arguments and every pointer has the same shape: one copy of them
+// serves all the commands, instead of one per options struct.
 type command[O any] struct {
 	about
-	nargs    positional
-	addFlags func(o *O, fs *pflag.FlagSet) // nil: no flags but --help
-	run      func(ctx context.Context, o *O, in invocation) error
+	nargs positional
+	// flags returns fresh options bound to flags it adds to fs; nil: the
+	// command has no options and no flags but --help.
+	flags func(fs *pflag.FlagSet) O
+	run   func(ctx context.Context, o O, in invocation) error
 }
 
 // invocation is what a command's run gets besides its options.
@@ -63,38 +69,52 @@ type noOptions struct{}
 // subcommand is a command[O] of any O, as the command table holds it.
 type subcommand interface {
 	describe() *about
-	// flags returns the command's flags bound to fresh options, for shell
-	// completion.
-	flags() *pflag.FlagSet
-	execute(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	// arity is how many positional arguments the command takes.
+	arity() positional
+	// bind adds the command's flags to fs, bound to fresh options, and
+	// returns its work with those options.
+	bind(fs *pflag.FlagSet) func(ctx context.Context, in invocation) error
 }
 
 func (c *command[O]) describe() *about { return &c.about }
 
-func (c *command[O]) flags() *pflag.FlagSet { return c.flagSet(new(O)) }
+func (c *command[O]) arity() positional { return c.nargs }
 
-func (c *command[O]) execute(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o := new(O)
-	fs := c.flagSet(o)
-	if err := c.parse(fs, args, stdout); err != nil {
-		return err
+func (c *command[O]) bind(fs *pflag.FlagSet) func(ctx context.Context, in invocation) error {
+	var o O
+	if c.flags != nil {
+		o = c.flags(fs)
 	}
-	if err := c.nargs.check(&c.about, fs.NArg()); err != nil {
-		return err
-	}
-	return c.run(ctx, o, invocation{args: fs.Args(), changed: fs.Changed, stdout: stdout, stderr: stderr})
+	return func(ctx context.Context, in invocation) error { return c.run(ctx, o, in) }
 }
 
-// flagSet returns c's flags, with --help, bound to o. It prints nothing:
-// parse reports the errors and prints the help.
-func (c *command[O]) flagSet(o *O) *pflag.FlagSet {
+// execute runs c with the command line args that follow its name.
+func execute(ctx context.Context, c subcommand, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet(c.describe())
+	run := c.bind(fs)
+	if err := c.describe().parse(fs, args, stdout); err != nil {
+		return err
+	}
+	if err := c.arity().check(c.describe(), fs.NArg()); err != nil {
+		return err
+	}
+	return run(ctx, invocation{args: fs.Args(), changed: fs.Changed, stdout: stdout, stderr: stderr})
+}
+
+// flagsOf returns c's flags bound to fresh options, for shell completion.
+func flagsOf(c subcommand) *pflag.FlagSet {
+	fs := newFlagSet(c.describe())
+	c.bind(fs)
+	return fs
+}
+
+// newFlagSet returns an empty flag set for the command c with --help. It
+// prints nothing: parse reports the errors and prints the help.
+func newFlagSet(c *about) *pflag.FlagSet {
 	fs := pflag.NewFlagSet(c.name, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	fs.BoolP("help", "h", false, "show this help")
-	if c.addFlags != nil {
-		c.addFlags(o, fs)
-	}
 	return fs
 }
 

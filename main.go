@@ -78,7 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, c := range cmds {
 		if c.describe().name == args[0] {
-			return report(c.execute(ctx, args[1:], stdout, stderr), stderr)
+			return report(execute(ctx, c, args[1:], stdout, stderr), stderr)
 		}
 	}
 	names := make([]string, len(cmds))
