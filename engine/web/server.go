@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -282,7 +282,7 @@ func (s *Server) loadPipelines() {
 		found = append(found, e)
 		return nil
 	})
-	slices.SortFunc(found, func(a, b pipeEntry) int { return strings.Compare(a.Rel, b.Rel) })
+	sort.Slice(found, func(i, j int) bool { return found[i].Rel < found[j].Rel }) // not slices.SortFunc: see statedir.scan
 	s.pmu.Lock()
 	s.pipes = found
 	s.pmu.Unlock()
