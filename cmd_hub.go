@@ -82,7 +82,7 @@ func runHub(ctx context.Context, o *hubOptions, in invocation) error {
 	case <-h.Ready():
 		switch err := h.SetupErr(); {
 		case err != nil:
-		case o.o.TLSCert != "" && o.o.TLSCA != "":
+		case h.SetUpByClients():
 			fmt.Fprintf(in.stdout, "apollo hub %s: the first coordinator or worker sets the streams up (clients need certificates, and this node has none of its own)\n", h.Name())
 		default:
 			fmt.Fprintf(in.stdout, "apollo hub %s: streams ready, %d replica(s) each\n", h.Name(), min(h.Size(), 3))

@@ -87,7 +87,7 @@ func (o *Options) check() error {
 	if _, _, err := splitHostPort(o.Listen); err != nil {
 		return &ConfigError{Msg: fmt.Sprintf("hub: --listen %q: %v", o.Listen, err)}
 	}
-	creds := o.TokenFile != "" || o.NKeysFile != "" || (o.TLSCert != "" && o.TLSCA != "")
+	creds := o.TokenFile != "" || o.NKeysFile != "" || o.verifiesClients()
 	if !listen.Loopback(o.Listen) && !creds {
 		return &ConfigError{Msg: fmt.Sprintf("hub: --listen %s is not a loopback address, and no credentials are set: "+
 			"anyone who reaches it could run commands on your workers; %s", o.Listen, CredentialsHelp)}
@@ -99,7 +99,7 @@ func (o *Options) check() error {
 		if _, _, err := splitHostPort(o.Cluster); err != nil {
 			return &ConfigError{Msg: fmt.Sprintf("hub: --cluster %q: %v", o.Cluster, err)}
 		}
-		routeCreds := o.TokenFile != "" || (o.TLSCert != "" && o.TLSCA != "")
+		routeCreds := o.TokenFile != "" || o.verifiesClients()
 		if !listen.Loopback(o.Cluster) && !routeCreds {
 			return &ConfigError{Msg: fmt.Sprintf("hub: --cluster %s is not a loopback address, and routes between hubs "+
 				"have no credentials: set --token-file FILE (the same on every hub), or --tls-cert, --tls-key and --tls-ca", o.Cluster)}
@@ -109,6 +109,10 @@ func (o *Options) check() error {
 	}
 	return nil
 }
+
+// verifiesClients reports whether clients must present a certificate
+// the hub's CA signed.
+func (o *Options) verifiesClients() bool { return o.TLSCert != "" && o.TLSCA != "" }
 
 func splitHostPort(addr string) (string, int, error) {
 	host, p, err := net.SplitHostPort(addr)
@@ -147,10 +151,8 @@ func Start(o Options) (*Hub, error) {
 	}
 	h := &Hub{s: s, opts: o, size: size, ready: make(chan struct{})}
 	addr := s.Addr().(*net.TCPAddr)
-	h.url = "nats://" + net.JoinHostPort(addrHost(sopts.Host, addr), strconv.Itoa(addr.Port))
-	if o.TLSCert != "" && o.TLSCA != "" {
-		// Clients must present certificates, the node's own too: the
-		// first coordinator sets the streams up instead.
+	h.url = "nats://" + net.JoinHostPort(addrHost(sopts.Host), strconv.Itoa(addr.Port))
+	if h.SetUpByClients() {
 		close(h.ready)
 	} else {
 		go h.setup(internal)
@@ -320,6 +322,11 @@ func (h *Hub) logf(format string, args ...any) {
 // SetupErr says why).
 func (h *Hub) Ready() <-chan struct{} { return h.ready }
 
+// SetUpByClients reports whether the node leaves its streams to the first
+// coordinator or worker: clients must present certificates, the node's own
+// too, and it has none. Ready is closed at once then.
+func (h *Hub) SetUpByClients() bool { return h.opts.verifiesClients() }
+
 // SetupErr is why the streams could not be set up, once Ready is closed.
 func (h *Hub) SetupErr() error { return h.setupErr }
 
@@ -375,7 +382,7 @@ func sameAddr(a, b string) bool {
 
 // addrHost is the host clients should dial: the listening one, or
 // loopback when it listens on every interface.
-func addrHost(host string, a *net.TCPAddr) string {
+func addrHost(host string) string {
 	if host == "" || host == "0.0.0.0" || host == "::" {
 		return "127.0.0.1"
 	}

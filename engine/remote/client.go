@@ -139,7 +139,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		}
 		err := nc.LastError()
 		if refusedCredentials(err) {
-			return finalError{&CredentialsError{URLs: cfg.URLs, Cause: err}}
+			return Final(&CredentialsError{URLs: cfg.URLs, Cause: err})
 		}
 		if err != nil {
 			return fmt.Errorf("not connected: %w", err)
@@ -298,10 +298,15 @@ func (c *Client) Stream(ctx context.Context, name string) (jetstream.Stream, err
 	if err != nil {
 		return nil, err
 	}
+	c.keepStream(name, s)
+	return s, nil
+}
+
+// keepStream remembers the handle of the stream name for Stream.
+func (c *Client) keepStream(name string, s jetstream.Stream) {
 	c.mu.Lock()
 	c.streams[name] = s
 	c.mu.Unlock()
-	return s, nil
 }
 
 // Publish stores data on subject with a dedup id and returns once the hub

@@ -60,16 +60,9 @@ func (c *Client) ensure(ctx context.Context, replicas int, update, worker bool) 
 	replicas = max(1, min(replicas, 3))
 	for _, cfg := range streamConfigs(replicas) {
 		err := c.Do(ctx, "create stream "+cfg.Name, func(ctx context.Context) error {
-			if update {
-				_, err := c.JS.CreateOrUpdateStream(ctx, cfg)
-				return err
-			}
-			if _, err := c.JS.Stream(ctx, cfg.Name); err == nil || !errors.Is(err, jetstream.ErrStreamNotFound) {
-				return err
-			}
-			_, err := c.JS.CreateStream(ctx, cfg)
-			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-				return nil
+			s, err := c.createStream(ctx, cfg, update)
+			if err == nil && s != nil {
+				c.keepStream(cfg.Name, s) // Stream need not look it up again
 			}
 			return err
 		})
@@ -100,6 +93,24 @@ func (c *Client) ensure(ctx context.Context, replicas int, update, worker bool) 
 		}
 	}
 	return nil
+}
+
+// createStream creates the stream cfg, or updates it to cfg when update is
+// set; without update, a stream that exists is left as it is. It returns
+// the stream's handle, or nil when another client created it meanwhile.
+func (c *Client) createStream(ctx context.Context, cfg jetstream.StreamConfig, update bool) (jetstream.Stream, error) {
+	if update {
+		return c.JS.CreateOrUpdateStream(ctx, cfg)
+	}
+	s, err := c.JS.Stream(ctx, cfg.Name)
+	if err == nil || !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return s, err
+	}
+	s, err = c.JS.CreateStream(ctx, cfg)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return nil, nil
+	}
+	return s, err
 }
 
 // ClusterSize is how many hub nodes the client knows of: the one it is

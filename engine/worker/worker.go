@@ -407,7 +407,7 @@ func (a *attempt) finish(ctx context.Context, delivery uint64, id string, res ex
 		_ = a.msg.Nak() // delivered again: reported lost, then the coordinator's to clean and rerun
 		return
 	}
-	ev := a.endEvent(ctx, delivery, &res, out, began)
+	ev := a.endEvent(ctx, delivery, res, out, began)
 	if _, err := w.o.Client.Report(context.WithoutCancel(ctx), ev); err != nil {
 		w.logf("%s: cannot report its end (%v); the hub will redeliver it and it will be reported lost", id, err)
 		return
@@ -415,13 +415,13 @@ func (a *attempt) finish(ctx context.Context, delivery uint64, id string, res ex
 	if w.o.AfterEnd != nil {
 		w.o.AfterEnd(a.work)
 	}
-	a.acknowledge(id, res.Err)
+	a.acknowledge(id, ev.Error)
 }
 
 // endEvent stops the output's streaming and makes the attempt's end
-// event. An interruption from the worker or the coordinator becomes
-// res.Err, so that the end says which.
-func (a *attempt) endEvent(ctx context.Context, delivery uint64, res *executor.Result, out *streamer, began time.Time) *remote.Event {
+// event. An interruption from the worker or the coordinator becomes its
+// error, so that the end says which.
+func (a *attempt) endEvent(ctx context.Context, delivery uint64, res executor.Result, out *streamer, began time.Time) *remote.Event {
 	w, work := a.w, a.work
 	sent, outErr := out.stop(true)
 	ev := &remote.Event{Type: remote.EventEnd, Run: work.Run, Task: work.Task, Step: work.Step, Attempt: work.Attempt, Worker: w.id,
@@ -442,16 +442,16 @@ func (a *attempt) endEvent(ctx context.Context, delivery uint64, res *executor.R
 }
 
 // acknowledge acknowledges the message, now that the attempt's end is
-// stored, and logs the end. A lost acknowledgement is harmless: the
+// stored, and logs the end with its error ("" when it succeeded). A lost acknowledgement is harmless: the
 // redelivery is reported lost, and the coordinator ignores the loss of an
 // attempt that has ended.
-func (a *attempt) acknowledge(id string, runErr error) {
+func (a *attempt) acknowledge(id, runErr string) {
 	actx, cancel := context.WithTimeout(context.Background(), a.w.o.Client.Config().CallTimeout)
 	err := a.msg.DoubleAck(actx)
 	cancel()
 	status := "ok"
-	if runErr != nil {
-		status = runErr.Error()
+	if runErr != "" {
+		status = runErr
 	}
 	a.w.logf("%s: ended: %s", id, firstLine(status))
 	if err != nil {
