@@ -70,7 +70,7 @@ func (e *Engine) prepare(path string, ro RunOptions) (*task, error) {
 	if err != nil {
 		return nil, err
 	}
-	vars, err := taskVars(p, inheritVars(p, ro.inherited, ro.Vars), ro.TaskID, e.opts.StateDir, e.opts.Clock.Now())
+	vars, err := taskVars(p, p.RunVars(ro.inherited, ro.Vars), ro.TaskID, e.opts.StateDir, e.opts.Clock.Now())
 	if err != nil {
 		return nil, &usage.Error{Msg: err.Error()}
 	}

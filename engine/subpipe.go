@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -48,7 +46,7 @@ func childRunOf(t *task, rs *renderedStep, ro RunOptions, fresh bool, mask *text
 	}
 	vars := make(map[string]string, len(rs.with))
 	for k, v := range rs.with {
-		vars[k] = varText(v)
+		vars[k] = fmt.Sprint(v)
 	}
 	var secret []string
 	for k, v := range vars {
@@ -68,22 +66,6 @@ func childRunOf(t *task, rs *renderedStep, ro RunOptions, fresh bool, mask *text
 	slices.Sort(secret)
 	return childRun{path: pipeline.RunPath(t.p, s), ro: RunOptions{Vars: vars, inherited: inherited, secretVars: secret,
 		TaskID: id, Fresh: fresh, AcceptChanges: ro.AcceptChanges, Hub: ro.Hub}}, nil
-}
-
-// varText is a with: value as a variable's text: numbers and booleans as
-// YAML wrote them.
-func varText(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case int:
-		return strconv.Itoa(x)
-	case float64:
-		return strconv.FormatFloat(x, 'g', -1, 64)
-	case bool:
-		return strconv.FormatBool(x)
-	}
-	return fmt.Sprint(v)
 }
 
 // childFresh reports whether the attempt of n starts its sub-pipeline
@@ -280,21 +262,4 @@ func addSecretVars(p *pipeline.Pipeline, vars map[string]string, names []string)
 			p.SecretVars = append(p.SecretVars, name)
 		}
 	}
-}
-
-// inheritVars returns the variables a sub-pipeline p is run with: the
-// inherited ones it declares under vars: (and task_date), then its with:
-// values.
-func inheritVars(p *pipeline.Pipeline, inherited, with map[string]string) map[string]string {
-	if inherited == nil {
-		return with
-	}
-	vars := map[string]string{}
-	for k, v := range inherited {
-		if _, declared := p.Vars[k]; declared || k == "task_date" {
-			vars[k] = v
-		}
-	}
-	maps.Copy(vars, with)
-	return vars
 }

@@ -93,13 +93,9 @@ func (h Runs) Graph(path string, o GraphOptions) (*Graph, error) {
 // sub-pipeline's. within are the files of the pipelines being drawn, whose
 // run: steps led here: a cycle (which validate reports) is drawn once.
 func (h Runs) graph(p *pipeline.Pipeline, vars map[string]string, taskID string, within []string) (*Graph, error) {
-	p, err := p.Expand(vars)
-	if err != nil {
-		return nil, err
-	}
 	g := &Graph{TaskName: p.TaskName, TaskID: taskID, Pipeline: p.Path}
-	states := map[string]string{}
-	cachedFrom := map[string]string{}
+	var steps map[string]*eventlog.StepState
+	held := false
 	if taskID != "" {
 		logPath, _, err := h.Dir.FindLog(taskID)
 		if err != nil {
@@ -111,27 +107,32 @@ func (h Runs) graph(p *pipeline.Pipeline, vars map[string]string, taskID string,
 			if err != nil {
 				return nil, err
 			}
-			_, held := eventlog.Holder(h.Dir.Lock(taskID))
-			for id, st := range state.Steps {
-				states[id] = st.Status
-				if st.CachedFrom != "" {
-					cachedFrom[id] = st.CachedFrom
-				}
-				if st.Dirty && !held {
-					states[id] = StateDirty
-				}
+			steps = state.Steps
+			if state.Start != nil && state.Start.Vars != nil {
+				vars = state.Start.Vars // the task's own: its foreach instances are those it ran
 			}
+			_, held = eventlog.Holder(h.Dir.Lock(taskID))
 		}
+	}
+	p, err := p.Expand(vars)
+	if err != nil {
+		return nil, err
 	}
 	self := filepath.Join(p.Dir, filepath.Base(p.Path))
 	within = append(slices.Clip(within), self)
 	for _, i := range p.TopoOrder() {
 		s := p.Steps[i]
-		n := GraphNode{ID: s.ID, DependsOn: s.DependsOn, Optional: s.Optional, Cache: s.Cache != nil, CachedFrom: cachedFrom[s.ID]}
+		n := GraphNode{ID: s.ID, DependsOn: s.DependsOn, Optional: s.Optional, Cache: s.Cache != nil}
 		if taskID != "" {
 			n.State = eventlog.Pending
-			if st, ok := states[s.ID]; ok && st != "" {
-				n.State = st
+		}
+		if st := steps[s.ID]; st != nil {
+			n.CachedFrom = st.CachedFrom
+			if st.Status != "" {
+				n.State = st.Status
+			}
+			if st.Dirty && !held {
+				n.State = StateDirty
 			}
 		}
 		if s.Run != "" && !slices.Contains(within, filepath.Join(p.Dir, s.Run)) {
@@ -139,10 +140,13 @@ func (h Runs) graph(p *pipeline.Pipeline, vars map[string]string, taskID string,
 			if err != nil {
 				return nil, err
 			}
-			cv := maps.Clone(child.Vars)
+			// The variables a run gives the child; its log's, when it has one.
+			with := make(map[string]string, len(s.With))
 			for k, v := range s.With {
-				cv[k] = fmt.Sprint(v)
+				with[k] = fmt.Sprint(v)
 			}
+			cv := maps.Clone(child.Vars)
+			maps.Copy(cv, child.RunVars(vars, with))
 			childID := ""
 			if taskID != "" {
 				childID = pipeline.ChildTaskID(taskID, s.ID)

@@ -225,3 +225,21 @@ func LoadRun(parent *Pipeline, s *Step) (*Pipeline, error) {
 	}
 	return loadChild(RunPath(parent, s), filepath.Join(parent.Dir, s.Run), opts)
 }
+
+// RunVars returns the variables p is run with as a sub-pipeline: the
+// inherited ones (its parent task's) that it declares under vars: (and
+// task_date), then its with: values. Without a parent (inherited nil),
+// they are with alone: a top-level run's --var values.
+func (p *Pipeline) RunVars(inherited, with map[string]string) map[string]string {
+	if inherited == nil {
+		return with
+	}
+	vars := map[string]string{}
+	for k, v := range inherited {
+		if _, declared := p.Vars[k]; declared || k == "task_date" {
+			vars[k] = v
+		}
+	}
+	maps.Copy(vars, with)
+	return vars
+}

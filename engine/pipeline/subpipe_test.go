@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"maps"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -106,5 +107,20 @@ func TestChildTaskID(t *testing.T) {
 		if got := ChildTaskID(tt.parent, tt.step); got != tt.want {
 			t.Errorf("ChildTaskID(%q, %q) = %q, want %q", tt.parent, tt.step, got, tt.want)
 		}
+	}
+}
+
+// TestRunVars checks what a sub-pipeline is run with: the parent's
+// variables it declares (and task_date), under its with: values.
+func TestRunVars(t *testing.T) {
+	p := &Pipeline{Vars: map[string]string{"region": "us", "size": "s"}}
+	inherited := map[string]string{"region": "eu", "size": "m", "other": "x", "task_date": "2026-12-01"}
+	got := p.RunVars(inherited, map[string]string{"size": "big"})
+	want := map[string]string{"region": "eu", "size": "big", "task_date": "2026-12-01"}
+	if !maps.Equal(got, want) {
+		t.Errorf("RunVars() = %v, want %v", got, want)
+	}
+	if got := p.RunVars(nil, map[string]string{"a": "b"}); !maps.Equal(got, map[string]string{"a": "b"}) {
+		t.Errorf("RunVars(no parent) = %v, want the --var values", got)
 	}
 }
