@@ -286,6 +286,8 @@ type attemptRun struct {
 	// lateErr says why the step's upstream outputs could not be rendered
 	// into it: the attempt fails without running.
 	lateErr error
+	// childLog is the log of a run: step's sub-pipeline task (childLog).
+	childLog string
 }
 
 // appendStart appends the attempt's STEP_START and prepares the attempt.
@@ -305,6 +307,12 @@ func (r *run) appendStart(n *node, retry int) (*attemptRun, error) {
 		ahead: r.takeWarm(n), lateErr: lateErr}
 	start := &eventlog.Record{EventType: eventlog.StepStart, StepID: s.ID, Status: eventlog.Running,
 		RetryCount: retry, InputDigest: at.input}
+	if s.Run != "" && s.Foreach == nil {
+		at.childLog = r.t.childLog(pipeline.ChildTaskID(r.t.id, s.ID), childFresh(n, retry), n.childLog,
+			r.logPath, r.e.opts.Clock.Now())
+		n.childLog = filepath.Base(at.childLog)
+		start.ChildLog = n.childLog
+	}
 	appendStart := r.w.AppendSyncing
 	if s.Command == "" || at.ahead != nil {
 		appendStart = r.w.AppendUnsynced
@@ -371,7 +379,7 @@ func (r *run) runBody(ctx context.Context, at *attemptRun) (executor.Result, err
 		}
 		return r.expandBody(at.n), nil
 	}
-	if s.Run != "" && at.lateErr == nil {
+	if s.Run != "" {
 		return r.runChild(ctx, at)
 	}
 	ex, err := r.executorFor(s)

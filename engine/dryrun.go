@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,8 +66,9 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 			fc.decide(rs, st, &ps)
 		}
 		describe(&ps, rs, mask)
-		if rs.step.Run != "" && willRun(ps.Action) {
-			if ps.Child, err = e.childPlan(t, rs, ro, ps.NextRetry == 0 || endedOK(st), pl.Log, mask); err != nil {
+		if rs.step.Run != "" && rs.step.Foreach == nil && willRun(ps.Action) {
+			log := t.childLog(pipeline.ChildTaskID(t.id, rs.step.ID), ps.NextRetry == 0 || endedOK(st), st.ChildLog, pl.Log, now)
+			if ps.Child, err = e.childPlan(t, rs, ro, log, mask); err != nil {
 				return nil, err
 			}
 		}
@@ -82,6 +84,14 @@ func (e *Engine) planLog(t *task, ro RunOptions, pl *Plan) (*eventlog.State, err
 	logPath, err := t.dir.LatestLog(t.id)
 	if err != nil {
 		return nil, err
+	}
+	if ro.log != "" {
+		// A sub-pipeline's task: the log its parent's attempt would name.
+		if _, err := os.Stat(ro.log); err != nil {
+			pl.NewLog, pl.Log = true, ro.log
+			return state, nil
+		}
+		logPath = ro.log
 	}
 	if logPath == "" && !ro.Fresh {
 		arch, err := (&run{e: e, t: t, ro: ro}).newestArchived()
@@ -158,14 +168,12 @@ func willRun(action string) bool {
 }
 
 // childPlan is the plan of the sub-pipeline that the run: step rs would
-// run: a new child log for the step's first attempt (or its first since it
-// succeeded), else the child's newest log resumed. mask is the task's.
-func (e *Engine) childPlan(t *task, rs *renderedStep, ro RunOptions, fresh bool, parentLog string, mask *textfmt.Masker) (*Plan, error) {
-	cr, err := childRunOf(t, rs, ro, fresh, mask)
+// run in the child log at log (childLog). mask is the task's.
+func (e *Engine) childPlan(t *task, rs *renderedStep, ro RunOptions, log string, mask *textfmt.Masker) (*Plan, error) {
+	cr, err := childRunOf(t, rs, ro, log, mask)
 	if err != nil {
 		return nil, err
 	}
-	cr.ro.Fresh = cr.ro.Fresh || t.olderChild(parentLog, cr.ro.TaskID)
 	pl, err := e.Plan(cr.path, cr.ro)
 	if err != nil {
 		return nil, fmt.Errorf("step %q: plan of sub-pipeline %s: %w", rs.step.ID, cr.path, err)

@@ -126,8 +126,9 @@ type RunOptions struct {
 	// secretVars are variables that hold a secret of that task: secret
 	// vars of this one too.
 	secretVars []string
-	// notBefore is the least start second of a new log: the parent's.
-	notBefore int64
+	// log is the log of a sub-pipeline's task that its parent's attempt
+	// names (childLog): resumed when it exists, else created.
+	log string
 }
 
 // ChangedError refuses to resume a task whose succeeded steps changed.

@@ -201,6 +201,7 @@ type node struct {
 	output    json.RawMessage
 	left      bool       // outside --only or --until: not run
 	rerunOK   bool       // its last attempt succeeded: it runs again after a reset or resume_from
+	childLog  string     // a run: step's: the file name of its latest attempt's child log
 	holding   bool       // it holds its resources (the scheduler's)
 	warm      *warmShell // the shell of the next attempt, started ahead, or nil
 	// warmedChild is set (by the scheduler) once warmUp started a child's
@@ -281,10 +282,18 @@ func (r *run) open() (done bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	fresh := r.ro.Fresh
+	if r.ro.log != "" {
+		// A sub-pipeline's task: the log its parent's attempt names.
+		_, err := os.Stat(r.ro.log)
+		if fresh = err != nil; !fresh {
+			logPath = r.ro.log
+		}
+	}
 	var inherited map[string]*eventlog.MarkerInfo
 	var from string
-	if logPath == "" || r.ro.Fresh {
-		if logPath == "" && !r.ro.Fresh {
+	if logPath == "" || fresh {
+		if logPath == "" && !fresh {
 			if done, err := r.completeInArchive(); done || err != nil {
 				return true, err
 			}
@@ -293,7 +302,7 @@ func (r *run) open() (done bool, err error) {
 			return false, err
 		}
 	}
-	if err := r.openLog(logPath); err != nil {
+	if err := r.openLog(logPath, logPath == "" || fresh); err != nil {
 		return false, err
 	}
 	if err := r.inheritMarkers(inherited, from); err != nil {
@@ -350,15 +359,15 @@ func (r *run) begin() (resumeFrom string, err error) {
 	return resumeFrom, nil
 }
 
-// openLog opens the task's log (a new one for a new task or --fresh) and
-// replays it.
-func (r *run) openLog(latest string) error {
+// openLog opens the task's log latest, or creates a new one (for a new
+// task, --fresh, or a sub-pipeline's new log), and replays it.
+func (r *run) openLog(latest string, create bool) error {
 	t := r.t
-	create := latest == "" || r.ro.Fresh
-	if create {
-		// A sub-pipeline's log starts no earlier than its parent's, which
-		// olderChild relies on.
-		start := max(r.started.Unix(), r.ro.notBefore)
+	switch {
+	case create && r.ro.log != "":
+		latest = r.ro.log
+	case create:
+		start := r.started.Unix()
 		if latest != "" {
 			if logs, _ := t.dir.TaskLogs(t.id); len(logs) > 0 && logs[len(logs)-1].Start >= start {
 				start = logs[len(logs)-1].Start + 1 // names must stay unique and ordered
@@ -529,7 +538,7 @@ func (r *run) taskStart() *eventlog.Record {
 		}
 		si := eventlog.StepInfo{ID: rs.step.ID, DependsOn: deps,
 			Optional: rs.step.Optional, DefinitionDigest: rs.defDigest, HasCleanup: rs.step.HasCleanup()}
-		if rs.step.Run != "" {
+		if rs.step.Run != "" && rs.step.Foreach == nil { // a foreach's instances run it
 			si.Child = pipeline.ChildTaskID(t.id, rs.step.ID)
 		}
 		info.Steps = append(info.Steps, si)

@@ -55,6 +55,7 @@ func (r *run) newNode(rs *renderedStep, idx int, st *eventlog.StepState, plan Pl
 		prevPGID: st.PGID,
 		lastErr:  st.LastError,
 		rerunOK:  endedOK(st),
+		childLog: st.ChildLog,
 		retry:    plan.NextRetry,
 	}
 	if st.Attempts > 0 {

@@ -32,13 +32,13 @@ type childRun struct {
 	ro   RunOptions
 }
 
-// childRunOf describes the sub-pipeline run of rs in task t, for an
-// attempt (fresh: start a new child log rather than resume the newest).
+// childRunOf describes the sub-pipeline run of rs in task t, in the child
+// log at log (childLog).
 //
 // A child variable that holds a secret of the parent — inherited from one
 // of its secret_vars, or a with: value that mask changes — is a secret
 // var of the child too: masked in its records and output.
-func childRunOf(t *task, rs *renderedStep, ro RunOptions, fresh bool, mask *textfmt.Masker) (childRun, error) {
+func childRunOf(t *task, rs *renderedStep, ro RunOptions, log string, mask *textfmt.Masker) (childRun, error) {
 	s := rs.step
 	id := pipeline.ChildTaskID(t.id, s.ID)
 	if err := statedir.ValidTaskID(id); err != nil {
@@ -65,7 +65,7 @@ func childRunOf(t *task, rs *renderedStep, ro RunOptions, fresh bool, mask *text
 	}
 	slices.Sort(secret)
 	return childRun{path: pipeline.RunPath(t.p, s), ro: RunOptions{Vars: vars, inherited: inherited, secretVars: secret,
-		TaskID: id, Fresh: fresh, AcceptChanges: ro.AcceptChanges, Hub: ro.Hub}}, nil
+		TaskID: id, log: log, AcceptChanges: ro.AcceptChanges, Hub: ro.Hub}}, nil
 }
 
 // childFresh reports whether the attempt of n starts its sub-pipeline
@@ -82,21 +82,28 @@ func endedOK(st *eventlog.StepState) bool {
 	return st.Attempts > 0 && !st.Dirty && !st.Unclean && st.LastError == "" && st.OutputDigest != ""
 }
 
-// olderChild reports whether the newest log of task childID began before
-// the parent's log at parentLog: an earlier parent run's child (a crash
-// cut the step's first attempt off before its child's log was made). The
-// step starts a new child then, never resuming another run's. A child's
-// log never starts before its parent's (RunOptions.notBefore).
-func (t *task) olderChild(parentLog, childID string) bool {
-	_, pstart, _, ok := statedir.ParseLogName(filepath.Base(parentLog))
-	if !ok {
-		return false
+// childLog is the log in which an attempt of the run: step whose child
+// task is childID runs it. The step's first attempt, or its first since it
+// succeeded (fresh), starts a new log, named after the parent's log at
+// parentLog and after every earlier log of the child. Any other attempt
+// resumes the log its previous attempt named (recorded, a file name), so a
+// crash before, while or after the child runs leaves no doubt which log is
+// the step's. A log written before STEP_START named it leaves the child's
+// newest log to resume, unless it began before parentLog: an earlier
+// parent run's.
+func (t *task) childLog(childID string, fresh bool, recorded, parentLog string, now time.Time) string {
+	if !fresh && recorded != "" {
+		return filepath.Join(t.dir.Logs(), recorded)
 	}
-	logs, err := t.dir.TaskLogs(childID)
-	if err != nil || len(logs) == 0 {
-		return false
+	_, start, _, _ := statedir.ParseLogName(filepath.Base(parentLog))
+	logs, _ := t.dir.TaskLogs(childID) // none readable: its run says why
+	if n := len(logs); n > 0 {
+		if !fresh && logs[n-1].Start >= start {
+			return logs[n-1].Path
+		}
+		start = max(start, logs[n-1].Start+1)
 	}
-	return logs[len(logs)-1].Start < pstart
+	return t.dir.Log(childID, max(start, now.Unix()))
 }
 
 // child returns an engine for a sub-pipeline: this one's options, its
@@ -116,13 +123,9 @@ func (r *run) runChild(ctx context.Context, at *attemptRun) (executor.Result, er
 	if err := at.a.Started(0); err != nil { // the STEP_START is durable first
 		return executor.Result{}, err
 	}
-	cr, err := childRunOf(r.t, n.rs, r.ro, childFresh(n, at.retry), r.mask)
+	cr, err := childRunOf(r.t, n.rs, r.ro, at.childLog, r.mask)
 	if err != nil {
 		return executor.Result{Err: err, ExitCode: -1, NotStarted: true}, nil
-	}
-	cr.ro.Fresh = cr.ro.Fresh || r.t.olderChild(r.logPath, cr.ro.TaskID)
-	if _, start, _, ok := statedir.ParseLogName(filepath.Base(r.logPath)); ok {
-		cr.ro.notBefore = start
 	}
 	out, err := os.OpenFile(at.a.OutputPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {

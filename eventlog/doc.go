@@ -50,7 +50,7 @@ fields, in this order, are always present:
 
 then optional fields (message, pgid, exit_code, next_delay_ms, interrupted,
 timed_out, dirty, output, start, summary, marker, intervention, worker, pool,
-src_seq, cached_from), and last:
+src_seq, cached_from, child_log), and last:
 
 	crc            8 lower-case hex digits of the CRC-32C (Castagnoli) of the
 	               line as it would read without this field: for a line
@@ -109,7 +109,9 @@ input_digest (sha256:<hex> of what determines the attempt's result: its
 rendered body, environment, parameters, upstream outputs' digests and
 declared input files). It is fsynced before the attempt's body starts, under
 every durability setting, so that a crash never leaves a body that ran
-where the log shows none. A STEP_START of an older apollo may carry pgid.
+where the log shows none. A run: step's names child_log, the file name of
+the log its sub-pipeline task runs in for this attempt. A STEP_START of an
+older apollo may carry pgid.
 
 STEP_PROCESS (status RUNNING) names the process group (pgid) of a shell
 attempt's body, with the step_id and retry_count of its STEP_START, once

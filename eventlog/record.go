@@ -119,6 +119,11 @@ type Record struct {
 	// CachedFrom names the task run whose result a STEP_END SUCCESS took
 	// from the cache instead of running the step (docs/spec.md §5.15).
 	CachedFrom string `json:"cached_from,omitempty"`
+	// ChildLog is the file name, in the logs folder, of the log in which a
+	// run: step's attempt runs its sub-pipeline's task (STEP_START,
+	// docs/spec.md §2.11): written before the child starts, so that a
+	// crash leaves no doubt which of the child's logs is the attempt's.
+	ChildLog string `json:"child_log,omitempty"`
 }
 
 // StartInfo makes the log self-describing: with it, inspect needs nothing
@@ -329,6 +334,9 @@ func appendRecord(b []byte, r *Record) ([]byte, bool) {
 	}
 	if r.CachedFrom != "" {
 		b = appendField(b, `,"cached_from":`, r.CachedFrom)
+	}
+	if r.ChildLog != "" {
+		b = appendField(b, `,"child_log":`, r.ChildLog)
 	}
 	return b, true
 }
@@ -1228,7 +1236,7 @@ var (
 	recordNames = []string{"seq", "timestamp", "task_id", "step_id", "event_type", "status", "retry_count",
 		"input_digest", "output_digest", "error_message", "duration_ms", "message", "pgid", "exit_code",
 		"next_delay_ms", "interrupted", "timed_out", "dirty", "output", "start", "summary", "marker", "intervention",
-		"worker", "pool", "src_seq", "cached_from"}
+		"worker", "pool", "src_seq", "cached_from", "child_log"}
 	startNames = []string{"v", "task_name", "pipeline", "pipeline_digest", "steps", "vars", "pid", "host",
 		"run_nonce", "invocation", "durability", "parallelism", "apollo_version"}
 	stepNames         = []string{"id", "depends_on", "optional", "definition_digest", "has_cleanup", "child"}
@@ -1303,6 +1311,8 @@ func (d *decoder) record(r *Record) {
 			r.SrcSeq = d.integer(64)
 		case 26: // cached_from
 			r.CachedFrom = d.str()
+		case 27: // child_log
+			r.ChildLog = d.str()
 		}
 	}
 }

@@ -70,6 +70,9 @@ type StepState struct {
 	// Note is what the step's last STEP_END said besides its error (its
 	// message): "cached from …", "expanded into N instance(s)", ….
 	Note string `json:"note,omitempty"`
+	// ChildLog is the file name of the log in which the latest attempt of
+	// a run: step runs its sub-pipeline (its STEP_START's child_log).
+	ChildLog string `json:"child_log,omitempty"`
 }
 
 // NewState returns the state of an empty log.
@@ -164,6 +167,7 @@ func (s *State) Apply(r *Record) {
 		}
 		st.Remote = dispatched || r.Worker != ""
 		st.CachedFrom = ""
+		st.ChildLog = r.ChildLog
 		st.Dirty = true
 		st.Unclean = true // until it ends cleanly
 		st.PGID = r.PGID
@@ -181,6 +185,7 @@ func (s *State) Apply(r *Record) {
 		st.RetryCount = r.RetryCount
 		st.Attempts++
 		st.Remote = true
+		st.CachedFrom = ""
 		st.Dirty = true
 		st.Unclean = true
 		st.PGID = 0

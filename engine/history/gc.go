@@ -307,7 +307,7 @@ func keepReason(s *logSummary, cutoff time.Time, includeUnfinished bool) *GCKept
 
 // archiveRun archives one log (unless dryRun) and says what it did.
 func (h Runs) archiveRun(id, path string, s *logSummary, archive string, dryRun bool) (GCArchived, error) {
-	dst := filepath.Join(archive, filepath.Base(path)+".gz")
+	dst := filepath.Join(archive, statedir.ArchiveName(filepath.Base(path)))
 	a := GCArchived{TaskID: id, Log: path, Archive: dst, Status: outcome(s.state), LastEvent: s.state.LastTimestamp}
 	if fi, err := os.Stat(path); err == nil {
 		a.Bytes = fi.Size()
@@ -349,7 +349,7 @@ func archiveLog(fsys eventlog.FS, path, dir string) (int64, error) {
 	files := append([]string{path}, side...)
 	var size int64
 	for i, f := range files {
-		n, err := compressInto(fsys, f, filepath.Join(dir, filepath.Base(f)+".gz"))
+		n, err := compressInto(fsys, f, filepath.Join(dir, statedir.ArchiveName(filepath.Base(f))))
 		if err != nil {
 			return 0, err
 		}

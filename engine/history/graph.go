@@ -85,34 +85,33 @@ func (h Runs) Graph(path string, o GraphOptions) (*Graph, error) {
 	// A foreach or matrix step is drawn as its instances, as a run makes them.
 	vars := maps.Clone(p.Vars)
 	maps.Copy(vars, o.Vars)
-	return h.graph(p, vars, o.TaskID, nil)
+	logPath := ""
+	if o.TaskID != "" {
+		if logPath, _, err = h.Dir.FindLog(o.TaskID); err != nil {
+			return nil, err
+		}
+	}
+	return h.graph(p, vars, o.TaskID, logPath, nil)
 }
 
 // graph is the DAG of p, rendered with vars, each step's state read from
-// task taskID's log when taskID is set; a run: step holds its
-// sub-pipeline's. within are the files of the pipelines being drawn, whose
+// task taskID's log at logPath when taskID is set (every step pending when
+// logPath is ""); a run: step holds its sub-pipeline's. within are the files of the pipelines being drawn, whose
 // run: steps led here: a cycle (which validate reports) is drawn once.
-func (h Runs) graph(p *pipeline.Pipeline, vars map[string]string, taskID string, within []string) (*Graph, error) {
-	g := &Graph{TaskName: p.TaskName, TaskID: taskID, Pipeline: p.Path}
+func (h Runs) graph(p *pipeline.Pipeline, vars map[string]string, taskID, logPath string, within []string) (*Graph, error) {
+	g := &Graph{TaskName: p.TaskName, TaskID: taskID, Pipeline: p.Path, Log: logPath}
 	var steps map[string]*eventlog.StepState
 	held := false
-	if taskID != "" {
-		logPath, _, err := h.Dir.FindLog(taskID)
+	if logPath != "" {
+		state, _, err := statedir.Replay(logPath, taskID, nil)
 		if err != nil {
 			return nil, err
 		}
-		if logPath != "" {
-			g.Log = logPath
-			state, _, err := statedir.Replay(logPath, taskID, nil)
-			if err != nil {
-				return nil, err
-			}
-			steps = state.Steps
-			if state.Start != nil && state.Start.Vars != nil {
-				vars = state.Start.Vars // the task's own: its foreach instances are those it ran
-			}
-			_, held = eventlog.Holder(h.Dir.Lock(taskID))
+		steps = state.Steps
+		if state.Start != nil && state.Start.Vars != nil {
+			vars = state.Start.Vars // the task's own: its foreach instances are those it ran
 		}
+		_, held = eventlog.Holder(h.Dir.Lock(taskID))
 	}
 	p, err := p.Expand(vars)
 	if err != nil {
@@ -147,11 +146,14 @@ func (h Runs) graph(p *pipeline.Pipeline, vars map[string]string, taskID string,
 			}
 			cv := maps.Clone(child.Vars)
 			maps.Copy(cv, child.RunVars(vars, with))
-			childID := ""
+			childID, childPath := "", ""
 			if taskID != "" {
 				childID = pipeline.ChildTaskID(taskID, s.ID)
 			}
-			if n.Child, err = h.graph(child, cv, childID, within); err != nil {
+			if st := steps[s.ID]; st != nil {
+				childPath, _ = childLog(h.Dir, st, childID)
+			}
+			if n.Child, err = h.graph(child, cv, childID, childPath, within); err != nil {
 				return nil, err
 			}
 		}

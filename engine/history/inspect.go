@@ -109,26 +109,50 @@ func inspectLog(logPath, taskID string, dir statedir.Dir, depth int) (*Report, e
 	if held {
 		rep.Status = "running"
 	}
-	if state.Start != nil && depth < maxChildDepth {
-		children := map[string]string{}
-		for _, si := range state.Start.Steps {
-			if si.Child != "" {
-				children[si.ID] = si.Child
+	if depth < maxChildDepth {
+		children := map[string]string{} // a run: step's child task, as TASK_START names it
+		if state.Start != nil {
+			for _, si := range state.Start.Steps {
+				if si.Child != "" {
+					children[si.ID] = si.Child
+				}
 			}
 		}
 		for i := range rep.Steps {
-			id := children[rep.Steps[i].ID]
-			if id == "" {
+			rs := &rep.Steps[i]
+			p, id := childLog(dir, state.Step(rs.ID), children[rs.ID])
+			if p == "" {
 				continue
 			}
-			if p, _, err := dir.FindLog(id); err == nil && p != "" {
-				if rep.Steps[i].Child, err = inspectLog(p, id, dir, depth+1); err != nil {
-					return nil, fmt.Errorf("sub-pipeline task %s of step %s: %w", id, rep.Steps[i].ID, err)
-				}
+			if rs.Child, err = inspectLog(p, id, dir, depth+1); err != nil {
+				return nil, fmt.Errorf("sub-pipeline task %s of step %s: %w", id, rs.ID, err)
 			}
 		}
 	}
 	return rep, nil
+}
+
+// childLog finds the log of the sub-pipeline task of step st and that
+// task's id: the log its latest attempt named (STEP_START child_log), live
+// or archived to the state folder's archive; "" while that attempt has not
+// made it yet. A log written before attempts named theirs leaves the
+// newest log of task childID, the task TASK_START names.
+func childLog(dir statedir.Dir, st *eventlog.StepState, childID string) (path, taskID string) {
+	if id, _, _, ok := statedir.ParseLogName(st.ChildLog); ok {
+		for _, p := range []string{filepath.Join(dir.Logs(), st.ChildLog), filepath.Join(dir.Archive(), statedir.ArchiveName(st.ChildLog))} {
+			if _, err := os.Stat(p); err == nil {
+				return p, id
+			}
+		}
+		return "", ""
+	}
+	if childID == "" {
+		return "", ""
+	}
+	if path, _, err := dir.FindLog(childID); err == nil && path != "" {
+		return path, childID
+	}
+	return "", ""
 }
 
 // findTarget resolves what inspect was given: a log file (its task id read

@@ -215,7 +215,11 @@ func (d Dir) RemoveUnfinished(taskID string) {
 	}
 }
 
-// IsArchive reports whether path names a compressed log.
+// ArchiveName is the file name apollo gc gives the archive of the log
+// named logName.
+func ArchiveName(logName string) string { return logName + ".gz" }
+
+// IsArchive reports whether path names a log archived by apollo gc.
 func IsArchive(path string) bool { return strings.HasSuffix(path, archiveExt) }
 
 // OutputAttempts lists, in order, the attempts of a step that have an output
