@@ -303,6 +303,9 @@ type attemptRun struct {
 func (r *run) appendStart(n *node, retry int) (*attemptRun, error) {
 	s := n.rs.step
 	rs, lateErr := r.late(n)
+	if n.refused != nil {
+		lateErr = n.refused
+	}
 	at := &attemptRun{n: n, retry: retry, input: inputDigest(rs, r.upstreamDigests(n), secretsDigest(r.secrets)),
 		ahead: r.takeWarm(n), lateErr: lateErr}
 	start := &eventlog.Record{EventType: eventlog.StepStart, StepID: s.ID, Status: eventlog.Running,
@@ -379,7 +382,7 @@ func (r *run) runBody(ctx context.Context, at *attemptRun) (executor.Result, err
 		}
 		return r.expandBody(at.n), nil
 	}
-	if s.Run != "" {
+	if s.Run != "" && at.lateErr == nil {
 		return r.runChild(ctx, at)
 	}
 	ex, err := r.executorFor(s)

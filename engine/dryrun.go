@@ -170,10 +170,7 @@ func willRun(action string) bool {
 // childPlan is the plan of the sub-pipeline that the run: step rs would
 // run in the child log at log (childLog). mask is the task's.
 func (e *Engine) childPlan(t *task, rs *renderedStep, ro RunOptions, log string, mask *textfmt.Masker) (*Plan, error) {
-	cr, err := childRunOf(t, rs, ro, log, mask)
-	if err != nil {
-		return nil, err
-	}
+	cr := childRunOf(t, rs, ro, log, mask)
 	pl, err := e.Plan(cr.path, cr.ro)
 	if err != nil {
 		return nil, fmt.Errorf("step %q: plan of sub-pipeline %s: %w", rs.step.ID, cr.path, err)

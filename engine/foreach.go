@@ -103,6 +103,9 @@ func (r *run) instancesOf(n *node, output json.RawMessage) ([]*node, error) {
 		plan := decide(inst, &st, r.sc, r.t.p.MaxDirtyRestarts, r.e.opts.Clock.Now())
 		plan.ID = inst.ID
 		in := r.newNode(rendered[0], len(r.nodes), &st, plan)
+		if inst.Run != "" {
+			in.refused = checkChildID(r.t.p, inst, r.t.id, r.t.children)
+		}
 		in.deps = n.deps
 		for _, c := range n.children {
 			in.children = append(in.children, c)

@@ -61,6 +61,9 @@ type task struct {
 	steps    []*renderedStep
 	dir      statedir.Dir
 	parallel int
+	// children maps the child task id of each run: step to the step
+	// (checkChildID); a foreach's instances made as it runs join it.
+	children map[string]string
 }
 
 // prepare loads and renders a pipeline for a run, plan or graph. Nothing is
@@ -88,10 +91,11 @@ func (e *Engine) prepare(path string, ro RunOptions) (*task, error) {
 	if err := e.pinLuaFiles(p, steps); err != nil {
 		return nil, err
 	}
-	if err := pinRunFiles(p, steps, vars["task_id"]); err != nil {
+	children, err := pinRunFiles(p, steps, vars["task_id"])
+	if err != nil {
 		return nil, err
 	}
-	return &task{p: p, id: vars["task_id"], vars: vars, steps: steps,
+	return &task{p: p, id: vars["task_id"], vars: vars, steps: steps, children: children,
 		dir: statedir.Dir{Root: e.opts.StateDir}, parallel: e.parallelism(p, ro.Parallel)}, nil
 }
 
@@ -202,6 +206,7 @@ type node struct {
 	left      bool       // outside --only or --until: not run
 	rerunOK   bool       // its last attempt succeeded: it runs again after a reset or resume_from
 	childLog  string     // a run: step's: the file name of its latest attempt's child log
+	refused   error      // why its attempts fail without running (a child task id another step has)
 	holding   bool       // it holds its resources (the scheduler's)
 	warm      *warmShell // the shell of the next attempt, started ahead, or nil
 	// warmedChild is set (by the scheduler) once warmUp started a child's

@@ -38,12 +38,9 @@ type childRun struct {
 // A child variable that holds a secret of the parent — inherited from one
 // of its secret_vars, or a with: value that mask changes — is a secret
 // var of the child too: masked in its records and output.
-func childRunOf(t *task, rs *renderedStep, ro RunOptions, log string, mask *textfmt.Masker) (childRun, error) {
+func childRunOf(t *task, rs *renderedStep, ro RunOptions, log string, mask *textfmt.Masker) childRun {
 	s := rs.step
-	id := pipeline.ChildTaskID(t.id, s.ID)
-	if err := statedir.ValidTaskID(id); err != nil {
-		return childRun{}, fmt.Errorf("run %s: the sub-pipeline's task id %s: %w", s.Run, id, err)
-	}
+	id := pipeline.ChildTaskID(t.id, s.ID) // checked by checkChildID
 	vars := make(map[string]string, len(rs.with))
 	for k, v := range rs.with {
 		vars[k] = fmt.Sprint(v)
@@ -65,7 +62,7 @@ func childRunOf(t *task, rs *renderedStep, ro RunOptions, log string, mask *text
 	}
 	slices.Sort(secret)
 	return childRun{path: pipeline.RunPath(t.p, s), ro: RunOptions{Vars: vars, inherited: inherited, secretVars: secret,
-		TaskID: id, log: log, AcceptChanges: ro.AcceptChanges, Hub: ro.Hub}}, nil
+		TaskID: id, log: log, AcceptChanges: ro.AcceptChanges, Hub: ro.Hub}}
 }
 
 // childFresh reports whether the attempt of n starts its sub-pipeline
@@ -123,10 +120,7 @@ func (r *run) runChild(ctx context.Context, at *attemptRun) (executor.Result, er
 	if err := at.a.Started(0); err != nil { // the STEP_START is durable first
 		return executor.Result{}, err
 	}
-	cr, err := childRunOf(r.t, n.rs, r.ro, at.childLog, r.mask)
-	if err != nil {
-		return executor.Result{Err: err, ExitCode: -1, NotStarted: true}, nil
-	}
+	cr := childRunOf(r.t, n.rs, r.ro, at.childLog, r.mask)
 	out, err := os.OpenFile(at.a.OutputPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return executor.Result{Err: fmt.Errorf("open the output file: %w", err), ExitCode: -1, NotStarted: true}, nil
@@ -169,26 +163,47 @@ func (r *run) runChild(ctx context.Context, at *attemptRun) (executor.Result, er
 	return res, nil
 }
 
+// checkChildID refuses the child task id of run: step s of task taskID if
+// it cannot be a task id or another step of children (child task id →
+// step id) has it, and else adds it there. A foreach template has none: its
+// instances run the sub-pipeline.
+func checkChildID(p *pipeline.Pipeline, s *pipeline.Step, taskID string, children map[string]string) error {
+	if s.Foreach != nil {
+		return nil
+	}
+	id := pipeline.ChildTaskID(taskID, s.ID)
+	if err := statedir.ValidTaskID(id); err != nil {
+		return &pipeline.Error{File: p.Path, Line: s.Line, Step: s.ID,
+			Msg: fmt.Sprintf("run %q: the sub-pipeline's task id %s: %v; choose a shorter --task-id", s.Run, id, err)}
+	}
+	if other, ok := children[id]; ok {
+		return &pipeline.Error{File: p.Path, Line: s.Line, Step: s.ID,
+			Msg: fmt.Sprintf("run %q: steps %s and %s would both run their sub-pipeline as task %s; rename one", s.Run, other, s.ID, id)}
+	}
+	children[id] = s.ID
+	return nil
+}
+
 // pinRunFiles makes the bytes of each run: step's pipeline file part of
 // its definition and input digests, as a Lua step's files are: editing the
 // sub-pipeline of a step that succeeded is a change a resume names. It
 // also refuses, before anything runs, a child task id (of task taskID)
-// that cannot be one.
-func pinRunFiles(p *pipeline.Pipeline, steps []*renderedStep, taskID string) error {
+// that cannot be one, or that two steps would share (ChildTaskID writes
+// load[eu] and load_eu_ alike): one would resume the other's task.
+func pinRunFiles(p *pipeline.Pipeline, steps []*renderedStep, taskID string) (children map[string]string, err error) {
 	type read struct {
 		digest string
 		err    error
 	}
 	seen := map[string]read{} // a foreach's instances run the same file
+	children = map[string]string{}
 	for _, rs := range steps {
 		s := rs.step
 		if s.Run == "" {
 			continue
 		}
-		id := pipeline.ChildTaskID(taskID, s.ID)
-		if err := statedir.ValidTaskID(id); err != nil {
-			return &pipeline.Error{File: p.Path, Line: s.Line, Step: s.ID,
-				Msg: fmt.Sprintf("run %q: the sub-pipeline's task id %s: %v; choose a shorter --task-id", s.Run, id, err)}
+		if err := checkChildID(p, s, taskID, children); err != nil {
+			return nil, err
 		}
 		got, done := seen[s.Run]
 		if !done {
@@ -197,12 +212,12 @@ func pinRunFiles(p *pipeline.Pipeline, steps []*renderedStep, taskID string) err
 			seen[s.Run] = got
 		}
 		if got.err != nil {
-			return &pipeline.Error{File: p.Path, Line: s.Line, Step: s.ID, Msg: fmt.Sprintf("run %q: %v", s.Run, got.err)}
+			return nil, &pipeline.Error{File: p.Path, Line: s.Line, Step: s.ID, Msg: fmt.Sprintf("run %q: %v", s.Run, got.err)}
 		}
 		rs.filesDigest = got.digest
 		rs.defDigest = definitionDigest(rs)
 	}
-	return nil
+	return children, nil
 }
 
 // errChildTimeout is why a run: step's timeout stopped its child task.
