@@ -191,11 +191,11 @@ func unsafeAt(fsys FS, path string, openErr error) error {
 	return notRegular(path, fi.Mode().Type(), openErr)
 }
 
-// openRegular opens path to read it, refusing anything but a regular file
+// OpenRegular opens path to read it, refusing anything but a regular file
 // with an *UnsafeFileError: opened non-blocking, a named pipe planted there
 // cannot hang the reader. follow says whether a symbolic link at path is
 // followed (a path the user gave) or refused (one in the state folder).
-func openRegular(path string, follow bool) (*os.File, error) {
+func OpenRegular(path string, follow bool) (*os.File, error) {
 	flag := os.O_RDONLY | unix.O_NONBLOCK
 	if !follow {
 		flag |= unix.O_NOFOLLOW

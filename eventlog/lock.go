@@ -209,7 +209,7 @@ func readPID(path string) int {
 }
 
 func readPIDOnce(path string) int {
-	f, err := openRegular(path, false)
+	f, err := OpenRegular(path, false)
 	if err != nil {
 		return 0
 	}
@@ -247,7 +247,7 @@ func Holder(path string) (pid int, held bool) {
 }
 
 func probeHolder(path string) (int, bool) {
-	f, err := openRegular(path, false)
+	f, err := OpenRegular(path, false)
 	if err != nil {
 		return 0, false
 	}

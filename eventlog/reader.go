@@ -69,7 +69,7 @@ type ReadOptions struct {
 // gave), but reads nothing but a regular file: a named pipe there is an
 // *UnsafeFileError, not a reader blocked for ever.
 func Read(path string, opts ReadOptions, visit func(*Record) error) (Tail, error) {
-	f, err := openRegular(path, true)
+	f, err := OpenRegular(path, true)
 	if err != nil {
 		return Tail{}, fmt.Errorf("open event log: %w", err)
 	}

@@ -58,7 +58,7 @@ var ErrNoSnapshot = errors.New("no snapshot")
 // offset with record seq, whose replay is st. It reads the log twice (its
 // first line and the line ending at offset) to name the prefix.
 func NewSnapshot(logPath string, offset, seq int64, logVersion int, st *State) (*Snapshot, error) {
-	f, err := openRegular(logPath, false)
+	f, err := OpenRegular(logPath, false)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
@@ -304,7 +304,7 @@ func LoadSnapshot(path, logPath, taskID string) (*Snapshot, error) {
 // readSnapshotFile reads the snapshot file at path, which must be a regular
 // file: a link or a named pipe planted there is refused, not followed.
 func readSnapshotFile(path string) ([]byte, error) {
-	f, err := openRegular(path, false)
+	f, err := OpenRegular(path, false)
 	if err != nil {
 		return nil, err
 	}
@@ -366,7 +366,7 @@ func (s *Snapshot) check(logPath, taskID string) error {
 	case s.LogVersion > Version:
 		return fmt.Errorf("its log has format v%d, newer than this apollo (v%d)", s.LogVersion, Version)
 	}
-	f, err := openRegular(logPath, false)
+	f, err := OpenRegular(logPath, false)
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,8 @@ type GCOptions struct {
 // GCResult is what gc removed (or would remove, in a dry run).
 type GCResult struct {
 	Entries []*Entry `json:"removed"`
-	// Broken are entries that could not be read, or whose blobs are gone.
+	// Broken are entries that could not be read, or whose blobs are gone,
+	// and temporary entry files a crash left.
 	Broken []string `json:"broken,omitempty"`
 	// Blobs counts the blobs no entry names any more, Bytes their size.
 	Blobs int   `json:"blobs"`
@@ -52,17 +53,24 @@ func (s *Store) GC(o GCOptions) (*GCResult, error) {
 }
 
 // sortEntries puts each entry in res.Entries (to remove), res.Broken or
-// the kept count, and returns the blobs the kept entries name.
+// the kept count, and returns the blobs the kept entries name. With
+// o.TaskName, only that pipeline's files are broken ones.
 func (s *Store) sortEntries(o GCOptions, res *GCResult) map[string]bool {
+	mine := filepath.Join(s.Root, "entries")
+	if o.TaskName != "" {
+		mine = filepath.Join(mine, nameFor(o.TaskName))
+	}
 	entries, bad := s.List()
 	for _, err := range bad {
 		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			res.Broken = append(res.Broken, pe.Path)
-		} else {
+		switch {
+		case !errors.As(err, &pe):
 			res.Broken = append(res.Broken, err.Error())
+		case within(mine, pe.Path):
+			res.Broken = append(res.Broken, pe.Path)
 		}
 	}
+	res.Broken = append(res.Broken, s.crashTemps(mine, o.Now)...)
 	kept := map[string]bool{} // blobs named by the entries left
 	for _, e := range entries {
 		switch {
@@ -89,7 +97,7 @@ func (s *Store) removeEntries(res *GCResult) error {
 		}
 	}
 	for _, path := range res.Broken {
-		if strings.HasPrefix(path, filepath.Join(s.Root, "entries")) {
+		if within(filepath.Join(s.Root, "entries"), path) {
 			if err := s.removeEntry(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
@@ -112,7 +120,7 @@ func (s *Store) removeBlobs(o GCOptions, res *GCResult, kept map[string]bool) er
 		if err != nil {
 			continue
 		}
-		if strings.HasPrefix(name, ".") { // a temporary file
+		if isTemp(name) {
 			if o.Now.Sub(info.ModTime()) < tempAge {
 				continue
 			}
@@ -122,7 +130,7 @@ func (s *Store) removeBlobs(o GCOptions, res *GCResult, kept map[string]bool) er
 		res.Blobs++
 		res.Bytes += info.Size()
 		if !o.DryRun {
-			if err := os.Remove(filepath.Join(blobs, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := s.FS.Remove(filepath.Join(blobs, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
 		}
@@ -150,12 +158,37 @@ func keepBlobs(kept map[string]bool, e *Entry) {
 // folders when they are left empty. A removal a crash undoes leaves a
 // whole entry: nothing to fsync.
 func (s *Store) removeEntry(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := s.FS.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	stepDir := filepath.Dir(path)
-	if os.Remove(stepDir) == nil { // only an empty folder goes
-		os.Remove(filepath.Dir(stepDir))
+	if s.FS.Remove(stepDir) == nil { // only an empty folder goes
+		s.FS.Remove(filepath.Dir(stepDir))
 	}
 	return nil
+}
+
+// crashTemps lists the temporary entry files under dir old enough to be
+// ones a crash left (a run may be writing a younger one).
+func (s *Store) crashTemps(dir string, now time.Time) []string {
+	var temps []string
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && isTemp(d.Name()) {
+			if info, err := d.Info(); err == nil && now.Sub(info.ModTime()) >= tempAge {
+				temps = append(temps, path)
+			}
+		}
+		return nil // what cannot be read here, List reports
+	})
+	return temps
+}
+
+// isTemp reports whether a file name is a temporary file's (.<name>.tmp-*,
+// eventlog.WriteFileAtomic).
+func isTemp(name string) bool { return strings.HasPrefix(name, ".") }
+
+// within reports whether path lies inside dir.
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && filepath.IsLocal(rel)
 }

@@ -160,7 +160,7 @@ func (s *Store) Latest(taskName, step string) (*Entry, error) {
 // isEntryName reports whether a file name is an entry's, not a temporary
 // file's (.<name>.tmp-*).
 func isEntryName(name string) bool {
-	return strings.HasSuffix(name, ".json") && !strings.HasPrefix(name, ".")
+	return strings.HasSuffix(name, ".json") && !isTemp(name)
 }
 
 func readEntry(path string) (*Entry, error) {
@@ -211,9 +211,11 @@ func HashFile(path string) (string, int64, error) {
 	return digest, size, err
 }
 
-// hashFile is HashFile, also returning the file's information.
+// hashFile is HashFile, also returning the file's information. A path
+// that is not a regular file (a named pipe would hang a plain open) is an
+// error.
 func hashFile(path string) (string, int64, fs.FileInfo, error) {
-	f, err := os.Open(path)
+	f, err := eventlog.OpenRegular(path, true)
 	if err != nil {
 		return "", 0, nil, err
 	}
@@ -221,9 +223,6 @@ func hashFile(path string) (string, int64, fs.FileInfo, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return "", 0, nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return "", 0, nil, fmt.Errorf("%s is not a regular file", path)
 	}
 	digest, n, err := copyDigest(nil, f)
 	if err != nil {
@@ -279,7 +278,7 @@ var errDamaged = errors.New("content does not match its digest")
 // copyChecked copies the file at path to w, and fails unless its content
 // has digest.
 func copyChecked(w io.Writer, path, digest string) error {
-	src, err := os.Open(path)
+	src, err := eventlog.OpenRegular(path, true)
 	if err != nil {
 		return err
 	}

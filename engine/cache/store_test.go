@@ -236,6 +236,65 @@ func TestGCRemovesUnreadableEntries(t *testing.T) {
 	}
 }
 
+// TestGCCrashTemps checks that gc removes the temporary entry files a
+// crash left (an hour old or more) with the folders they kept, keeps a
+// younger one, and with --pipeline touches only that pipeline's files.
+func TestGCCrashTemps(t *testing.T) {
+	dir := t.TempDir()
+	s := New(filepath.Join(dir, "state"), nil)
+	e := saved(t, s, dir, "p", "make", "sha256:aa", "hello\n", t0)
+	stepDir := filepath.Dir(e.File)
+	old := filepath.Join(stepDir, ".bb.json.tmp-1")
+	young := filepath.Join(stepDir, ".cc.json.tmp-2")
+	otherDir := filepath.Join(s.Root, "entries", "q", "make")
+	other := filepath.Join(otherDir, ".dd.json.tmp-3")
+	for _, f := range []string{old, young, other} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte(`{"v"`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{old, other} {
+		if err := os.Chtimes(f, t0.Add(-2*time.Hour), t0.Add(-2*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chtimes(young, t0, t0); err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := s.GC(GCOptions{All: true, TaskName: "p", Now: t0})
+	if err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	if len(res.Broken) != 1 || res.Broken[0] != old {
+		t.Errorf("GC --pipeline p broken = %q, want [%q]", res.Broken, old)
+	}
+	for _, f := range []string{old, e.File} {
+		if _, err := os.Stat(f); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s is still there (%v); want it removed", f, err)
+		}
+	}
+	for _, f := range []string{young, other} {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("%s: %v; want it kept", f, err)
+		}
+	}
+
+	res, err = s.GC(GCOptions{Now: t0})
+	if err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	if len(res.Broken) != 1 || res.Broken[0] != other {
+		t.Errorf("GC broken = %q, want [%q]", res.Broken, other)
+	}
+	if _, err := os.Stat(filepath.Dir(otherDir)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("pipeline folder %s is still there (%v); want it removed once empty", filepath.Dir(otherDir), err)
+	}
+}
+
 func TestNameFor(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"make", "make"},
