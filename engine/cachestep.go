@@ -274,6 +274,12 @@ func (pc *planCache) decide(rs *renderedStep, st *eventlog.StepState, ps *PlanSt
 			ps.Cache = "decided when it runs, once step " + id + " has run"
 			return
 		}
+		if d := r.t.p.Step(id); d != nil && d.Foreach != nil && d.Foreach.Output != "" {
+			// A run's key holds the digests of the instances it makes,
+			// which a dry run does not.
+			ps.Cache = "decided when it runs, once the instances of step " + id + " have run"
+			return
+		}
 		upstream[id] = res.digest
 	}
 	late, err := renderLate(rs, func(id string) json.RawMessage { return pc.results[id].output })
