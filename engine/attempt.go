@@ -48,7 +48,7 @@ func (r *run) work(ctx context.Context, n *node) nodeDone {
 		}
 	}
 	if !r.cacheable(n) {
-		return r.attempt(ctx, n)
+		return r.attempt(ctx, n, nil)
 	}
 	return r.cachedAttempt(ctx, n)
 }
@@ -58,7 +58,7 @@ func (r *run) work(ctx context.Context, n *node) nodeDone {
 func (r *run) cachedAttempt(ctx context.Context, n *node) nodeDone {
 	pr, err := r.probe(n)
 	if err != nil {
-		return r.attempt(ctx, n) // the attempt fails on the same error
+		return r.attempt(ctx, n, nil) // the attempt fails on the same error
 	}
 	// A step --resume-from or --only names to run again runs: its result
 	// is what is in question.
@@ -67,7 +67,7 @@ func (r *run) cachedAttempt(ctx context.Context, n *node) nodeDone {
 			return d
 		}
 	}
-	d := r.attempt(ctx, n)
+	d := r.attempt(ctx, n, &pr.prepared)
 	if d.status == eventlog.Success && d.logErr == nil {
 		r.saveCache(n, pr)
 	}
@@ -258,12 +258,14 @@ func (r *run) luaExecutor(s *pipeline.Step) (executor.Executor, error) {
 }
 
 // attempt makes one attempt of n and records it: its STEP_START, made
-// durable before the body may run; the body; its STEP_END.
-func (r *run) attempt(ctx context.Context, n *node) nodeDone {
+// durable before the body may run; the body; its STEP_END. pre is n
+// rendered with its upstream outputs and its input digest when the caller
+// has them already (a cached step's probe), else nil.
+func (r *run) attempt(ctx context.Context, n *node, pre *prepared) nodeDone {
 	retry := n.retry
 	n.retry++
 	n.attempts++
-	at, err := r.appendStart(n, retry)
+	at, err := r.appendStart(n, retry, pre)
 	if err != nil {
 		return nodeDone{n: n, logErr: err}
 	}
@@ -272,6 +274,21 @@ func (r *run) attempt(ctx context.Context, n *node) nodeDone {
 		return nodeDone{n: n, logErr: err}
 	}
 	return r.recordEnd(ctx, at, res)
+}
+
+// prepared is a step rendered with its upstream outputs, and its input
+// digest (inputDigest): what an attempt, and a cached step's key, are made
+// of.
+type prepared struct {
+	rs    *renderedStep
+	input string
+}
+
+// prepareAttempt renders n with its upstream outputs and digests its input. The
+// error says why the outputs could not be rendered into it.
+func (r *run) prepareAttempt(n *node) (prepared, error) {
+	rs, err := r.late(n)
+	return prepared{rs: rs, input: inputDigest(rs, r.upstreamDigests(n), secretsDigest(r.secrets))}, err
 }
 
 // attemptRun is one attempt of a step while it runs.
@@ -300,14 +317,18 @@ type attemptRun struct {
 // this goroutine instead of waking one to do it. A crash in between leaves
 // a dirty step whose body never ran; its rerun is preceded by cleanup, as
 // for any dirty step.
-func (r *run) appendStart(n *node, retry int) (*attemptRun, error) {
+func (r *run) appendStart(n *node, retry int, pre *prepared) (*attemptRun, error) {
 	s := n.rs.step
-	rs, lateErr := r.late(n)
+	var lateErr error
+	if pre == nil {
+		p, err := r.prepareAttempt(n)
+		pre, lateErr = &p, err
+	}
+	rs := pre.rs
 	if n.refused != nil {
 		lateErr = n.refused
 	}
-	at := &attemptRun{n: n, retry: retry, input: inputDigest(rs, r.upstreamDigests(n), secretsDigest(r.secrets)),
-		ahead: r.takeWarm(n), lateErr: lateErr}
+	at := &attemptRun{n: n, retry: retry, input: pre.input, ahead: r.takeWarm(n), lateErr: lateErr}
 	start := &eventlog.Record{EventType: eventlog.StepStart, StepID: s.ID, Status: eventlog.Running,
 		RetryCount: retry, InputDigest: at.input}
 	if s.Run != "" && s.Foreach == nil {

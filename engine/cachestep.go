@@ -27,8 +27,8 @@ import (
 // cacheProbe is what a cached step's key is made of, read just before the
 // step would run.
 type cacheProbe struct {
+	prepared                   // the step, rendered, and its input digest
 	key      string            // sha256:<hex>
-	input    string            // the step's input digest
 	upstream map[string]string // output digests of the steps upstream
 	inputs   []cache.File      // its inputs: files; Digest "" for a missing one
 }
@@ -37,7 +37,7 @@ type cacheProbe struct {
 // step's input digest given upstream and the secrets' digest.
 func probeCache(rs *renderedStep, upstream map[string]string, secrets, dir string) *cacheProbe {
 	rc := rs.cache
-	pr := &cacheProbe{input: inputDigest(rs, upstream, secrets), upstream: upstream,
+	pr := &cacheProbe{prepared: prepared{rs: rs, input: inputDigest(rs, upstream, secrets)}, upstream: upstream,
 		inputs: make([]cache.File, len(rc.inputs))}
 	for i, p := range rc.inputs {
 		d, size, err := cache.HashFile(filepath.Join(dir, p))
