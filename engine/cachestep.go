@@ -294,8 +294,9 @@ func (pc *planCache) decide(rs *renderedStep, st *eventlog.StepState, ps *PlanSt
 		return
 	}
 	ps.Action, ps.CachedFrom = ActionCached, e.TaskID
+	dir := r.stepDir(s)
 	for _, f := range e.Outputs {
-		if d, _, err := cache.HashFile(filepath.Join(r.stepDir(s), f.Path)); err != nil || d != f.Digest {
+		if !cache.Holds(filepath.Join(dir, f.Path), f) {
 			ps.Restores = append(ps.Restores, f.Path)
 		}
 	}

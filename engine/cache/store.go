@@ -299,12 +299,18 @@ func (s *Store) Has(digest string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
+// Holds reports whether the file at path holds f's content.
+func Holds(path string, f File) bool {
+	d, _, err := HashFile(path)
+	return err == nil && d == f.Digest
+}
+
 // Restore makes the file at dst hold f's content: it reports false when it
 // already does, and otherwise writes it atomically from f's blob, checked
 // against f's digest first, so dst is never left with a part or a wrong
 // content.
 func (s *Store) Restore(f File, dst string) (bool, error) {
-	if d, _, err := HashFile(dst); err == nil && d == f.Digest {
+	if Holds(dst, f) {
 		return false, nil
 	}
 	if err := eventlog.MkdirAll(s.FS, filepath.Dir(dst)); err != nil {

@@ -80,8 +80,7 @@ func (si *stepInfo) pathList(key string, n *yaml.Node, have []string) []string {
 		if !ok {
 			continue
 		}
-		if msg := localPath(p); msg != "" {
-			msg = strings.ReplaceAll(msg, "the pipeline's folder", "the step's folder")
+		if msg := localPath(p, "the step's folder"); msg != "" {
 			si.at.errf(item.Line, "%s: %q %s", key, snippet(p), msg)
 			continue
 		}

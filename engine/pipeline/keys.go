@@ -553,7 +553,7 @@ func (si *stepInfo) luaPath(key string, v *yaml.Node) string {
 		return ""
 	}
 	line := deref(v).Line
-	if msg := localPath(s); msg != "" {
+	if msg := localPath(s, pipelineFolder); msg != "" {
 		si.at.errf(line, "%s %q %s", key, snippet(s), msg)
 		return ""
 	}

@@ -855,7 +855,7 @@ func (l *loader) modules(n *yaml.Node) {
 			top.errf(item.Line, "modules lists an empty folder name; remove it")
 			continue
 		}
-		if msg := localPath(s); msg != "" {
+		if msg := localPath(s, pipelineFolder); msg != "" {
 			top.errf(item.Line, "module folder %q %s", snippet(s), msg)
 			continue
 		}

@@ -37,7 +37,7 @@ func (si *stepInfo) subPipeline(kv keyValue) {
 		si.at.errf(line, "run %q must name a pipeline file (.yaml or .yml) to run as a sub-pipeline; a shell command is written command:", snippet(s))
 		return
 	}
-	if msg := localPath(s); msg != "" {
+	if msg := localPath(s, pipelineFolder); msg != "" {
 		si.at.errf(line, "run %q %s", snippet(s), msg)
 		return
 	}

@@ -48,14 +48,17 @@ func validModuleName(s string) bool {
 	return true
 }
 
-// localPath returns what is wrong with a path that must stay inside the
-// pipeline's folder, or "".
-func localPath(p string) string {
+// pipelineFolder is what messages call the folder of the pipeline file.
+const pipelineFolder = "the pipeline's folder"
+
+// localPath returns what is wrong with a path that must stay inside a
+// folder, which messages call base ("the pipeline's folder"), or "".
+func localPath(p, base string) string {
 	if filepath.IsAbs(p) || strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`) {
-		return "must be relative to the pipeline's folder, not absolute"
+		return "must be relative to " + base + ", not absolute"
 	}
 	if !filepath.IsLocal(p) {
-		return "leaves the pipeline's folder; keep it inside"
+		return "leaves " + base + "; keep it inside"
 	}
 	return ""
 }
