@@ -45,7 +45,7 @@ func (e *Engine) Script(ctx context.Context, path string, so ScriptOptions) erro
 	}
 	if logPath == "" {
 		dir := statedir.Dir{Root: e.opts.StateDir}
-		return &statedir.NotFoundError{TaskID: so.TaskID, StateDir: e.opts.StateDir, Suggestion: pipeline.Suggest(so.TaskID, dir.TaskIDs())}
+		return &statedir.NotFoundError{TaskID: so.TaskID, StateDir: e.opts.StateDir, Suggestion: pipeline.Suggest(so.TaskID, dir.KnownTasks())}
 	}
 	env := &scriptEnv{e: e, path: path, logPath: logPath, state: eventlog.NewState(so.TaskID), stateDir: absPath(e.opts.StateDir)}
 	env.book = markers.New(nil)

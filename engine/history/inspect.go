@@ -175,7 +175,7 @@ func (h Runs) findTarget(target string) (logPath, taskID string, err error) {
 	}
 	if p == "" {
 		return "", "", &statedir.NotFoundError{TaskID: target, StateDir: h.Dir.Root, LogFile: true,
-			Suggestion: pipeline.Suggest(target, h.Dir.TaskIDs())}
+			Suggestion: pipeline.Suggest(target, h.Dir.KnownTasks())}
 	}
 	return p, target, nil
 }

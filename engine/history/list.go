@@ -3,7 +3,6 @@ package history
 import (
 	"fmt"
 	"io"
-	"sort"
 	"time"
 
 	"apollo/engine/statedir"
@@ -46,7 +45,7 @@ type StepCounts struct {
 
 // List returns every task run in the state directory, newest first.
 func (h Runs) List(opts ListOptions) ([]RunInfo, error) {
-	files, err := h.logFiles(opts)
+	files, err := h.Dir.NewestFirst(opts.archive(h.Dir))
 	if err != nil {
 		return nil, err
 	}
@@ -127,42 +126,16 @@ func countSteps(st *eventlog.State) StepCounts {
 // order: from the logs' names alone, without reading them (shell
 // completion asks for these on every TAB).
 func (h Runs) TaskIDs(opts ListOptions) ([]string, error) {
-	files, err := h.logFiles(opts)
-	if err != nil {
-		return nil, err
-	}
-	seen := map[string]bool{}
-	var ids []string
-	for _, f := range files {
-		if !seen[f.TaskID] {
-			seen[f.TaskID] = true
-			ids = append(ids, f.TaskID)
-		}
-	}
-	return ids, nil
+	return h.Dir.TaskIDs(opts.archive(h.Dir))
 }
 
-// logFiles lists the logs List shows, newest first (a live log before its
-// archived twin).
-func (h Runs) logFiles(opts ListOptions) ([]statedir.LogFile, error) {
-	archive := ""
-	if opts.All {
-		archive = h.Dir.Archive()
+// archive is the archive folder List reads besides the logs: the state
+// folder's with --all, else none ("").
+func (o ListOptions) archive(d statedir.Dir) string {
+	if o.All {
+		return d.Archive()
 	}
-	files, err := h.Dir.AllLogs(archive)
-	if err != nil {
-		return nil, err
-	}
-	sort.SliceStable(files, func(i, j int) bool {
-		if files[i].Start != files[j].Start {
-			return files[i].Start > files[j].Start
-		}
-		if files[i].TaskID != files[j].TaskID {
-			return files[i].TaskID < files[j].TaskID
-		}
-		return !files[i].Archived && files[j].Archived
-	})
-	return files, nil
+	return ""
 }
 
 // WriteList prints runs as a table for a person, times in loc.

@@ -52,7 +52,7 @@ func (h Runs) Logs(ctx context.Context, taskID string, o LogsOptions) error {
 		return err
 	}
 	if path == "" {
-		return &statedir.NotFoundError{TaskID: taskID, StateDir: h.Dir.Root, Suggestion: pipeline.Suggest(taskID, h.Dir.TaskIDs())}
+		return &statedir.NotFoundError{TaskID: taskID, StateDir: h.Dir.Root, Suggestion: pipeline.Suggest(taskID, h.Dir.KnownTasks())}
 	}
 	w := h.stdout()
 	t := &logTail{dir: h.Dir, taskID: taskID, path: path, idle: func() {

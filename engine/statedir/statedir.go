@@ -160,11 +160,32 @@ func (d Dir) AllLogs(archive string) ([]LogFile, error) {
 	return append(out, arch...), err
 }
 
-// TaskIDs lists the tasks that have a log, live or archived, newest first,
-// each once: what an unknown task id is compared with for a suggestion.
-func (d Dir) TaskIDs() []string {
-	logs, _ := d.AllLogs(d.Archive())
-	sort.SliceStable(logs, func(i, j int) bool { return compareStart(logs[j], logs[i]) < 0 }) // see scan
+// NewestFirst lists the task logs in the logs folder, and in archive
+// unless it is "", newest first: by start, then by task id, a live log
+// before its archived twin.
+func (d Dir) NewestFirst(archive string) ([]LogFile, error) {
+	logs, err := d.AllLogs(archive)
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(logs, func(i, j int) bool { // sort.Slice: see scan
+		a, b := logs[i], logs[j]
+		if a.Start != b.Start {
+			return a.Start > b.Start
+		}
+		if a.TaskID != b.TaskID {
+			return a.TaskID < b.TaskID
+		}
+		return !a.Archived && b.Archived
+	})
+	return logs, nil
+}
+
+// TaskIDs lists the tasks that have a log in the logs folder, and in
+// archive unless it is "", each once, in NewestFirst's order: from the
+// logs' names alone.
+func (d Dir) TaskIDs(archive string) ([]string, error) {
+	logs, err := d.NewestFirst(archive)
 	seen := map[string]bool{}
 	var ids []string
 	for _, l := range logs {
@@ -173,6 +194,14 @@ func (d Dir) TaskIDs() []string {
 			ids = append(ids, l.TaskID)
 		}
 	}
+	return ids, err
+}
+
+// KnownTasks lists the tasks with a log, live or in the state folder's
+// archive, newest first: what an unknown task id is compared with for a
+// suggestion.
+func (d Dir) KnownTasks() []string {
+	ids, _ := d.TaskIDs(d.Archive())
 	return ids
 }
 

@@ -72,7 +72,7 @@ func TestTaskLogs(t *testing.T) {
 	if err != nil || len(all) != 6 {
 		t.Errorf("AllLogs = %d logs, %v; want 6", len(all), err)
 	}
-	if got, want := d.TaskIDs(), []string{"a", "c", "a_1", "b"}; !slices.Equal(got, want) {
-		t.Errorf("TaskIDs() = %v, want %v (newest first, each once)", got, want)
+	if got, want := d.KnownTasks(), []string{"a", "c", "a_1", "b"}; !slices.Equal(got, want) {
+		t.Errorf("KnownTasks() = %v, want %v (newest first, each once)", got, want)
 	}
 }
