@@ -93,13 +93,14 @@ func (c meterConfig) start(limit uint64, trip func()) *meter {
 		defer close(m.done)
 		t := time.NewTicker(c.interval)
 		defer t.Stop()
+		var check heapCheck
 		for {
 			select {
 			case <-m.quit:
 				return
 			case <-t.C:
 			}
-			if overLimit(live, hard) {
+			if check.overLimit(live, hard) {
 				m.tripped.Store(true)
 				trip()
 				return
@@ -122,6 +123,13 @@ func (m *meter) stop() bool {
 	return m.tripped.Load()
 }
 
+// heapCheck is the meter's check of the heap, tick after tick.
+type heapCheck struct {
+	// cleared is the live heap a confirming collection found within the
+	// limit, once what the job allocated during it is taken off.
+	cleared uint64
+}
+
 // overLimit reports whether the live heap is over live bytes. The figures
 // the collector publishes may overstate it: objects over hard bytes may be
 // garbage the collector has not caught up with (a loaded machine gives its
@@ -130,16 +138,26 @@ func (m *meter) stop() bool {
 // is confirmed by a collection, less what the job allocated during it, so
 // that a job whose live heap stays under its limit is not stopped for its
 // garbage, however slow the collection; a job over it is stopped by this
-// check or, for what it allocated meanwhile, by the next.
-func overLimit(live, hard uint64) bool {
+// check or, for what it allocated meanwhile, by the one after the next
+// collection. The live figure only changes when a collection ends: one
+// that a confirmation cleared is not confirmed again, tick after tick,
+// unless the objects grow past hard.
+func (c *heapCheck) overLimit(live, hard uint64) bool {
 	h := readHeap()
 	if h.live <= live && h.objects <= hard {
+		return false
+	}
+	if h.live == c.cleared && h.objects <= hard {
 		return false
 	}
 	runtime.GC()
 	after := readHeap()
 	during := after.allocs - h.allocs
-	return after.live > live+during
+	if after.live > live+during {
+		return true
+	}
+	c.cleared = after.live
+	return false
 }
 
 // heap is what the meter reads.
