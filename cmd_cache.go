@@ -21,7 +21,7 @@ func cacheCommand() *command[*cacheOptions] {
 			usage: "apollo cache ls [--pipeline NAME] [--json] [--state-dir DIR]\n" +
 				"  apollo cache gc [--all | --older-than AGE] [--pipeline NAME] [--dry-run] [--json] [--state-dir DIR]",
 			example: "  apollo cache ls\n  apollo cache gc --older-than 30d\n  apollo cache gc --all --pipeline daily_data_pipeline",
-			json:    cacheJSONDoc, argKind: completion.ArgCacheOp},
+			json:    cacheJSONDoc, argKind: completion.ArgWords, argWords: []string{"ls", "gc"}},
 		nargs: positional{1, 1, "expected ls or gc"},
 		flags: newCacheOptions,
 		run:   runCache,

@@ -15,7 +15,7 @@ func completionCommand() *command[*noOptions] {
 		about: about{name: "completion", summary: "print a shell completion script (bash, zsh or fish)",
 			usage:   "apollo completion bash|zsh|fish",
 			example: "  source <(apollo completion bash)\n  apollo completion zsh > \"${fpath[1]}/_apollo\"\n  apollo completion fish > ~/.config/fish/completions/apollo.fish",
-			argKind: completion.ArgShell},
+			argKind: completion.ArgWords, argWords: completion.Shells},
 		nargs: positional{1, 1, "expected a shell: bash, zsh or fish"},
 		run:   runCompletion,
 	}
@@ -31,7 +31,7 @@ func completionCommands(cmds []subcommand) []completion.Command {
 	var out []completion.Command
 	for _, c := range cmds {
 		a := c.describe()
-		cc := completion.Command{Name: a.name, Summary: a.summary, Args: a.argKind}
+		cc := completion.Command{Name: a.name, Summary: a.summary, Args: a.argKind, Words: a.argWords}
 		flagsOf(c).VisitAll(func(f *pflag.Flag) { cc.Flags = append(cc.Flags, completionFlag(f)) })
 		out = append(out, cc)
 	}

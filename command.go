@@ -20,9 +20,11 @@ type about struct {
 	example string
 	// json documents the command's --json output, shown by --help.
 	json string
-	// argKind is what the positional arguments are (engine.Arg*), for shell
-	// completion.
-	argKind string
+	// argKind is what the positional arguments are (completion.Arg*), and
+	// argWords the choices of the first one (completion.ArgWords), for
+	// shell completion.
+	argKind  string
+	argWords []string
 }
 
 // positional is how many positional arguments a command takes, from min to

@@ -16,13 +16,9 @@ const (
 	ArgPipeline = "pipeline" // a *.yaml or *.yml file
 	ArgTask     = "task"     // a task id, or a log file (*.jsonl, *.jsonl.gz)
 	ArgLua      = "lua"      // a *.lua file
-	ArgShell    = "shell"    // bash, zsh or fish
+	ArgWords    = "words"    // one of the command's Words
 	ArgCommand  = "command"  // one of apollo's commands
-	ArgCacheOp  = "cache-op" // what apollo cache does: ls or gc
 )
-
-// CacheOps are what apollo cache does.
-var CacheOps = []string{"ls", "gc"}
 
 // What a flag's value is, for shell completion.
 const (
@@ -39,7 +35,8 @@ var Shells = []string{"bash", "zsh", "fish"}
 type Command struct {
 	Name    string
 	Summary string
-	Args    string // one of the Arg* kinds
+	Args    string   // one of the Arg* kinds
+	Words   []string // the choices of its first argument, for ArgWords
 	Flags   []Flag
 }
 
@@ -224,7 +221,7 @@ func writeBashCommand(b *strings.Builder, c Command, cmds []Command) {
 	}
 	b.WriteString("        esac\n")
 	fmt.Fprintf(b, "        if [[ $cur == -* ]]; then\n            _apollo_words %q\n            return\n        fi\n", flagWords(c))
-	writeBashArgs(b, c.Args, cmds)
+	writeBashArgs(b, c, cmds)
 	b.WriteString("        ;;\n")
 }
 
@@ -242,9 +239,9 @@ func bashValueAction(f Flag) string {
 	return "return"
 }
 
-// writeBashArgs completes the first positional argument, of kind args.
-func writeBashArgs(b *strings.Builder, args string, cmds []Command) {
-	switch args {
+// writeBashArgs completes c's first positional argument.
+func writeBashArgs(b *strings.Builder, c Command, cmds []Command) {
+	switch c.Args {
 	case ArgPipeline:
 		b.WriteString("        ((npos == 0)) && _apollo_files .yaml .yml\n")
 	case ArgLua:
@@ -257,10 +254,8 @@ func writeBashArgs(b *strings.Builder, args string, cmds []Command) {
 		b.WriteString("                _apollo_words \"$(_apollo_task_ids)\"\n")
 		b.WriteString("            fi\n")
 		b.WriteString("        fi\n")
-	case ArgShell:
-		fmt.Fprintf(b, "        ((npos == 0)) && _apollo_words %q\n", strings.Join(Shells, " "))
-	case ArgCacheOp:
-		fmt.Fprintf(b, "        ((npos == 0)) && _apollo_words %q\n", strings.Join(CacheOps, " "))
+	case ArgWords:
+		fmt.Fprintf(b, "        ((npos == 0)) && _apollo_words %q\n", strings.Join(c.Words, " "))
 	case ArgCommand:
 		fmt.Fprintf(b, "        ((npos == 0)) && _apollo_words %q\n", commandNames(cmds))
 	}
@@ -331,10 +326,8 @@ _apollo() {
 			if c.Name == "logs" {
 				b.WriteString(" \\\n      '2:step id: '")
 			}
-		case ArgShell:
-			fmt.Fprintf(&b, " \\\n      '1:shell:(%s)'", strings.Join(Shells, " "))
-		case ArgCacheOp:
-			fmt.Fprintf(&b, " \\\n      '1:what:(%s)'", strings.Join(CacheOps, " "))
+		case ArgWords:
+			fmt.Fprintf(&b, " \\\n      '1:argument:(%s)'", strings.Join(c.Words, " "))
 		case ArgCommand:
 			fmt.Fprintf(&b, " \\\n      '1:command:(%s)'", commandNames(cmds))
 		}
@@ -390,10 +383,8 @@ complete -c apollo -f
 			fmt.Fprintf(&b, "complete -c apollo %s -k -a '(__fish_complete_suffix .lua)'\n", cond)
 		case ArgTask:
 			fmt.Fprintf(&b, "complete -c apollo %s -a '(__apollo_task_ids)' -d 'task id'\n", cond)
-		case ArgShell:
-			fmt.Fprintf(&b, "complete -c apollo %s -a '%s'\n", cond, strings.Join(Shells, " "))
-		case ArgCacheOp:
-			fmt.Fprintf(&b, "complete -c apollo %s -a '%s'\n", cond, strings.Join(CacheOps, " "))
+		case ArgWords:
+			fmt.Fprintf(&b, "complete -c apollo %s -a '%s'\n", cond, strings.Join(c.Words, " "))
 		case ArgCommand:
 			fmt.Fprintf(&b, "complete -c apollo %s -a '%s'\n", cond, commandNames(cmds))
 		}

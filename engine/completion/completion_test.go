@@ -29,7 +29,7 @@ var completionCmds = []Command{
 		{Name: "state-dir", Usage: "folder for logs", Value: ValueDir},
 	}},
 	{Name: "script", Summary: "run a recovery script", Args: ArgLua},
-	{Name: "completion", Summary: "print a completion script", Args: ArgShell},
+	{Name: "completion", Summary: "print a completion script", Args: ArgWords, Words: Shells},
 	{Name: "version", Summary: "print apollo's version"},
 }
 
