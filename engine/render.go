@@ -288,20 +288,14 @@ func renderLate(rs *renderedStep, outputOf func(id string) json.RawMessage) (*re
 		vars[name] = v
 	}
 	out := *rs
-	var err error
-	if out.command, err = template.RenderShell(s.Command, vars); err != nil {
-		return rs, fmt.Errorf("command: %w", err)
-	}
-	if s.CleanupCommand != "" {
-		if out.cleanupCommand, err = template.RenderShell(s.CleanupCommand, vars); err != nil {
-			return rs, fmt.Errorf("cleanup_command: %w", err)
+	var first error
+	out.render(vars, func(what string, err error) {
+		if first == nil {
+			first = fmt.Errorf("%s: %w", what, err)
 		}
-	}
-	out.env = make(map[string]string, len(s.Env))
-	for k, v := range s.Env {
-		if out.env[k], err = template.RenderPlain(v, vars); err != nil {
-			return rs, fmt.Errorf("env %s: %w", k, err)
-		}
+	})
+	if first != nil {
+		return rs, first
 	}
 	return &out, nil
 }

@@ -560,17 +560,13 @@ func (r *run) warn(iv *eventlog.Intervention, msg string) error {
 // applyResumeFrom records a resume_from intervention when one is asked for:
 // by the flag (every time it is given) or by the file (once per task run).
 func (r *run) applyResumeFrom() (string, error) {
-	from, by := r.ro.ResumeFrom, "--resume-from"
-	if from == "" && r.t.p.ResumeFrom != "" {
-		from, by = r.t.p.ResumeFrom, "resume_from in "+r.t.p.Path
-		for _, done := range r.state.ResumedFrom {
-			if done == from {
-				return "", nil
-			}
-		}
-	}
+	from := fileResumeFrom(r.t.p, r.ro, r.state)
 	if from == "" {
 		return "", nil
+	}
+	by := "--resume-from"
+	if r.ro.ResumeFrom == "" {
+		by = "resume_from in " + r.t.p.Path
 	}
 	set := r.t.p.Descendants(from)
 	steps := []string{from}

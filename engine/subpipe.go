@@ -143,7 +143,7 @@ func (r *run) runChild(ctx context.Context, at *attemptRun) (executor.Result, er
 	res := executor.Result{}
 	switch {
 	case cerr == nil:
-		res.Output, res.Err = child.childOutputs(cr.ro.TaskID)
+		res.Output, res.Err = childOutputs(cr.ro.log, cr.ro.TaskID)
 		if res.Err == nil {
 			res.OutputDigest = sha256Hex(res.Output)
 		}
@@ -154,7 +154,7 @@ func (r *run) runChild(ctx context.Context, at *attemptRun) (executor.Result, er
 		res.Interrupted = true
 		res.Err = fmt.Errorf("interrupted: sub-pipeline %s (task %s) was stopped; its next attempt resumes it", cr.path, cr.ro.TaskID)
 	default:
-		res.Err = fmt.Errorf("sub-pipeline %s: %w%s", cr.path, cerr, child.childErrors(cr.ro.TaskID, cerr))
+		res.Err = fmt.Errorf("sub-pipeline %s: %w%s", cr.path, cerr, childErrors(cr.ro.log, cr.ro.TaskID, cerr))
 	}
 	if res.Err != nil {
 		res.ExitCode = 1
@@ -224,14 +224,9 @@ func pinRunFiles(p *pipeline.Pipeline, steps []*renderedStep, taskID string) (ch
 var errChildTimeout = errors.New("the run step's timeout_seconds passed")
 
 // childOutputs reads the outputs of a complete child task's steps from its
-// log: an object of step id to output, the steps that published none left
-// out.
-func (e *Engine) childOutputs(taskID string) (json.RawMessage, error) {
-	dir := statedir.Dir{Root: e.opts.StateDir}
-	path, _, err := dir.FindLog(taskID)
-	if err != nil || path == "" {
-		return nil, fmt.Errorf("read the outputs of task %s: no log (%v)", taskID, err)
-	}
+// log at path: an object of step id to output, the steps that published
+// none left out.
+func childOutputs(path, taskID string) (json.RawMessage, error) {
 	state, _, err := statedir.Replay(path, taskID, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read the outputs of task %s: %w", taskID, err)
@@ -246,15 +241,10 @@ func (e *Engine) childOutputs(taskID string) (json.RawMessage, error) {
 }
 
 // childErrors is what a failed child task's error adds: the error of each
-// failed step, from the child's log.
-func (e *Engine) childErrors(taskID string, err error) string {
+// failed step, from the child's log at path.
+func childErrors(path, taskID string, err error) string {
 	var tf *TaskFailedError
 	if !errors.As(err, &tf) || len(tf.Failed) == 0 {
-		return ""
-	}
-	dir := statedir.Dir{Root: e.opts.StateDir}
-	path, _, _ := dir.FindLog(taskID)
-	if path == "" {
 		return ""
 	}
 	state, _, rerr := statedir.Replay(path, taskID, nil)

@@ -123,10 +123,7 @@ func (l *loader) checkRuns() {
 			// placeholders may name them. Whether it reads each is
 			// checkWithVars's to say, with the line of this file.
 			opts := l.opts
-			opts.Vars, opts.within = map[string]string{}, within
-			for k := range s.With {
-				opts.Vars[k] = ""
-			}
+			opts.Vars, opts.within = withVars(s), within
 			child, err = loadChild(RunPath(l.p, s), abs, opts)
 			if err != nil {
 				n := l.adopt(err)
@@ -219,11 +216,17 @@ func ChildTaskID(parentID, stepID string) string {
 // does, its with: keys known as variables, without checking what it names
 // outside its file: for apollo graph.
 func LoadRun(parent *Pipeline, s *Step) (*Pipeline, error) {
-	opts := LoadOptions{Vars: map[string]string{}}
+	return loadChild(RunPath(parent, s), filepath.Join(parent.Dir, s.Run), LoadOptions{Vars: withVars(s)})
+}
+
+// withVars are the with: keys of run: step s as a sub-pipeline's --var
+// names, for its load: its placeholders may name them.
+func withVars(s *Step) map[string]string {
+	vars := make(map[string]string, len(s.With))
 	for k := range s.With {
-		opts.Vars[k] = ""
+		vars[k] = ""
 	}
-	return loadChild(RunPath(parent, s), filepath.Join(parent.Dir, s.Run), opts)
+	return vars
 }
 
 // RunVars returns the variables p is run with as a sub-pipeline: the
