@@ -294,24 +294,35 @@ type runData struct {
 
 type stepRow struct {
 	history.ReportStep
-	// Decision and Error split what the step's end said: why it was
-	// skipped, cached or expanded, and what went wrong.
-	Decision, Error string
-	State           string
-	Outputs         []int // attempts with an output file, or known from the log
-	Link            string
-	Events          string
-	Duration        string
+	stepCells
+	Outputs []int // attempts with an output file, or known from the log
+	Link    string
+	Events  string
 }
 
-// stepNotes splits what a step's last end said into the decision the run
-// made about it (a when: that was false, a result from the cache, the
-// instances of a foreach) and its error.
-func stepNotes(st history.ReportStep) (decision, stepErr string) {
-	if st.Status == eventlog.Skipped {
-		return textfmt.OneLine(st.LastError, 200), ""
+// stepCells is what the run page shows of a step, in its table and in its
+// live updates.
+type stepCells struct {
+	State    string // DIRTY for a cut-off attempt that no runner holds
+	Duration string
+	// Decision and Error split what the step's end said, on one line
+	// each: why it was skipped, cached or expanded, and what went wrong.
+	Decision, Error string
+}
+
+// cellsOf is step st's cells while its task is running or not.
+func cellsOf(st history.ReportStep, running bool) stepCells {
+	c := stepCells{State: st.Status, Decision: textfmt.OneLine(st.Note, 200), Error: textfmt.OneLine(st.LastError, 200)}
+	if st.Dirty && !running {
+		c.State = "DIRTY"
 	}
-	return textfmt.OneLine(st.Note, 200), st.LastError
+	if st.DurationMS > 0 || st.Status == eventlog.Success {
+		c.Duration = textfmt.Duration(time.Duration(st.DurationMS) * time.Millisecond).String()
+	}
+	if st.Status == eventlog.Skipped { // a when: that was false says why as its error
+		c.Decision, c.Error = c.Error, ""
+	}
+	return c
 }
 
 type warningRow struct {
@@ -330,17 +341,9 @@ func (s *Server) runData(run *run, d *detail) runData {
 	}
 	var nodes []node
 	for _, st := range rep.Steps {
-		state := st.Status
-		if st.Dirty && !rd.Running {
-			state = "DIRTY"
-		}
-		nodes = append(nodes, node{ID: st.ID, DependsOn: st.DependsOn, State: state, Optional: st.Optional})
-		decision, stepErr := stepNotes(st)
-		row := stepRow{ReportStep: st, Decision: decision, Error: stepErr, State: state, Outputs: attempts[st.ID],
+		row := stepRow{ReportStep: st, stepCells: cellsOf(st, rd.Running), Outputs: attempts[st.ID],
 			Link: link + "/steps/" + url.PathEscape(st.ID), Events: link + "/events?step=" + url.QueryEscape(st.ID)}
-		if st.DurationMS > 0 || st.Status == eventlog.Success {
-			row.Duration = textfmt.Duration(time.Duration(st.DurationMS) * time.Millisecond).String()
-		}
+		nodes = append(nodes, node{ID: st.ID, DependsOn: st.DependsOn, State: row.State, Optional: st.Optional})
 		rd.Steps = append(rd.Steps, row)
 	}
 	rd.DAG = dagSVG(nodes, func(id string) string {
@@ -469,16 +472,8 @@ func (s *Server) sseRun(w http.ResponseWriter, r *http.Request) {
 			if !all && d.changed[st.ID] <= seen {
 				continue
 			}
-			state := st.Status
-			if st.Dirty && !running {
-				state = "DIRTY"
-			}
-			dur := ""
-			if st.DurationMS > 0 || st.Status == eventlog.Success {
-				dur = textfmt.Duration(time.Duration(st.DurationMS) * time.Millisecond).String()
-			}
-			decision, stepErr := stepNotes(st)
-			x := step{ID: st.ID, State: state, Attempts: st.Attempts, Duration: dur, Decision: decision, Error: textfmt.OneLine(stepErr, 200)}
+			c := cellsOf(st, running)
+			x := step{ID: st.ID, State: c.State, Attempts: st.Attempts, Duration: c.Duration, Decision: c.Decision, Error: c.Error}
 			if st.Attempts > 0 {
 				x.Output = runLink(k) + "/steps/" + url.PathEscape(st.ID) + "/" + itoa(st.RetryCount)
 			}
