@@ -14,6 +14,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"apollo/eventlog"
+	"apollo/stdlib"
 )
 
 func TestMain(m *testing.M) {
@@ -191,9 +192,15 @@ func cmdProcs(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 1 {
 		ts.Fatalf("usage: [!] procs STEP")
 	}
-	want := [][]byte{[]byte("APOLLO_STEP_ID=" + args[0] + "\x00"),
-		[]byte("APOLLO_ATTEMPT=" + ts.MkAbs(filepath.Join(".apollo", "logs")) + "/")}
-	count := func() int { return len(liveProcsWithEnv(want...)) }
+	ours := []byte("APOLLO_ATTEMPT=" + ts.MkAbs(filepath.Join(".apollo", "logs")) + "/")
+	count := func() (n int) {
+		for _, pid := range stdlib.FindTagged("APOLLO_STEP_ID=" + args[0]) {
+			if env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ"); err == nil && bytes.Contains(env, ours) {
+				n++
+			}
+		}
+		return n
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if n := count(); (n == 0) == neg {

@@ -1,4 +1,4 @@
-package main
+package e2e_test
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/txtar"
 
+	"apollo/engine/internal/golden"
 	"apollo/eventlog"
 )
 
@@ -98,7 +99,7 @@ func sameTree(before, after map[string]string) []string {
 func badPipelineCases(t *testing.T) []string {
 	t.Helper()
 	var files []string
-	for _, pattern := range []string{"engine/pipeline/testdata/load/bad/*.txtar", "testdata/hostile/pipelines/*.txtar"} {
+	for _, pattern := range []string{"../pipeline/testdata/load/bad/*.txtar", "testdata/hostile/pipelines/*.txtar"} {
 		m, err := filepath.Glob(pattern)
 		if err != nil {
 			t.Fatal(err)
@@ -121,7 +122,7 @@ func badPipelineCases(t *testing.T) []string {
 func TestHostilePipelines(t *testing.T) {
 	for _, file := range badPipelineCases(t) {
 		name := strings.TrimSuffix(filepath.Base(file), ".txtar")
-		if strings.HasPrefix(file, "engine") {
+		if strings.HasPrefix(file, "../") {
 			name = "load/" + name
 		}
 		t.Run(name, func(t *testing.T) {
@@ -187,7 +188,7 @@ func TestHostilePipelines(t *testing.T) {
 				t.Errorf("validate and run disagree:\n%s\nversus\n%s", stderrs[0], stderrs[1])
 			}
 			want := string(ar.Files[wantIdx].Data)
-			if updateGolden() && strings.HasPrefix(file, "testdata") {
+			if golden.Update() && strings.HasPrefix(file, "testdata") {
 				ar.Files[wantIdx].Data = []byte(stderrs[0])
 				if err := os.WriteFile(file, txtar.Format(ar), 0o644); err != nil {
 					t.Fatal(err)
@@ -205,8 +206,6 @@ func TestHostilePipelines(t *testing.T) {
 		})
 	}
 }
-
-func updateGolden() bool { return os.Getenv("APOLLO_UPDATE_GOLDEN") == "1" }
 
 // cmdlineCase is one line of testdata/hostile/cmdlines.txt.
 type cmdlineCase struct {
