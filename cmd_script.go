@@ -5,9 +5,10 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"apollo/engine"
 	"apollo/engine/completion"
+	"apollo/engine/recovery"
 	"apollo/engine/usage"
+	"apollo/scripts"
 )
 
 func scriptCommand() *command[*scriptOptions] {
@@ -42,6 +43,6 @@ func runScript(ctx context.Context, o *scriptOptions, in invocation) error {
 	if o.taskID == "" {
 		return &usage.Error{Msg: "script: --task-id is required: name the task the script works on"}
 	}
-	e := newEngine(o.stateDir, engine.ProgressQuiet, in.stdout, in.stderr)
-	return e.Script(ctx, in.args[0], engine.ScriptOptions{TaskID: o.taskID, Args: in.args[1:]})
+	return recovery.Run(ctx, in.args[0], recovery.Options{TaskID: o.taskID, Args: in.args[1:],
+		StateDir: o.stateDir, Stdout: in.stdout, Bundled: scripts.Modules()})
 }

@@ -2,14 +2,14 @@
 // log: it plans what a run must do from the log alone (keep, clean and
 // rerun, rerun, skip), schedules steps in parallel with retries and
 // timeouts, hands their bodies to executors, records every attempt durably,
-// writes snapshots, shows progress, and runs recovery scripts (apollo
-// script). It is built in main with its options; nothing in it is global.
+// writes snapshots and shows progress. It is built in main with its
+// options; nothing in it is global.
 //
 // The packages under engine/ each have one job, and their imports point one
 // way: down this list, never up (TestImportArrows checks these lines
 // against the code).
 //
-//	engine     → cache, clock, executor, intervene, markers, pipeline, remote, statedir, template, textfmt, usage; eventlog, luart, stdlib
+//	engine     → cache, clock, executor, markers, pipeline, remote, statedir, template, textfmt, usage; eventlog, luart
 //	history    → pipeline, statedir, textfmt, usage; eventlog
 //	worker     → executor, remote; stdlib
 //	hub        → listen, remote
@@ -18,6 +18,7 @@
 //	completion → pipeline, usage
 //	cron       → clock, pipeline, statedir; eventlog
 //	web        → cron, history, intervene, pipeline, statedir, textfmt; eventlog
+//	recovery   → clock, intervene, markers, pipeline, statedir, usage; eventlog, luart, stdlib
 //	intervene  → pipeline; eventlog
 //	executor   → luaproc, pipeline, textfmt; luart, stdlib
 //	markers    → eventlog, stdlib

@@ -5,6 +5,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -197,4 +198,12 @@ func (e *Engine) parallelism(p *pipeline.Pipeline, flag int) int {
 	default:
 		return runtime.NumCPU()
 	}
+}
+
+// absPath is p made absolute, or p when it cannot be.
+func absPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
 }

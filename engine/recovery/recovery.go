@@ -1,9 +1,10 @@
-package engine
+package recovery
 
 import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
+	"apollo/engine/clock"
 	"apollo/engine/intervene"
 	"apollo/engine/markers"
 	"apollo/engine/pipeline"
@@ -22,35 +24,57 @@ import (
 	"apollo/stdlib"
 )
 
-// ScriptOptions are the flags of apollo script.
-type ScriptOptions struct {
+// Options say which task a recovery script works on and where.
+type Options struct {
+	// TaskID is the task whose log the script reads and amends.
 	TaskID string
-	Args   []string
+	// Args are the script's arguments (its global arg).
+	Args []string
+	// StateDir is the state folder; Workdir the workspace the script's
+	// files are confined to.
+	StateDir, Workdir string
+	// Stdout receives the script's print and a line per appended record.
+	Stdout io.Writer
+	// Bundled holds the bundled Lua modules.
+	Bundled fs.FS
+	// FS is the event log's file-system seam; nil means the real one.
+	FS eventlog.FS
+	// Clock stamps the records; nil means the real time.
+	Clock clock.Clock
 }
 
-// Script runs a recovery script in the Lua sandbox with apollo.state: it
+// Run runs a recovery script in the Lua sandbox with apollo.state: it
 // reads the task's steps and markers and appends interventions (reset,
 // skip, clear_marker) as WARNING-backed records under the log's flock,
 // honoured by the next apollo run. It never rewrites a past line.
-func (e *Engine) Script(ctx context.Context, path string, so ScriptOptions) error {
-	if err := statedir.ValidTaskID(so.TaskID); err != nil {
+func Run(ctx context.Context, path string, o Options) error {
+	if err := statedir.ValidTaskID(o.TaskID); err != nil {
 		return &usage.Error{Msg: fmt.Sprintf("--task-id: %v", err)}
 	}
 	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
 		return &usage.Error{Msg: fmt.Sprintf("%s: not a readable Lua file", path)}
 	}
-	logPath, err := statedir.Dir{Root: e.opts.StateDir}.LatestLog(so.TaskID)
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	if o.Workdir == "" {
+		o.Workdir, _ = os.Getwd()
+	}
+	dir := statedir.Dir{Root: o.StateDir}
+	logPath, err := dir.LatestLog(o.TaskID)
 	if err != nil {
 		return err
 	}
 	if logPath == "" {
-		dir := statedir.Dir{Root: e.opts.StateDir}
-		return &statedir.NotFoundError{TaskID: so.TaskID, StateDir: e.opts.StateDir, Suggestion: pipeline.Suggest(so.TaskID, dir.KnownTasks())}
+		return &statedir.NotFoundError{TaskID: o.TaskID, StateDir: o.StateDir, Suggestion: pipeline.Suggest(o.TaskID, dir.KnownTasks())}
 	}
-	env := &scriptEnv{e: e, path: path, logPath: logPath, state: eventlog.NewState(so.TaskID), stateDir: absPath(e.opts.StateDir)}
+	env := &scriptEnv{o: &o, path: path, logPath: logPath, state: eventlog.NewState(o.TaskID), stateDir: absPath(o.StateDir)}
 	env.book = markers.New(nil)
-	w, err := eventlog.Open(logPath, eventlog.WriterOptions{TaskID: so.TaskID, Durability: eventlog.Always,
-		FS: e.opts.FS, Now: e.opts.Clock.Now, OnForeign: env.apply}, func(r *eventlog.Record) error {
+	w, err := eventlog.Open(logPath, eventlog.WriterOptions{TaskID: o.TaskID, Durability: eventlog.Always,
+		FS: o.FS, Now: o.Clock.Now, OnForeign: env.apply}, func(r *eventlog.Record) error {
 		env.apply(r)
 		return nil
 	})
@@ -61,42 +85,42 @@ func (e *Engine) Script(ctx context.Context, path string, so ScriptOptions) erro
 	env.w = w
 	env.book.Attach(w, nil)
 
-	rt := luart.New(luart.Options{Bundled: e.opts.Bundled, Root: e.opts.Workdir})
-	st, err := rt.NewState(ctx, luart.StateOptions{Print: e.opts.Stdout, Modules: stdlib.Modules(env)})
+	rt := luart.New(luart.Options{Bundled: o.Bundled, Root: o.Workdir})
+	st, err := rt.NewState(ctx, luart.StateOptions{Print: o.Stdout, Modules: stdlib.Modules(env)})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	L := st.L()
 	argv := L.NewTable()
-	for _, a := range so.Args {
+	for _, a := range o.Args {
 		argv.Append(lua.LString(a))
 	}
 	L.SetGlobal("arg", argv)
 	ctxTable := L.NewTable()
-	ctxTable.RawSetString("task_id", lua.LString(so.TaskID))
+	ctxTable.RawSetString("task_id", lua.LString(o.TaskID))
 	ctxTable.RawSetString("log", lua.LString(logPath))
 	ctxTable.RawSetString("args", argv)
 	L.SetGlobal("ctx", ctxTable)
 	if _, err := st.DoFile(absPath(path)); err != nil {
-		return &ScriptError{Path: path, Err: err}
+		return &Error{Path: path, Err: err}
 	}
 	return nil
 }
 
-// ScriptError is a recovery script that failed.
-type ScriptError struct {
+// Error is a recovery script that failed.
+type Error struct {
 	Path string
 	Err  error
 }
 
-func (e *ScriptError) Error() string { return fmt.Sprintf("script %s: %v", e.Path, e.Err) }
+func (e *Error) Error() string { return fmt.Sprintf("script %s: %v", e.Path, e.Err) }
 
-func (e *ScriptError) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error { return e.Err }
 
 // scriptEnv is the standard library's view of a recovery script.
 type scriptEnv struct {
-	e        *Engine
+	o        *Options
 	path     string
 	logPath  string
 	stateDir string
@@ -118,9 +142,9 @@ func (s *scriptEnv) TaskID() string      { return s.state.TaskID }
 func (s *scriptEnv) StepID() string      { return "" }
 func (s *scriptEnv) RetryCount() int     { return 0 }
 func (s *scriptEnv) InputDigest() string { return "" }
-func (s *scriptEnv) Workspace() string   { return absPath(s.e.opts.Workdir) }
+func (s *scriptEnv) Workspace() string   { return absPath(s.o.Workdir) }
 func (s *scriptEnv) StateDir() string    { return s.stateDir }
-func (s *scriptEnv) Log() io.Writer      { return s.e.opts.Stdout }
+func (s *scriptEnv) Log() io.Writer      { return s.o.Stdout }
 
 func (s *scriptEnv) Marker(name string) (stdlib.Marker, bool) { return s.book.Marker(name) }
 
@@ -135,7 +159,7 @@ func (s *scriptEnv) RecordMarker(m stdlib.Marker) error {
 // appended tells the user what the script added to the log, as it is
 // added: a script that fails later has still appended it.
 func (s *scriptEnv) appended(what string) {
-	fmt.Fprintf(s.e.opts.Stdout, "apollo script: appended to %s: %s\n", s.logPath, what)
+	fmt.Fprintf(s.o.Stdout, "apollo script: appended to %s: %s\n", s.logPath, what)
 }
 
 func (s *scriptEnv) append(r *eventlog.Record) error {
