@@ -5,23 +5,35 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"apollo/engine/cache"
 	"apollo/engine/executor"
 	"apollo/engine/pipeline"
 	"apollo/eventlog"
 )
 
-// work runs one step: ends the processes its previous attempt left
-// running (cut off by a crash, or failed), cleans up after it, then makes
-// one attempt.
+// An attempt's lifecycle is written once, here, for every kind of step:
+//
+//  1. cleanup of what the previous attempt left: the processes it left
+//     running are ended and its cleanup hook runs (a CLEANUP record), before
+//     any rerun (recoverPrevious);
+//  2. a beginning made durable before the body can run: a STEP_START, or for
+//     a hub a DISPATCH (the carrier's begin);
+//  3. the body (the carrier's carry);
+//  4. one STEP_END (recordEnd, or for a hub the ingest goroutine through
+//     the same stepEnd);
+//  5. the retry decision (stepEnd): the step's end, or a retry after a delay.
+//
+// What carries the body is a carrier (carrier.go); the crash-point tests
+// drive this lifecycle through every one.
+
+// work runs one step: its condition, then attempts through its carrier,
+// each after the cleanup of what the previous one left.
 func (r *run) work(ctx context.Context, n *node) nodeDone {
 	s := n.rs.step
 	if s.When != "" && n.attempts == 0 {
@@ -32,9 +44,25 @@ func (r *run) work(ctx context.Context, n *node) nodeDone {
 			return d
 		}
 	}
-	if r.hub != nil && s.Foreach == nil && s.Run == "" { // a foreach template expands here, a sub-pipeline runs here
-		return r.remoteWork(ctx, n)
+	c := r.carrierFor(n)
+	for {
+		if d, ok := r.recoverPrevious(ctx, n); !ok {
+			return d
+		}
+		d, lost := r.attempt(ctx, n, c)
+		if !lost {
+			return d
+		}
+		if d, stop := r.afterLoss(ctx, n); stop {
+			return d
+		}
 	}
+}
+
+// recoverPrevious ends the processes n's previous attempt left running (cut
+// off by a crash, or failed) and cleans up after it. It returns ok=false
+// with the step's end when the step must not run again.
+func (r *run) recoverPrevious(ctx context.Context, n *node) (nodeDone, bool) {
 	ended := 0
 	if (n.dirty || n.unclean) && n.prevToken != "" {
 		// A process that left the attempt's process group (setsid, a
@@ -42,36 +70,14 @@ func (r *run) work(ctx context.Context, n *node) nodeDone {
 		// processes never run beside its cleanup or its rerun.
 		ended = executor.EndLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace)
 	}
-	if n.dirty || (n.unclean && s.HasCleanup()) || ended > 0 {
-		if d, ok := r.cleanup(ctx, n, ended); !ok {
-			return d
-		}
+	if !n.dirty && !(n.unclean && n.rs.step.HasCleanup()) && ended == 0 {
+		return nodeDone{}, true
 	}
-	if !r.cacheable(n) {
-		return r.attempt(ctx, n, nil)
+	d, ok := r.cleanup(ctx, n, ended)
+	if ok {
+		n.recovered++ // a CLEANUP was recorded, or none was needed
 	}
-	return r.cachedAttempt(ctx, n)
-}
-
-// cachedAttempt makes one attempt of a step with cache:, unless its
-// result is in the cache, and saves the result of a success.
-func (r *run) cachedAttempt(ctx context.Context, n *node) nodeDone {
-	pr, err := r.probe(n)
-	if err != nil {
-		return r.attempt(ctx, n, nil) // the attempt fails on the same error
-	}
-	// A step --resume-from or --only names to run again runs: its result
-	// is what is in question.
-	if n.attempts == 0 && !r.ro.NoCache && !r.sc.rerun[n.rs.step.ID] {
-		if d, hit := r.fromCache(n, pr); hit {
-			return d
-		}
-	}
-	d := r.attempt(ctx, n, &pr.prepared)
-	if d.status == eventlog.Success && d.logErr == nil {
-		r.saveCache(n, pr)
-	}
-	return d
+	return d, ok
 }
 
 // cleanup runs before a rerun, after ended leftover processes of the
@@ -158,122 +164,86 @@ func (r *run) runCleanup(ctx context.Context, n *node) executor.Result {
 	return ex.Run(actx, a)
 }
 
-// upstreamOutputs is what n's dependencies published, and the other
-// ancestors its code names (Step.OutputRefs), by step id.
-func (r *run) upstreamOutputs(n *node) map[string]json.RawMessage {
-	refs := n.rs.step.OutputRefs
-	upstream := make(map[string]json.RawMessage, len(n.deps)+len(refs))
-	for _, d := range n.deps {
-		upstream[d.id()] = d.output
+// attempt makes one attempt of n through c and records it: its beginning,
+// durable before the body may run; the body; its STEP_END and what comes
+// next. lost reports an attempt its carrier lost (a hub's worker went
+// silent): it is cut off, as by a crash, and work recovers and tries again.
+func (r *run) attempt(ctx context.Context, n *node, c carrier) (d nodeDone, lost bool) {
+	at := &attemptRun{n: n, retry: n.retry}
+	if err := c.begin(ctx, at); err != nil {
+		at.close()
+		return nodeDone{n: n, logErr: err}, false
 	}
-	for _, id := range refs {
-		upstream[id] = r.node(id).output
-	}
-	return upstream
-}
-
-// upstreamDigests are the output digests of the same steps, for the input
-// digest.
-func (r *run) upstreamDigests(n *node) map[string]string {
-	refs := n.rs.step.OutputRefs
-	upstream := make(map[string]string, len(n.deps)+len(refs))
-	for _, d := range n.deps {
-		upstream[d.id()] = d.outDigest
-	}
-	for _, id := range refs {
-		upstream[id] = r.node(id).outDigest
-	}
-	return upstream
-}
-
-// newAttempt describes attempt retry of n, rendered as rs, for an
-// executor, all but its Upstream (upstreamOutputs): it reads nothing a
-// running step may change, so that warmUp can call it while n's
-// dependencies run.
-func (r *run) newAttempt(n *node, rs *renderedStep, retry int) *executor.Attempt {
-	s := rs.step
-	t := r.t
-	env := make([]string, 0, len(r.baseEnv)+len(rs.env)+len(r.secrets)+len(s.Item)+7)
-	env = append(env, r.baseEnv...)
-	env = t.appendStepEnv(env, rs, retry)
-	out := t.dir.Output(t.id, s.ID, retry)
-	publish := strings.TrimSuffix(out, ".log") + ".out"
-	env = append(env,
-		"APOLLO_OUTPUT="+publish,
-		executor.AttemptEnv+"="+executor.AttemptToken(r.absLog, s.ID, retry),
-	)
-	for _, k := range slices.Sorted(maps.Keys(r.secrets)) {
-		env = append(env, k+"="+r.secrets[k])
-	}
-	env = appendItemEnv(env, s)
-	var failed []executor.FailedStep
-	if s.Handler != "" {
-		failed = r.failed
-		ids := make([]string, len(failed))
-		for i, f := range failed {
-			ids[i] = f.ID
+	var res executor.Result
+	var err error
+	if at.done == nil {
+		if at.lateErr != nil {
+			res, err = r.notStarted(at, at.lateErr)
+		} else {
+			res, err = c.carry(ctx, at)
 		}
-		status := eventlog.Success
-		if len(failed) > 0 {
-			status = eventlog.Failed
-		}
-		env = append(env, "APOLLO_FAILED_STEPS="+strings.Join(ids, ","), "APOLLO_TASK_STATUS="+status)
 	}
-	vars := make(map[string]string, len(t.vars)+1)
-	for k, v := range t.vars {
-		vars[k] = v
+	switch {
+	case err != nil:
+		return nodeDone{n: n, logErr: err}, false
+	case at.lost:
+		return nodeDone{}, true
+	case at.done != nil:
+		d = *at.done
+	default:
+		d = r.recordEnd(ctx, at, res)
 	}
-	vars["step_id"] = s.ID
-	return &executor.Attempt{TaskID: t.id, StepID: s.ID, RetryCount: retry, Step: s, Command: rs.command,
-		Env: env, Dir: r.stepDir(s), OutputPath: out, OutputLimit: max(r.e.opts.MaxOutputBytes, 0),
-		PublishPath: publish, KillGrace: r.e.opts.KillGrace,
-		Pipeline: t.p, Vars: vars, Params: rs.with,
-		ArtifactsDir: t.dir.Artifacts(t.id), StateDir: t.dir.Root, Markers: r.markers, Failed: failed,
-		Secrets: r.secrets, Mask: r.mask, Sources: rs.sources}
+	if e, ok := c.(ender); ok {
+		e.ended(at, d)
+	}
+	return d, false
 }
 
-// executorFor picks the executor of a step's body.
-func (r *run) executorFor(s *pipeline.Step) (executor.Executor, error) {
-	if s.Command == "" {
-		return r.luaExecutor(s)
-	}
-	return r.e.opts.Executors["shell"], nil
+// attemptRun is one attempt of a step while it is carried.
+type attemptRun struct {
+	n     *node
+	retry int
+	input string            // its input digest
+	pre   *prepared         // n rendered with its upstream outputs, when its carrier has it already
+	a     *executor.Attempt // what a local executor runs (and a child or an expansion reports to)
+	ahead executor.Ahead    // its shell, started ahead (warmUp), or nil
+	began time.Time         // when its body was released
+	pgid  int               // its process group, once it runs
+	// lateErr says why the step's upstream outputs could not be rendered
+	// into it: the attempt fails without running.
+	lateErr error
+	// childLog is the log of a run: step's sub-pipeline task (childLog).
+	childLog string
+	// cachedFrom names the task whose result a cache hit took; its
+	// STEP_END is then written with the step's durability (endDurable),
+	// no STEP_START having come before it.
+	cachedFrom string
+	endDurable bool
+	hit        *cache.Entry // the cache entry it takes its result from
+	// done is the attempt's end when its carrier recorded it itself (a
+	// hub's attempt, recorded by the ingest goroutine in stream order), or
+	// settled it without a body; lost is set when the carrier lost it.
+	done *nodeDone
+	lost bool
+	// hub is the hub carrier's slot of the attempt; cache the cache
+	// carrier's probe.
+	hub   *slot
+	cache *cacheProbe
 }
 
-// luaExecutor runs Lua in this process, or in a child apollo process for
-// isolation: process.
-func (r *run) luaExecutor(s *pipeline.Step) (executor.Executor, error) {
-	if s.Isolation == "process" {
-		bin, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("isolation: process: find the apollo binary: %w", err)
-		}
-		return &executor.Isolated{Binary: bin}, nil
+// close ends the shell started ahead for the attempt, if it was not run.
+func (at *attemptRun) close() {
+	if at.ahead != nil {
+		at.ahead.Close()
+		at.ahead = nil
 	}
-	ex, ok := r.e.opts.Executors["lua"]
-	if !ok {
-		return nil, errors.New("no executor for Lua steps in this build")
-	}
-	return ex, nil
 }
 
-// attempt makes one attempt of n and records it: its STEP_START, made
-// durable before the body may run; the body; its STEP_END. pre is n
-// rendered with its upstream outputs and its input digest when the caller
-// has them already (a cached step's probe), else nil.
-func (r *run) attempt(ctx context.Context, n *node, pre *prepared) nodeDone {
-	retry := n.retry
+// number makes at the step's next attempt.
+func (n *node) number(at *attemptRun) {
+	at.retry = n.retry
 	n.retry++
 	n.attempts++
-	at, err := r.appendStart(n, retry, pre)
-	if err != nil {
-		return nodeDone{n: n, logErr: err}
-	}
-	res, err := r.runBody(ctx, at)
-	if err != nil {
-		return nodeDone{n: n, logErr: err}
-	}
-	return r.recordEnd(ctx, at, res)
 }
 
 // prepared is a step rendered with its upstream outputs, and its input
@@ -291,23 +261,9 @@ func (r *run) prepareAttempt(n *node) (prepared, error) {
 	return prepared{rs: rs, input: inputDigest(rs, r.upstreamDigests(n), secretsDigest(r.secrets))}, err
 }
 
-// attemptRun is one attempt of a step while it runs.
-type attemptRun struct {
-	n     *node
-	retry int
-	input string // its input digest
-	a     *executor.Attempt
-	ahead executor.Ahead // its shell, started ahead (warmUp), or nil
-	began time.Time      // when its body was released
-	pgid  int            // its process group, once it runs
-	// lateErr says why the step's upstream outputs could not be rendered
-	// into it: the attempt fails without running.
-	lateErr error
-	// childLog is the log of a run: step's sub-pipeline task (childLog).
-	childLog string
-}
-
-// appendStart appends the attempt's STEP_START and prepares the attempt.
+// appendStart numbers the attempt, appends its STEP_START (after decorate,
+// if any, adds what its carrier records there) and prepares what an
+// executor runs.
 //
 // Started waits for the record's fsync before the body may run, whatever
 // the durability setting. For a shell body started here the fsync starts at
@@ -317,44 +273,41 @@ type attemptRun struct {
 // this goroutine instead of waking one to do it. A crash in between leaves
 // a dirty step whose body never ran; its rerun is preceded by cleanup, as
 // for any dirty step.
-func (r *run) appendStart(n *node, retry int, pre *prepared) (*attemptRun, error) {
+func (r *run) appendStart(at *attemptRun, decorate func(*eventlog.Record)) error {
+	n := at.n
 	s := n.rs.step
-	var lateErr error
+	n.number(at)
+	pre := at.pre
 	if pre == nil {
 		p, err := r.prepareAttempt(n)
-		pre, lateErr = &p, err
+		pre, at.lateErr = &p, err
 	}
-	rs := pre.rs
 	if n.refused != nil {
-		lateErr = n.refused
+		at.lateErr = n.refused
 	}
-	at := &attemptRun{n: n, retry: retry, input: pre.input, ahead: r.takeWarm(n), lateErr: lateErr}
+	at.input = pre.input
+	at.ahead = r.takeWarm(n)
 	start := &eventlog.Record{EventType: eventlog.StepStart, StepID: s.ID, Status: eventlog.Running,
-		RetryCount: retry, InputDigest: at.input}
-	if s.Run != "" && s.Foreach == nil {
-		at.childLog = r.t.childLog(pipeline.ChildTaskID(r.t.id, s.ID), childFresh(n, retry), n.childLog,
-			r.logPath, r.e.opts.Clock.Now())
-		n.childLog = filepath.Base(at.childLog)
-		start.ChildLog = n.childLog
+		RetryCount: at.retry, InputDigest: at.input}
+	if decorate != nil {
+		decorate(start)
 	}
 	appendStart := r.w.AppendSyncing
 	if s.Command == "" || at.ahead != nil {
 		appendStart = r.w.AppendUnsynced
 	}
 	if err := appendStart(start); err != nil {
-		at.close()
-		return nil, err
+		return err
 	}
 	if at.ahead != nil {
 		at.a = at.ahead.Attempt()
 	} else {
-		at.a = r.newAttempt(n, rs, retry)
+		at.a = r.newAttempt(n, pre.rs, at.retry)
 	}
 	at.a.Upstream = r.upstreamOutputs(n)
 	at.a.InputDigest = at.input
 	if err := r.makeDirs(filepath.Dir(at.a.OutputPath), r.t.dir.Artifacts(r.t.id)); err != nil {
-		at.close()
-		return nil, err
+		return err
 	}
 	at.began = r.e.opts.Clock.Now()
 	at.a.Started = func(int) error {
@@ -368,7 +321,7 @@ func (r *run) appendStart(n *node, retry int, pre *prepared) (*attemptRun, error
 			return err
 		}
 		at.began = r.e.opts.Clock.Now()
-		r.rep.started(s.ID, retry)
+		r.rep.started(s.ID, at.retry)
 		return nil
 	}
 	at.a.Running = func(pgid int) {
@@ -380,128 +333,149 @@ func (r *run) appendStart(n *node, retry int, pre *prepared) (*attemptRun, error
 		// shell, which leads the group. A failed write is the writer's
 		// sticky error, which the STEP_END's append reports.
 		rec := &eventlog.Record{EventType: eventlog.StepProcess, StepID: s.ID, Status: eventlog.Running,
-			RetryCount: retry, PGID: pgid}
+			RetryCount: at.retry, PGID: pgid}
 		_ = r.w.AppendUnsynced(rec)
 	}
-	return at, nil
+	return nil
 }
 
-// close ends the shell started ahead for the attempt, if it was not run.
-func (at *attemptRun) close() {
-	if at.ahead != nil {
-		at.ahead.Close()
+// notStarted fails an attempt whose body cannot run, once its STEP_START is
+// durable. The error is the log's: the run must stop.
+func (r *run) notStarted(at *attemptRun, why error) (executor.Result, error) {
+	at.close()
+	if err := at.a.Started(0); err != nil {
+		return executor.Result{}, err
 	}
-}
-
-// runBody runs the attempt's body through its executor. The error is the
-// log's: the run must stop.
-func (r *run) runBody(ctx context.Context, at *attemptRun) (executor.Result, error) {
-	s := at.n.rs.step
-	if s.Foreach != nil {
-		if err := at.a.Started(0); err != nil {
-			return executor.Result{}, err
-		}
-		return r.expandBody(at.n), nil
-	}
-	if s.Run != "" && at.lateErr == nil {
-		return r.runChild(ctx, at)
-	}
-	ex, err := r.executorFor(s)
-	if at.lateErr != nil {
-		err = at.lateErr
-	}
-	if err != nil {
-		at.close()
-		if serr := at.a.Started(0); serr != nil {
-			return executor.Result{}, serr
-		}
-		return executor.Result{Err: err, ExitCode: -1, NotStarted: true}, nil
-	}
-	actx, cancel := executor.WithTimeout(ctx, s.Timeout)
-	var res executor.Result
-	if at.ahead != nil {
-		res = at.ahead.Run(actx)
-	} else {
-		res = ex.Run(actx, at.a)
-	}
-	cancel()
-	r.e.crash("body:after")
-	if res.NotStarted {
-		var we *eventlog.WriteError
-		if errors.As(res.Err, &we) || r.w.Err() != nil {
-			return res, res.Err
-		}
-	}
-	return res, nil
+	return executor.Result{Err: why, ExitCode: -1, NotStarted: true}, nil
 }
 
 // recordEnd appends the attempt's STEP_END and tells the scheduler what
 // comes next: the step's end, or a retry after a delay.
 func (r *run) recordEnd(ctx context.Context, at *attemptRun, res executor.Result) nodeDone {
 	n, s := at.n, at.n.rs.step
-	dur := r.e.opts.Clock.Now().Sub(at.began)
-	if len(res.Output) > MaxOutputRecord && res.Err == nil {
-		res.Err = fmt.Errorf("the step's output is %d bytes; the log keeps at most %d (1 MiB) of a step's output: "+
-			"write large data to a file (under {{artifacts_dir}}) and output its path", len(res.Output), MaxOutputRecord)
-		res.Output = nil
+	var dur time.Duration
+	if !at.began.IsZero() {
+		dur = r.e.opts.Clock.Now().Sub(at.began)
 	}
-	rec := &eventlog.Record{EventType: eventlog.StepEnd, StepID: s.ID, RetryCount: at.retry,
-		InputDigest: at.input, OutputDigest: res.OutputDigest, DurationMS: dur.Milliseconds(),
-		TimedOut: res.TimedOut, Interrupted: res.Interrupted, Message: res.Note}
-	if res.ExitCode != 0 {
-		code := res.ExitCode
-		rec.ExitCode = &code
-	}
-	d := nodeDone{n: n, attempt: at.retry}
 	if res.Err != nil {
 		// What the attempt left running is ended before the step's next
-		// attempt or its cleanup (work).
+		// attempt or its cleanup (recoverPrevious).
 		n.prevToken, n.prevPGID = executor.AttemptToken(r.absLog, s.ID, at.retry), at.pgid
 	}
-	switch {
-	case res.Err == nil:
-		rec.Status = eventlog.Success
-		rec.Output = res.Output
-		n.outDigest = res.OutputDigest
-		n.output = res.Output
-		d.status = eventlog.Success
-	case r.mayRetry(ctx, n, res):
-		d.delay = retryDelay(r.t.p, s, n.attempts)
-		rec.Status = eventlog.Running
-		rec.ErrorMessage = res.Err.Error()
-		rec.NextDelayMS = d.delay.Milliseconds()
-		d.status = eventlog.Running
-		n.unclean = true
-	default:
-		rec.Status = eventlog.Failed
-		if hint := r.workspaceHint(s, res.Err.Error()); hint != "" {
-			res.Err = fmt.Errorf("%w%s", res.Err, hint)
-		}
-		rec.ErrorMessage = res.Err.Error()
-		d.status = eventlog.Failed
-		d.err = res.Err
-		n.unclean = true
+	rec, o := r.stepEnd(ctx, n, s.ID, at.retry, at.input, res, true)
+	rec.DurationMS = dur.Milliseconds()
+	rec.CachedFrom = at.cachedFrom
+	add := r.w.AppendUnsynced
+	if at.endDurable {
+		add = func(rec *eventlog.Record) error { return r.appendFor(s, rec) }
 	}
+	if err := add(rec); err != nil {
+		return nodeDone{n: n, logErr: err}
+	}
+	d := r.settleEnd(n, at.retry, o)
 	// The STEP_END is written without an fsync of its own: the scheduler
 	// starts a dependent next, whose durable STEP_START (before its body
 	// runs) carries this record to disk in the same fsync, or, when it
 	// starts nothing, an fsync at once. So a STEP_END is durable before
 	// anything acts on it, with one fsync per step instead of two.
+	d.unsynced = !at.endDurable && s.Durability != pipeline.DurabilityBatch
+	note := rec.ErrorMessage
+	if at.cachedFrom != "" {
+		note = rec.Message
+	}
+	r.rep.ended(s.ID, shownStatus(rec.Status), at.retry, dur, note, d.delay)
+	return d
+}
+
+// stepEnd is the STEP_END of attempt retry of step id given its result,
+// and the decision it records: the step's end, or a retry after a delay
+// (n nil, or no ctx, decides no retry). Every STEP_END of an attempt is
+// made here; local adds the workspace hint a failed local shell step may
+// need.
+func (r *run) stepEnd(ctx context.Context, n *node, id string, retry int, input string, res executor.Result,
+	local bool) (*eventlog.Record, outcome) {
+	if len(res.Output) > MaxOutputRecord && res.Err == nil {
+		res.Err = fmt.Errorf("the step's output is %d bytes; the log keeps at most %d (1 MiB) of a step's output: "+
+			"write large data to a file (under {{artifacts_dir}}) and output its path", len(res.Output), MaxOutputRecord)
+		res.Output = nil
+	}
+	rec := &eventlog.Record{EventType: eventlog.StepEnd, StepID: id, RetryCount: retry,
+		InputDigest: input, OutputDigest: res.OutputDigest,
+		TimedOut: res.TimedOut, Interrupted: res.Interrupted, Message: res.Note}
+	if res.ExitCode != 0 {
+		code := res.ExitCode
+		rec.ExitCode = &code
+	}
+	o := outcome{res: res}
+	switch {
+	case res.Err == nil:
+		rec.Status, rec.Output = eventlog.Success, res.Output
+	case n != nil && ctx != nil && r.mayRetry(ctx, n, res):
+		o.delay = retryDelay(r.t.p, n.rs.step, n.attempts)
+		rec.Status, rec.ErrorMessage, rec.NextDelayMS = eventlog.Running, res.Err.Error(), o.delay.Milliseconds()
+	default:
+		if local && n != nil {
+			if hint := r.workspaceHint(n.rs.step, res.Err.Error()); hint != "" {
+				res.Err = fmt.Errorf("%w%s", res.Err, hint)
+			}
+		}
+		rec.Status, rec.ErrorMessage = eventlog.Failed, res.Err.Error()
+		o.err = res.Err
+	}
+	o.status = rec.Status
 	rec.ErrorMessage = bounded(r.mask.String(rec.ErrorMessage))
 	rec.Message = bounded(r.mask.String(rec.Message))
 	if r.mask != nil && len(rec.Output) > 0 {
+		// A value saved before it was a secret is not written now.
 		rec.Output = json.RawMessage(r.mask.String(string(rec.Output)))
 	}
-	if err := r.w.AppendUnsynced(rec); err != nil {
-		return nodeDone{n: n, logErr: err}
+	return rec, o
+}
+
+// settleEnd brings n up to date with its attempt's recorded end o, and
+// says what the scheduler does next.
+func (r *run) settleEnd(n *node, retry int, o outcome) nodeDone {
+	d := nodeDone{n: n, attempt: retry, status: o.status, delay: o.delay, err: o.err}
+	switch o.status {
+	case eventlog.Success:
+		n.outDigest, n.output = o.res.OutputDigest, o.res.Output
+	default:
+		n.unclean = true
 	}
-	d.unsynced = s.Durability != pipeline.DurabilityBatch
-	shown := rec.Status
-	if shown == eventlog.Running {
-		shown = "RETRY"
-	}
-	r.rep.ended(s.ID, shown, at.retry, dur, rec.ErrorMessage, d.delay)
 	return d
+}
+
+// shownStatus is a STEP_END's status as progress shows it: a retry due is
+// RETRY.
+func shownStatus(status string) string {
+	if status == eventlog.Running {
+		return "RETRY"
+	}
+	return status
+}
+
+// endWithoutRunning writes a STEP_END for a step this invocation settles
+// without running it.
+func (r *run) endWithoutRunning(n *node, status, msg string) error {
+	rec := &eventlog.Record{EventType: eventlog.StepEnd, StepID: n.id(), Status: status,
+		RetryCount: max(n.retry-1, 0), ErrorMessage: msg}
+	if err := r.appendFor(n.rs.step, rec); err != nil {
+		return err
+	}
+	n.final = status
+	n.lastErr = msg
+	r.rep.ended(n.id(), status, rec.RetryCount, 0, msg, 0)
+	return nil
+}
+
+// mayRetry reports whether a failed attempt gets another one in this
+// invocation.
+func (r *run) mayRetry(ctx context.Context, n *node, res executor.Result) bool {
+	s := n.rs.step
+	if ctx.Err() != nil || res.Interrupted || s.RetryPolicy == pipeline.RetryNone || s.RetryPolicy == "" {
+		return false
+	}
+	return n.attempts <= s.MaxRetries
 }
 
 // MaxOutputRecord is the most a step's output (its returned value, or what
@@ -523,61 +497,4 @@ func bounded(msg string) string {
 		cut = cut[:len(cut)-1]
 	}
 	return fmt.Sprintf("%s… [%d more bytes]", cut, len(msg)-len(cut))
-}
-
-// stepDir is where a step's body runs: its working_dir, relative to the
-// pipeline's folder, or the workspace.
-func (r *run) stepDir(s *pipeline.Step) string {
-	switch {
-	case s.WorkingDir == "":
-		return r.e.opts.Workdir
-	case filepath.IsAbs(s.WorkingDir):
-		return s.WorkingDir
-	}
-	return filepath.Join(r.t.p.Dir, s.WorkingDir)
-}
-
-// workspaceHint is what a failed shell step's error adds when the step may
-// have looked for a file in the wrong folder: it runs in the workspace, the
-// pipeline lies elsewhere, and its output says a file was not found.
-func (r *run) workspaceHint(s *pipeline.Step, msg string) string {
-	if s.Command == "" || s.WorkingDir != "" || absPath(r.e.opts.Workdir) == r.t.p.Dir {
-		return ""
-	}
-	for _, sign := range []string{"No such file or directory", "cannot stat", "can't open", "not found"} {
-		if strings.Contains(msg, sign) {
-			return fmt.Sprintf(" (the step ran in the workspace %s, not in the pipeline's folder %s; "+
-				"set working_dir: . in the pipeline to run its steps there)", absPath(r.e.opts.Workdir), r.t.p.Dir)
-		}
-	}
-	return ""
-}
-
-// appendStepEnv appends the step's own env (sorted by name) and the
-// variables that tell an attempt where it is: its task, step, attempt
-// number, artifacts and state folders.
-func (t *task) appendStepEnv(env []string, rs *renderedStep, retry int) []string {
-	for _, k := range slices.Sorted(maps.Keys(rs.env)) {
-		env = append(env, k+"="+rs.env[k])
-	}
-	return append(env,
-		"APOLLO_TASK_ID="+t.id,
-		"APOLLO_STEP_ID="+rs.step.ID,
-		"APOLLO_RETRY_COUNT="+strconv.Itoa(retry),
-		"APOLLO_ARTIFACTS_DIR="+t.dir.Artifacts(t.id),
-		"APOLLO_STATE_DIR="+t.dir.Root,
-	)
-}
-
-// appendItemEnv appends a foreach or matrix instance's item: APOLLO_ITEM,
-// or APOLLO_ITEM_<AXIS> for a matrix.
-func appendItemEnv(env []string, s *pipeline.Step) []string {
-	for k, v := range s.Item {
-		name := "APOLLO_ITEM"
-		if axis, ok := strings.CutPrefix(k, "item."); ok {
-			name += "_" + strings.ToUpper(strings.ReplaceAll(axis, "-", "_"))
-		}
-		env = append(env, name+"="+v)
-	}
-	return env
 }

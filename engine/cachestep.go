@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	"apollo/engine/cache"
+	"apollo/engine/executor"
 	"apollo/eventlog"
 )
 
@@ -142,23 +144,78 @@ func (r *run) probe(n *node) (*cacheProbe, error) {
 	return probeCache(rs, r.upstreamDigests(n), secretsDigest(r.secrets), r.stepDir(n.rs.step)), nil
 }
 
-// fromCache ends n with the result of an earlier run when the store has
-// one for pr: its outputs restored, then its STEP_END. It reports false
-// when n must run.
-func (r *run) fromCache(n *node, pr *cacheProbe) (nodeDone, bool) {
-	s := n.rs.step
-	e, why := lookupCache(r.store, r.t.p.TaskName, n.rs, pr)
-	if e == nil {
-		r.rep.event(s.ID, "not from the cache: "+why)
-		return nodeDone{}, false
+// cached carries the attempts of a step with cache: around the carrier of
+// its body, inner. Before the step's first attempt of an invocation it looks
+// the step up in the store: a hit restores the outputs and ends the attempt
+// with the earlier run's result (no STEP_START: nothing ran); a miss, or a
+// restore that fails, hands the attempt to inner, and a success is saved
+// once its STEP_END is durable.
+type cached struct {
+	r     *run
+	inner carrier
+}
+
+func (c cached) begin(ctx context.Context, at *attemptRun) error {
+	r, n := c.r, at.n
+	pr, err := r.probe(n)
+	if err != nil {
+		return c.inner.begin(ctx, at) // the attempt fails on the same error
 	}
+	at.cache, at.pre = pr, &pr.prepared
+	// A step --resume-from or --only names to run again runs: its result
+	// is what is in question.
+	if n.attempts == 0 && !r.ro.NoCache && !r.sc.rerun[n.id()] {
+		e, why := lookupCache(r.store, r.t.p.TaskName, n.rs, pr)
+		if e != nil {
+			at.retry, at.input, at.cachedFrom, at.endDurable = max(n.retry-1, 0), pr.input, e.TaskID, true
+			at.hit = e
+			return nil
+		}
+		r.rep.event(n.id(), "not from the cache: "+why)
+	}
+	return c.inner.begin(ctx, at)
+}
+
+func (c cached) carry(ctx context.Context, at *attemptRun) (executor.Result, error) {
+	if at.hit != nil {
+		if res, ok := c.r.restore(at); ok {
+			return res, nil
+		}
+		at.hit, at.cachedFrom, at.endDurable = nil, "", false
+		if err := c.inner.begin(ctx, at); err != nil {
+			return executor.Result{}, err
+		}
+		if at.done != nil || at.lateErr != nil {
+			if at.lateErr != nil {
+				return c.r.notStarted(at, at.lateErr)
+			}
+			return executor.Result{}, nil
+		}
+	}
+	return c.inner.carry(ctx, at)
+}
+
+func (c cached) ended(at *attemptRun, d nodeDone) {
+	if e, ok := c.inner.(ender); ok {
+		e.ended(at, d)
+	}
+	if at.hit == nil && at.cache != nil && d.status == eventlog.Success && d.logErr == nil {
+		c.r.saveCache(at.n, at.cache)
+	}
+}
+
+// restore brings back the outputs of the entry a cache hit takes its
+// result from, and returns that result. It reports false when one cannot
+// be restored: the step must run.
+func (r *run) restore(at *attemptRun) (executor.Result, bool) {
+	s, e := at.n.rs.step, at.hit
 	dir := r.stepDir(s)
 	restored := 0
 	for _, f := range e.Outputs {
 		changed, err := r.store.Restore(f, filepath.Join(dir, f.Path))
 		if err != nil {
 			r.rep.event(s.ID, fmt.Sprintf("not from the cache: %s cannot be restored: %v", f.Path, err))
-			return nodeDone{}, false
+			return executor.Result{}, false
 		}
 		if changed {
 			restored++
@@ -169,19 +226,7 @@ func (r *run) fromCache(n *node, pr *cacheProbe) (nodeDone, bool) {
 	if len(e.Outputs) > 0 {
 		msg += fmt.Sprintf(" (output files: %d restored, %d unchanged)", restored, len(e.Outputs)-restored)
 	}
-	rec := &eventlog.Record{EventType: eventlog.StepEnd, StepID: s.ID, Status: eventlog.Success,
-		RetryCount: max(n.retry-1, 0), InputDigest: pr.input, OutputDigest: e.OutputDigest, Output: e.Output,
-		Message: msg, CachedFrom: e.TaskID}
-	if r.mask != nil && len(rec.Output) > 0 {
-		// A value saved before it was a secret is not written now.
-		rec.Output = json.RawMessage(r.mask.String(string(rec.Output)))
-	}
-	if err := r.appendFor(s, rec); err != nil {
-		return nodeDone{n: n, logErr: err}, true
-	}
-	n.outDigest, n.output = e.OutputDigest, e.Output
-	r.rep.ended(s.ID, eventlog.Success, rec.RetryCount, 0, msg, 0)
-	return nodeDone{n: n, status: eventlog.Success}, true
+	return executor.Result{Output: e.Output, OutputDigest: e.OutputDigest, Note: msg}, true
 }
 
 // saveCache saves n's result, which the attempt probed as pr made, once

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"container/heap"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -18,6 +19,26 @@ import (
 // rebuilds the same instances from it (buildNodes), whatever the upstream
 // output has become since. The scheduler adds the instances to the graph
 // as the template ends; its dependents wait for every one.
+
+// expansion carries the attempts of a foreach template: its body is the
+// expansion itself. Its upstream outputs are not rendered into it: each
+// instance renders its own.
+type expansion struct{ r *run }
+
+func (c expansion) begin(_ context.Context, at *attemptRun) error {
+	if err := c.r.appendStart(at, nil); err != nil {
+		return err
+	}
+	at.lateErr = nil
+	return nil
+}
+
+func (c expansion) carry(_ context.Context, at *attemptRun) (executor.Result, error) {
+	if err := at.a.Started(0); err != nil {
+		return executor.Result{}, err
+	}
+	return c.r.expandBody(at.n), nil
+}
 
 // expandBody is the attempt of a foreach template: its items, as output.
 func (r *run) expandBody(n *node) executor.Result {

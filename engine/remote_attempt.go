@@ -17,13 +17,18 @@ import (
 	"apollo/eventlog"
 )
 
-// remoteWork is work for a run with a hub (docs/spec.md §8): the same
-// cleanup before a rerun, then one attempt dispatched instead of executed —
-// a durable DISPATCH record, then one message — whose start and end the
-// ingest goroutine records as the hub reports them. A lost attempt is
-// dirty: its cleanup runs and the next attempt is dispatched, counted by
-// max_dirty_restarts. It returns the same nodeDone as work.
-func (r *run) remoteWork(ctx context.Context, n *node) nodeDone {
+// hubDispatch carries an attempt to a worker through the hub (docs/spec.md
+// §8): its beginning is a durable DISPATCH record, then one message; the
+// worker's start and end are recorded by the ingest goroutine as the hub
+// reports them, in stream order, through the same stepEnd as a local
+// attempt's. An attempt in flight when the run started (adopted) is waited
+// for, not dispatched again. A lost attempt is cut off, as by a crash: the
+// lifecycle cleans up and dispatches the next, counted by
+// max_dirty_restarts (afterLoss).
+type hubDispatch struct{ r *run }
+
+func (c hubDispatch) begin(ctx context.Context, at *attemptRun) error {
+	r, n := c.r, at.n
 	h := r.hub
 	h.mu.Lock()
 	sl := h.adopted[n.id()]
@@ -31,57 +36,59 @@ func (r *run) remoteWork(ctx context.Context, n *node) nodeDone {
 	if sl != nil {
 		sl.ctx = ctx
 	}
-	prevRemote := h.prevRemote[n.id()]
 	h.mu.Unlock()
-	for {
-		if sl == nil {
-			ended := 0
-			if (n.dirty || n.unclean) && n.prevToken != "" && !prevRemote {
-				// An attempt of an earlier local run.
-				ended = executor.EndLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace)
+	if sl == nil {
+		var d *nodeDone
+		if sl, d = r.dispatch(ctx, n); d != nil {
+			if d.logErr != nil {
+				return d.logErr
 			}
-			if n.dirty || (n.unclean && n.rs.step.HasCleanup()) || ended > 0 {
-				if d, ok := r.cleanup(ctx, n, ended); !ok {
-					return d
-				}
-				h.mu.Lock()
-				h.recov[n.id()]++ // a CLEANUP with dirty: true was recorded, or none was needed
-				h.mu.Unlock()
-			}
-			var d *nodeDone
-			if sl, d = r.dispatch(ctx, n); d != nil {
-				return *d
-			}
-		}
-		o, d := r.awaitOutcome(ctx, n, sl)
-		if d != nil {
-			return *d
-		}
-		h.mu.Lock()
-		h.prevRemote[n.id()] = true
-		h.mu.Unlock()
-		if !o.lost {
-			return r.tookEnd(n, sl, o)
-		}
-		// Lost: cut off, as by a crash.
-		sl, prevRemote = nil, true
-		n.dirty, n.unclean, n.prevToken = true, true, ""
-		h.mu.Lock()
-		recovered := h.recov[n.id()]
-		h.mu.Unlock()
-		if recovered >= r.t.p.MaxDirtyRestarts {
-			msg := fmt.Sprintf("crash loop: the attempt's worker was lost %d time(s) in a row, so it is not run again; "+
-				"fix the cause, then run `apollo run %s --hub ... --resume-from %s` to run it again",
-				recovered+1, r.t.p.Path, n.id())
-			if err := r.endWithoutRunning(n, eventlog.Failed, msg); err != nil {
-				return nodeDone{n: n, logErr: err}
-			}
-			return nodeDone{n: n, status: eventlog.Failed, err: errors.New(msg)}
-		}
-		if ctx.Err() != nil {
-			return nodeDone{n: n, status: eventlog.Running} // left for the next run
+			at.done = d
+			return nil
 		}
 	}
+	at.hub, at.retry = sl, sl.n
+	return nil
+}
+
+func (c hubDispatch) carry(ctx context.Context, at *attemptRun) (executor.Result, error) {
+	r, n, sl := c.r, at.n, at.hub
+	o, d := r.awaitOutcome(ctx, n, sl)
+	switch {
+	case d != nil && d.logErr != nil:
+		return executor.Result{}, d.logErr
+	case d != nil:
+		at.done = d
+	case o.lost:
+		at.lost = true
+		n.dirty, n.unclean, n.prevToken = true, true, ""
+	default:
+		n.prevToken = "" // what it left running is on its worker
+		end := r.settleEnd(n, sl.n, o)
+		end.unsynced = n.rs.step.Durability != pipeline.DurabilityBatch
+		at.done = &end
+	}
+	return executor.Result{}, nil
+}
+
+// afterLoss decides what follows a lost attempt: the step fails as a crash
+// loop once its attempts were lost or cut off max_dirty_restarts times in a
+// row, an interrupted run leaves it for the next, or stop is false and
+// work tries again.
+func (r *run) afterLoss(ctx context.Context, n *node) (d nodeDone, stop bool) {
+	if n.recovered >= r.t.p.MaxDirtyRestarts {
+		msg := fmt.Sprintf("crash loop: the attempt's worker was lost %d time(s) in a row, so it is not run again; "+
+			"fix the cause, then run `apollo run %s --hub ... --resume-from %s` to run it again",
+			n.recovered+1, r.t.p.Path, n.id())
+		if err := r.endWithoutRunning(n, eventlog.Failed, msg); err != nil {
+			return nodeDone{n: n, logErr: err}, true
+		}
+		return nodeDone{n: n, status: eventlog.Failed, err: errors.New(msg)}, true
+	}
+	if ctx.Err() != nil {
+		return nodeDone{n: n, status: eventlog.Running}, true // left for the next run
+	}
+	return nodeDone{}, false
 }
 
 // dispatch records and publishes the step's next attempt.
@@ -151,24 +158,6 @@ func (r *run) awaitOutcome(ctx context.Context, n *node, sl *slot) (outcome, *no
 	}
 }
 
-// tookEnd brings the node up to date with its attempt's recorded end, as
-// recordEnd does for a local one.
-func (r *run) tookEnd(n *node, sl *slot, o outcome) nodeDone {
-	d := nodeDone{n: n, attempt: sl.n, status: o.status, delay: o.delay, err: o.err,
-		unsynced: n.rs.step.Durability != pipeline.DurabilityBatch}
-	n.prevToken = ""
-	switch o.status {
-	case eventlog.Success:
-		n.outDigest, n.output = o.res.OutputDigest, o.res.Output
-	case eventlog.Running:
-		n.unclean = true
-		d.err = nil
-	default:
-		n.unclean = true
-	}
-	return d
-}
-
 // end records the end of a step's open attempt: at most one STEP_END per
 // attempt, with the retry decision local mode makes.
 func (h *hubRun) end(ev *remote.Event, seq int64, sl *slot) error {
@@ -178,44 +167,16 @@ func (h *hubRun) end(ev *remote.Event, seq int64, sl *slot) error {
 	if ev.Error != "" {
 		res.Err = errors.New(ev.Error)
 	}
-	if len(res.Output) > MaxOutputRecord && res.Err == nil {
-		res.Err = fmt.Errorf("the step's output is %d bytes; the log keeps at most %d (1 MiB) of a step's output: "+
-			"write large data to a file (under {{artifacts_dir}}) and output its path", len(res.Output), MaxOutputRecord)
-		res.Output = nil
-	}
-	rec := &eventlog.Record{EventType: eventlog.StepEnd, StepID: ev.Step, RetryCount: ev.Attempt,
-		InputDigest: h.inputOf(ev.Step), OutputDigest: res.OutputDigest, DurationMS: ev.DurationMS,
-		TimedOut: res.TimedOut, Interrupted: res.Interrupted, Message: res.Note, Worker: ev.Worker, SrcSeq: seq}
-	if res.ExitCode != 0 {
-		code := res.ExitCode
-		rec.ExitCode = &code
-	}
-	o := outcome{res: res}
 	h.mu.Lock()
 	n, ctx := sl.node, sl.ctx
 	h.mu.Unlock()
-	switch {
-	case res.Err == nil:
-		rec.Status, rec.Output = eventlog.Success, res.Output
-	case n != nil && ctx != nil && r.mayRetry(ctx, n, res):
-		o.delay = retryDelay(r.t.p, n.rs.step, n.attempts)
-		rec.Status, rec.ErrorMessage, rec.NextDelayMS = eventlog.Running, res.Err.Error(), o.delay.Milliseconds()
-	default:
-		rec.Status, rec.ErrorMessage = eventlog.Failed, res.Err.Error()
-		o.err = res.Err
-	}
-	o.status = rec.Status
-	rec.ErrorMessage = bounded(rec.ErrorMessage)
-	rec.Message = bounded(rec.Message)
+	rec, o := r.stepEnd(ctx, n, ev.Step, ev.Attempt, h.inputOf(ev.Step), res, false)
+	rec.DurationMS, rec.Worker, rec.SrcSeq = ev.DurationMS, ev.Worker, seq
 	if err := r.w.AppendUnsynced(rec); err != nil {
 		return err
 	}
 	if r.rep != nil {
-		shown := rec.Status
-		if shown == eventlog.Running {
-			shown = "RETRY"
-		}
-		r.rep.ended(ev.Step, shown, ev.Attempt, time.Duration(ev.DurationMS)*time.Millisecond, rec.ErrorMessage, o.delay)
+		r.rep.ended(ev.Step, shownStatus(rec.Status), ev.Attempt, time.Duration(ev.DurationMS)*time.Millisecond, rec.ErrorMessage, o.delay)
 	}
 	h.close(sl, o)
 	return nil

@@ -74,11 +74,9 @@ type hubRun struct {
 	host  string
 	run   string // the task run's name in messages: host and log
 
-	mu         sync.Mutex
-	slots      map[string]*slot // by step: its latest attempt
-	recov      map[string]int   // cut-off or lost attempts recovered in a row, by step
-	adopted    map[string]*slot // attempts in flight when the run started, for their nodes to wait for
-	prevRemote map[string]bool  // the step's latest attempt was a remote one
+	mu      sync.Mutex
+	slots   map[string]*slot // by step: its latest attempt
+	adopted map[string]*slot // attempts in flight when the run started, for their nodes to wait for
 
 	failed    chan struct{} // closed when the hub failed the run
 	failErr   error
@@ -126,8 +124,8 @@ func (r *run) connectHub(ctx context.Context) error {
 		return usage.Errorf("%s declares secrets, which are not sent to workers (the hub stores what it carries); run it without --hub", r.t.p.Path)
 	}
 	host, _ := os.Hostname()
-	h := &hubRun{r: r, pool: ho.Pool, host: host, slots: map[string]*slot{}, recov: map[string]int{},
-		adopted: map[string]*slot{}, prevRemote: map[string]bool{}, failed: make(chan struct{})}
+	h := &hubRun{r: r, pool: ho.Pool, host: host, slots: map[string]*slot{},
+		adopted: map[string]*slot{}, failed: make(chan struct{})}
 	if h.pool == "" {
 		h.pool = remote.DefaultPool
 	}
@@ -170,8 +168,6 @@ func (r *run) startHub(ctx context.Context) error {
 	c := h.c
 	h.run = h.host + ":" + r.absLog
 	for id, st := range r.state.Steps {
-		h.recov[id] = st.DirtyRecoveries
-		h.prevRemote[id] = st.Remote
 		if st.Remote && st.Dirty {
 			h.slots[id] = &slot{n: st.RetryCount, open: true, started: st.StartedAt != "", input: st.InputDigest,
 				done: make(chan outcome, 1)}

@@ -197,6 +197,7 @@ type node struct {
 	unclean   bool // the previous attempt failed: clean up before the next
 	prevPGID  int
 	prevToken string
+	recovered int    // recoveries (cleanups) of its attempts in a row, for the crash-loop guard
 	final     string // the step's state at the end of this invocation
 	blocked   bool
 	started   bool

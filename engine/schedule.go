@@ -57,8 +57,12 @@ func (r *run) newNode(rs *renderedStep, idx int, st *eventlog.StepState, plan Pl
 		rerunOK:  endedOK(st),
 		childLog: st.ChildLog,
 		retry:    plan.NextRetry,
+		// recovered counts the recoveries of cut-off attempts in a row.
+		recovered: st.DirtyRecoveries,
 	}
-	if st.Attempts > 0 {
+	if st.Attempts > 0 && !st.Remote {
+		// What a local attempt left running is ended before the next;
+		// a remote one's is on its worker.
 		n.prevToken = executor.AttemptToken(r.absLog, plan.ID, st.RetryCount)
 	}
 	switch plan.Action {
@@ -444,30 +448,6 @@ func (r *run) block(n *node) {
 			r.block(c)
 		}
 	}
-}
-
-// endWithoutRunning writes a STEP_END for a step this invocation settles
-// without running it.
-func (r *run) endWithoutRunning(n *node, status, msg string) error {
-	rec := &eventlog.Record{EventType: eventlog.StepEnd, StepID: n.id(), Status: status,
-		RetryCount: max(n.retry-1, 0), ErrorMessage: msg}
-	if err := r.appendFor(n.rs.step, rec); err != nil {
-		return err
-	}
-	n.final = status
-	n.lastErr = msg
-	r.rep.ended(n.id(), status, rec.RetryCount, 0, msg, 0)
-	return nil
-}
-
-// mayRetry reports whether a failed attempt gets another one in this
-// invocation.
-func (r *run) mayRetry(ctx context.Context, n *node, res executor.Result) bool {
-	s := n.rs.step
-	if ctx.Err() != nil || res.Interrupted || s.RetryPolicy == pipeline.RetryNone || s.RetryPolicy == "" {
-		return false
-	}
-	return n.attempts <= s.MaxRetries
 }
 
 // retryDelay is the wait before retry number k (k ≥ 1) of a step (docs/spec.md §2):

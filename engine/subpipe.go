@@ -112,9 +112,27 @@ func (e *Engine) child(w *os.File) *Engine {
 	return New(opts)
 }
 
-// runChild is the attempt of a run: step: the sub-pipeline's task, run
-// (or resumed) to its end. The error is the parent's log's: the run must
-// stop.
+// childPipeline carries the attempts of a run: step: the sub-pipeline's
+// task, run (or resumed) to its end. Which of the child's logs an attempt
+// runs is chosen before it starts and written in its STEP_START.
+type childPipeline struct{ r *run }
+
+func (c childPipeline) begin(_ context.Context, at *attemptRun) error {
+	r, n := c.r, at.n
+	return r.appendStart(at, func(start *eventlog.Record) {
+		at.childLog = r.t.childLog(pipeline.ChildTaskID(r.t.id, n.id()), childFresh(n, at.retry), n.childLog,
+			r.logPath, r.e.opts.Clock.Now())
+		n.childLog = filepath.Base(at.childLog)
+		start.ChildLog = n.childLog
+	})
+}
+
+func (c childPipeline) carry(ctx context.Context, at *attemptRun) (executor.Result, error) {
+	return c.r.runChild(ctx, at)
+}
+
+// runChild is the attempt of a run: step. The error is the parent's log's:
+// the run must stop.
 func (r *run) runChild(ctx context.Context, at *attemptRun) (executor.Result, error) {
 	n := at.n
 	if err := at.a.Started(0); err != nil { // the STEP_START is durable first

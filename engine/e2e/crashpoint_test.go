@@ -14,8 +14,11 @@ import (
 // crashShape is the representative pipeline of the crash-point walk: every
 // kind of step of the torture DAG (shell and Lua with cleanup hooks, an
 // isolated Lua step, idem.write/replace/once/resource, batch durability,
-// retries, an optional failure), 16 steps.
-var crashShape = dagShape{parts: 4, chain: 2, finish: 1}
+// retries, an optional failure), 16 steps, and a step of each other local
+// carrier of an attempt (a foreach expansion, a child pipeline, a cached
+// step), so that the one attempt lifecycle is crashed through each. The
+// hub's carrier is crashed by the hub's fault tests (engine/remote_test.go).
+var crashShape = dagShape{parts: 4, chain: 2, finish: 1, carriers: true}
 
 // recoveryPoints are where the resume after a crash is crashed in turn:
 // while the cleanup hook runs, before its record, mid-record, while the
@@ -41,6 +44,7 @@ func TestCrashPoints(t *testing.T) {
 	// Which points a clean run passes, and how often.
 	dir := t.TempDir()
 	writePipeline(t, dir, yaml)
+	writeChild(t, dir)
 	trace := filepath.Join(dir, "trace")
 	if res := runApollo(t, dir, []string{"APOLLO_CRASH_TRACE=" + trace}, args...); res.code != 0 {
 		t.Fatalf("traced run: exit %d\n%s", res.code, res.stderr)
@@ -111,6 +115,7 @@ func TestCrashPoints(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "w")
 			os.Mkdir(dir, 0o755)
 			writePipeline(t, dir, yaml)
+			writeChild(t, dir)
 			c := &checker{dir: dir, task: tortureTask, shape: crashShape}
 			o := outcome{pair: pair, recovery: j.recovery}
 			res := runApollo(t, dir, []string{"APOLLO_CRASH_AT=" + pair}, args...)
