@@ -547,3 +547,73 @@ func TestHubTorture(t *testing.T) {
 }
 
 func newRand(seed int64) *rand.Rand { return rand.New(rand.NewPCG(uint64(seed), 0)) }
+
+// TestHubLostRaceOnR3 is issue 27: on a replicated (R3) bucket a lost
+// compare-and-set comes back as error 10164, not 10071. A coordinator whose
+// lease another took over must learn it at its next renewal (a LostError),
+// not retry it as a transient error until the hub's give-up limit; the
+// idem markers' gate must know a lost race too.
+func TestHubLostRaceOnR3(t *testing.T) {
+	needCluster(t)
+	e := newHubEnv(t, 3)
+	ctx := t.Context()
+	a := e.client(e.cl.URLs())
+	b := e.client(e.cl.URLs())
+	me := remote.Holder{Host: "h", PID: 1, StateDir: "/s"}
+	first, err := a.AcquireLease(ctx, e.task, me, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same host and state folder: the old holder is dead, taken over at once.
+	if _, err := b.AcquireLease(ctx, e.task, remote.Holder{Host: "h", PID: 2, StateDir: "/s"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	err = first.Renew(ctx)
+	if _, ok := errors.AsType[*remote.LostError](err); !ok {
+		t.Fatalf("renewal of a lease taken over: %v (after %s), want a LostError", err, time.Since(began).Round(time.Millisecond))
+	}
+	// Writers racing on one key: the losers' refusals come back as 10071
+	// or, while the winner's write is in flight, as 10164.
+	kv, err := a.JS.KeyValue(ctx, remote.IdemBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := remote.Token(e.task) + ".race"
+	inFlight := 0
+	for round := 0; round < 20 && inFlight == 0; round++ {
+		rev, err := kv.Put(ctx, key, []byte("start"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 16)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = kv.Update(ctx, key, []byte(fmt.Sprint(i)), rev)
+			}()
+		}
+		wg.Wait()
+		won := 0
+		for _, err := range errs {
+			var api *jetstream.APIError
+			switch {
+			case err == nil:
+				won++
+			case !remote.LostRace(err):
+				t.Errorf("a writer that lost the race: %v, not recognised as a lost race", err)
+			case errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+				inFlight++
+			}
+		}
+		if won != 1 {
+			t.Errorf("round %d: %d writers won, want 1", round, won)
+		}
+	}
+	t.Logf("%d refusals while the winner's write was in flight (10164)", inFlight)
+	if remote.LostRace(errors.New("nats: timeout")) || remote.LostRace(nil) {
+		t.Error("a time-out taken for a lost race")
+	}
+}
