@@ -617,3 +617,63 @@ func TestHubLostRaceOnR3(t *testing.T) {
 		t.Error("a time-out taken for a lost race")
 	}
 }
+
+// TestHubUntakenSaysSo is issue 25: an attempt no worker takes (its pool
+// has none) is said on the board and in the log, instead of a run that
+// waits mute.
+func TestHubUntakenSaysSo(t *testing.T) {
+	nodes := 3
+	if testing.Short() {
+		nodes = 1
+	}
+	e := newHubEnv(t, nodes)
+	path := filepath.Join(e.dir, "untaken.yaml")
+	os.WriteFile(path, []byte("task_name: untaken\nsteps:\n  - id: a\n    command: \"true\"\n    pool: nobody\n"), 0o644)
+	var out syncBuffer
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		ro := RunOptions{TaskID: e.task, Hub: HubOptions{URLs: e.cl.URLs(), CallTimeout: time.Second, GiveUp: 20 * time.Second,
+			LeaseTTL: 6 * time.Second, Untaken: 200 * time.Millisecond, detach: true}}
+		eng := New(Options{StateDir: filepath.Join(e.dir, ".apollo"), Workdir: e.dir, Stdout: &out,
+			Stderr: io.Discard, Progress: ProgressPlain, KillGrace: 500 * time.Millisecond})
+		done <- eng.Run(ctx, path, ro)
+	}()
+	const want = "attempt 0 was dispatched to pool nobody"
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), want) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "no worker of pool nobody has ever pulled from this hub") {
+		t.Fatalf("the board never said that no worker took the attempt:\n%s", out.String())
+	}
+	warnings := 0
+	for _, r := range e.logOf(e.task) {
+		if r.EventType == eventlog.Warning && strings.Contains(r.Message, want) {
+			warnings++
+		}
+	}
+	if warnings != 1 {
+		t.Errorf("%d WARNINGs that no worker took the attempt, want 1", warnings)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
