@@ -103,7 +103,8 @@ func runRun(ctx context.Context, o *runOptions, in invocation) error {
 	ro := engine.RunOptions{Vars: vars, TaskID: o.taskID, Fresh: o.fresh,
 		ResumeFrom: o.resumeFrom, Only: o.only, Until: o.until, AcceptChanges: o.acceptChanges, Parallel: o.parallel, DryRun: o.dryRun, JSON: o.json, NoCache: o.noCache,
 		Hub: engine.HubOptions{URLs: o.hub.urls, Pool: o.pool, Auth: o.hub.auth(),
-			CallTimeout: envDuration(envHubCallTimeout), GiveUp: envDuration(envHubGiveUp), LeaseTTL: envDuration(envHubLeaseTTL)}}
+			CallTimeout: envDuration(envHubCallTimeout), GiveUp: envDuration(envHubGiveUp), LeaseTTL: envDuration(envHubLeaseTTL),
+			Untaken: envDuration(envHubUntaken)}}
 	if in.changed("dates") {
 		return runDates(ctx, e, in, o, ro)
 	}

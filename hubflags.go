@@ -49,4 +49,5 @@ const (
 	envHubGiveUp      = "APOLLO_HUB_GIVE_UP"      // the hub unreachable this long stops a run (default 2m)
 	envHubLeaseTTL    = "APOLLO_HUB_LEASE_TTL"    // a dead coordinator's lease lapses after this (default 30s)
 	envLiveness       = "APOLLO_LIVENESS"         // a silent worker's attempt is redelivered after this (default 30s)
+	envHubUntaken     = "APOLLO_HUB_UNTAKEN"      // a dispatch no worker took for this long is said (default 1m)
 )

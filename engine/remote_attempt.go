@@ -11,9 +11,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"apollo/engine/executor"
 	"apollo/engine/pipeline"
 	"apollo/engine/remote"
+	"apollo/engine/textfmt"
 	"apollo/eventlog"
 )
 
@@ -35,6 +38,9 @@ func (c hubDispatch) begin(ctx context.Context, at *attemptRun) error {
 	delete(h.adopted, n.id())
 	if sl != nil {
 		sl.ctx = ctx
+		if sl.since.IsZero() { // adopted: waited for from now on
+			sl.pool, sl.since = h.poolOf(n), time.Now()
+		}
 	}
 	h.mu.Unlock()
 	if sl == nil {
@@ -107,7 +113,7 @@ func (r *run) dispatch(ctx context.Context, n *node) (*slot, *nodeDone) {
 	}
 	input := inputDigest(rs, r.upstreamDigests(n), "")
 	pool := h.poolOf(n)
-	sl := &slot{n: retry, open: true, input: input, node: n, ctx: ctx, done: make(chan outcome, 1)}
+	sl := &slot{n: retry, open: true, input: input, pool: pool, since: time.Now(), node: n, ctx: ctx, done: make(chan outcome, 1)}
 	// The slot exists before the DISPATCH: from then on the attempt's
 	// events may come.
 	h.mu.Lock()
@@ -134,12 +140,26 @@ func (r *run) dispatch(ctx context.Context, n *node) (*slot, *nodeDone) {
 // while for their ends; a hub that failed stops the run.
 func (r *run) awaitOutcome(ctx context.Context, n *node, sl *slot) (outcome, *nodeDone) {
 	h := r.hub
-	select {
-	case o := <-sl.done:
-		return o, nil
-	case <-h.failed:
-		return outcome{}, &nodeDone{n: n, logErr: h.failErr}
-	case <-ctx.Done():
+	every := r.ro.Hub.Untaken
+	if every <= 0 {
+		every = DefaultUntaken
+	}
+	untaken := time.NewTicker(every)
+	defer untaken.Stop()
+wait:
+	for {
+		select {
+		case o := <-sl.done:
+			return o, nil
+		case <-h.failed:
+			return outcome{}, &nodeDone{n: n, logErr: h.failErr}
+		case <-ctx.Done():
+			break wait
+		case <-untaken.C:
+			if err := h.sayUntaken(ctx, n, sl); err != nil {
+				return outcome{}, &nodeDone{n: n, logErr: err}
+			}
+		}
 	}
 	if r.ro.Hub.detach {
 		return outcome{}, &nodeDone{n: n, status: eventlog.Running}
@@ -156,6 +176,36 @@ func (r *run) awaitOutcome(ctx context.Context, n *node, sl *slot) (outcome, *no
 		r.rep.event(n.id(), fmt.Sprintf("attempt %d still running on its worker; the next run adopts it", sl.n))
 		return outcome{}, &nodeDone{n: n, status: eventlog.Running}
 	}
+}
+
+// sayUntaken says, on the board and once in the log, that no worker has
+// taken the slot's attempt since it was dispatched, instead of waiting mute:
+// the pool may have no worker, or none with a free slot.
+func (h *hubRun) sayUntaken(ctx context.Context, n *node, sl *slot) error {
+	h.mu.Lock()
+	started, pool, since, said := sl.started, sl.pool, sl.since, sl.saidUntaken
+	sl.saidUntaken = true
+	h.mu.Unlock()
+	if started || !sl.open {
+		return nil
+	}
+	why := fmt.Sprintf("is a worker of pool %s running, with a free slot? (apollo worker --hub ... --pool %s)", pool, pool)
+	cctx, cancel := context.WithTimeout(ctx, h.c.Config().CallTimeout)
+	_, err := h.c.JS.Consumer(cctx, remote.StepsStream, remote.PoolConsumer(pool))
+	cancel()
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		why = fmt.Sprintf("no worker of pool %s has ever pulled from this hub: start one (apollo worker --hub ... --pool %s)", pool, pool)
+	}
+	msg := fmt.Sprintf("attempt %d was dispatched to pool %s %s ago and no worker has taken it yet: %s",
+		sl.n, pool, textfmt.Duration(time.Since(since)), why)
+	if h.r.rep != nil {
+		h.r.rep.event(n.id(), msg)
+	}
+	if said {
+		return nil
+	}
+	return h.r.w.AppendUnsynced(&eventlog.Record{EventType: eventlog.Warning, StepID: n.id(), Status: eventlog.Running,
+		RetryCount: sl.n, Message: msg})
 }
 
 // end records the end of a step's open attempt: at most one STEP_END per

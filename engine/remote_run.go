@@ -1,10 +1,13 @@
 package engine
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -32,7 +35,14 @@ type HubOptions struct {
 	// (default 2 minutes); LeaseTTL is how long another coordinator waits
 	// for this one's lease to lapse when this one dies (default 30 s).
 	CallTimeout, GiveUp, LeaseTTL time.Duration
+	// Untaken is how long a dispatched attempt may wait for a worker before
+	// the run says so (default 1 minute), and again each time as long.
+	Untaken time.Duration
 }
+
+// DefaultUntaken is how long a dispatched attempt waits for a worker
+// before the run says that none has taken it.
+const DefaultUntaken = time.Minute
 
 // DefaultLeaseTTL is how long a coordinator's lease lasts without renewal.
 const DefaultLeaseTTL = 30 * time.Second
@@ -72,7 +82,7 @@ type hubRun struct {
 	lease *remote.Lease
 	pool  string
 	host  string
-	run   string // the task run's name in messages: host and log
+	run   string // the task run's id in messages: its log's run_nonce
 
 	mu      sync.Mutex
 	slots   map[string]*slot // by step: its latest attempt
@@ -97,9 +107,13 @@ type slot struct {
 	open    bool // dispatched and not ended (no STEP_END or LOST yet)
 	started bool
 	input   string // its input digest
-	node    *node
-	ctx     context.Context // the scheduler's, for the retry decision
-	done    chan outcome    // one outcome per attempt
+	pool    string
+	since   time.Time // when it was dispatched, or adopted
+	// saidUntaken: the log has the WARNING that no worker took it.
+	saidUntaken bool
+	node        *node
+	ctx         context.Context // the scheduler's, for the retry decision
+	done        chan outcome    // one outcome per attempt
 }
 
 // outcome is how a remote attempt ended, for its node.
@@ -166,7 +180,11 @@ func (r *run) startHub(ctx context.Context) error {
 		return nil
 	}
 	c := h.c
-	h.run = h.host + ":" + r.absLog
+	run, err := logRunID(r.logPath)
+	if err != nil {
+		return err
+	}
+	h.run = run
 	for id, st := range r.state.Steps {
 		if st.Remote && st.Dirty {
 			h.slots[id] = &slot{n: st.RetryCount, open: true, started: st.StartedAt != "", input: st.InputDigest,
@@ -256,11 +274,11 @@ func (r *run) adoptInFlight(ctx context.Context) error {
 		sl := h.slots[id]
 		h.mu.Unlock()
 		pool := h.poolOf(n)
-		q, ok, err := h.c.Queued(ctx, pool, r.t.id, id)
+		qrun, q, ok, err := h.c.Queued(ctx, pool, r.t.id, id)
 		if err != nil {
 			return &HubError{TaskID: r.t.id, Err: err}
 		}
-		if !ok || q != sl.n {
+		if !ok || qrun != h.run || q != sl.n {
 			rs, err := r.late(n)
 			if err != nil {
 				return fmt.Errorf("step %s: re-dispatch attempt %d: %w", n.id(), sl.n, err)
@@ -271,7 +289,7 @@ func (r *run) adoptInFlight(ctx context.Context) error {
 			}
 		}
 		h.mu.Lock()
-		sl.node = n
+		sl.node, sl.pool, sl.since = n, pool, time.Now()
 		h.adopted[id] = sl
 		h.mu.Unlock()
 		n.dirty, n.unclean = false, false
@@ -282,6 +300,26 @@ func (r *run) adoptInFlight(ctx context.Context) error {
 		fmt.Fprintf(r.e.opts.Stderr, "apollo: adopting %d attempt(s) in flight: %v\n", len(names), names)
 	}
 	return nil
+}
+
+// logRunID is a task run's id on the hub: the run_nonce of its log's first
+// TASK_START, which names the log (a new log of the same task id has
+// another), and stays while the log is resumed.
+func logRunID(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("read the log's run id: %w", err)
+	}
+	defer f.Close()
+	line, err := bufio.NewReader(io.LimitReader(f, eventlog.MaxLineBytes)).ReadBytes('\n')
+	if err != nil {
+		return "", fmt.Errorf("read the log's run id from %s: %w", path, err)
+	}
+	rec, err := eventlog.Decode(bytes.TrimSuffix(line, []byte("\n")))
+	if err != nil || rec.Start == nil || rec.Start.RunNonce == "" {
+		return "", fmt.Errorf("read the log's run id: %s does not begin with a TASK_START that has a run_nonce (%v)", path, err)
+	}
+	return rec.Start.RunNonce, nil
 }
 
 // poolOf is the pool a node's attempts go to.

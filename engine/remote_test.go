@@ -547,3 +547,133 @@ func TestHubTorture(t *testing.T) {
 }
 
 func newRand(seed int64) *rand.Rand { return rand.New(rand.NewPCG(uint64(seed), 0)) }
+
+// TestHubLostRaceOnR3 is issue 27: on a replicated (R3) bucket a lost
+// compare-and-set comes back as error 10164, not 10071. A coordinator whose
+// lease another took over must learn it at its next renewal (a LostError),
+// not retry it as a transient error until the hub's give-up limit; the
+// idem markers' gate must know a lost race too.
+func TestHubLostRaceOnR3(t *testing.T) {
+	needCluster(t)
+	e := newHubEnv(t, 3)
+	ctx := t.Context()
+	a := e.client(e.cl.URLs())
+	b := e.client(e.cl.URLs())
+	me := remote.Holder{Host: "h", PID: 1, StateDir: "/s"}
+	first, err := a.AcquireLease(ctx, e.task, me, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same host and state folder: the old holder is dead, taken over at once.
+	if _, err := b.AcquireLease(ctx, e.task, remote.Holder{Host: "h", PID: 2, StateDir: "/s"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	err = first.Renew(ctx)
+	if _, ok := errors.AsType[*remote.LostError](err); !ok {
+		t.Fatalf("renewal of a lease taken over: %v (after %s), want a LostError", err, time.Since(began).Round(time.Millisecond))
+	}
+	// Writers racing on one key: the losers' refusals come back as 10071
+	// or, while the winner's write is in flight, as 10164.
+	kv, err := a.JS.KeyValue(ctx, remote.IdemBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := remote.Token(e.task) + ".race"
+	inFlight := 0
+	for round := 0; round < 20 && inFlight == 0; round++ {
+		rev, err := kv.Put(ctx, key, []byte("start"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 16)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = kv.Update(ctx, key, []byte(fmt.Sprint(i)), rev)
+			}()
+		}
+		wg.Wait()
+		won := 0
+		for _, err := range errs {
+			var api *jetstream.APIError
+			switch {
+			case err == nil:
+				won++
+			case !remote.LostRace(err):
+				t.Errorf("a writer that lost the race: %v, not recognised as a lost race", err)
+			case errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+				inFlight++
+			}
+		}
+		if won != 1 {
+			t.Errorf("round %d: %d writers won, want 1", round, won)
+		}
+	}
+	t.Logf("%d refusals while the winner's write was in flight (10164)", inFlight)
+	if remote.LostRace(errors.New("nats: timeout")) || remote.LostRace(nil) {
+		t.Error("a time-out taken for a lost race")
+	}
+}
+
+// TestHubUntakenSaysSo is issue 25: an attempt no worker takes (its pool
+// has none) is said on the board and in the log, instead of a run that
+// waits mute.
+func TestHubUntakenSaysSo(t *testing.T) {
+	nodes := 3
+	if testing.Short() {
+		nodes = 1
+	}
+	e := newHubEnv(t, nodes)
+	path := filepath.Join(e.dir, "untaken.yaml")
+	os.WriteFile(path, []byte("task_name: untaken\nsteps:\n  - id: a\n    command: \"true\"\n    pool: nobody\n"), 0o644)
+	var out syncBuffer
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		ro := RunOptions{TaskID: e.task, Hub: HubOptions{URLs: e.cl.URLs(), CallTimeout: time.Second, GiveUp: 20 * time.Second,
+			LeaseTTL: 6 * time.Second, Untaken: 200 * time.Millisecond, detach: true}}
+		eng := New(Options{StateDir: filepath.Join(e.dir, ".apollo"), Workdir: e.dir, Stdout: &out,
+			Stderr: io.Discard, Progress: ProgressPlain, KillGrace: 500 * time.Millisecond})
+		done <- eng.Run(ctx, path, ro)
+	}()
+	const want = "attempt 0 was dispatched to pool nobody"
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), want) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "no worker of pool nobody has ever pulled from this hub") {
+		t.Fatalf("the board never said that no worker took the attempt:\n%s", out.String())
+	}
+	warnings := 0
+	for _, r := range e.logOf(e.task) {
+		if r.EventType == eventlog.Warning && strings.Contains(r.Message, want) {
+			warnings++
+		}
+	}
+	if warnings != 1 {
+		t.Errorf("%d WARNINGs that no worker took the attempt, want 1", warnings)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

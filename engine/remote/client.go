@@ -352,16 +352,16 @@ func (c *Client) Dispatch(ctx context.Context, w *Work) (dup bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	_, dup, err = c.Publish(ctx, StepSubject(w.Pool, w.Task, w.Step), AttemptID(w.Task, w.Step, w.Attempt), data)
+	_, dup, err = c.Publish(ctx, StepSubject(w.Pool, w.Task, w.Step), DispatchID(w.Run, w.Task, w.Step, w.Attempt), data)
 	return dup, err
 }
 
-// Queued returns the attempt of a step that waits in the work queue or is
-// held by a worker, if any.
-func (c *Client) Queued(ctx context.Context, pool, taskID, step string) (attempt int, ok bool, err error) {
+// Queued returns the run and attempt of a step's message that waits in the
+// work queue or is held by a worker, if any.
+func (c *Client) Queued(ctx context.Context, pool, taskID, step string) (run string, attempt int, ok bool, err error) {
 	s, err := c.Stream(ctx, StepsStream)
 	if err != nil {
-		return 0, false, err
+		return "", 0, false, err
 	}
 	err = c.Do(ctx, "look for a queued attempt", func(ctx context.Context) error {
 		m, err := s.GetLastMsgForSubject(ctx, StepSubject(pool, taskID, step))
@@ -376,10 +376,10 @@ func (c *Client) Queued(ctx context.Context, pool, taskID, step string) (attempt
 		if err := json.Unmarshal(m.Data, &w); err != nil {
 			return Final(err)
 		}
-		attempt, ok = w.Attempt, true
+		run, attempt, ok = w.Run, w.Attempt, true
 		return nil
 	})
-	return attempt, ok, err
+	return run, attempt, ok, err
 }
 
 // Report publishes a worker's event and returns once the hub stored it.

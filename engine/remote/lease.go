@@ -95,7 +95,7 @@ func (c *Client) AcquireLease(ctx context.Context, taskID string, me Holder, ttl
 			l.rev = rev
 			return nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
+		if !LostRace(err) {
 			return err
 		}
 		e, err := kv.Get(ctx, l.key)
@@ -113,7 +113,7 @@ func (c *Client) AcquireLease(ctx context.Context, taskID string, me Holder, ttl
 			return Final(&HeldError{TaskID: taskID, Holder: h, Renewed: e.Created()})
 		}
 		rev, err = kv.Update(ctx, l.key, val, e.Revision())
-		if errors.Is(err, jetstream.ErrKeyExists) {
+		if LostRace(err) {
 			return errors.New("lease changed while taking it over; again")
 		}
 		if err != nil {
@@ -137,7 +137,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 			l.rev = rev
 			return nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
+		if !LostRace(err) {
 			return err
 		}
 		// The revision moved: unless the retry of a renewal that was
@@ -162,9 +162,21 @@ func (l *Lease) Renew(ctx context.Context) error {
 func (l *Lease) Release(ctx context.Context) error {
 	return l.c.Do(ctx, "release the task's lease", func(ctx context.Context) error {
 		err := l.kv.Delete(ctx, l.key, jetstream.LastRevision(l.rev))
-		if err != nil && (errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound)) {
+		if err != nil && (LostRace(err) || errors.Is(err, jetstream.ErrKeyNotFound)) {
 			return nil
 		}
 		return err
 	})
+}
+
+// LostRace reports whether err is the hub's refusal of a compare-and-set:
+// the key's revision moved, another writer won. A stream replicated on one
+// node says so with error 10071 ("wrong last sequence"); a replicated one
+// says it with 10164 while the winner's write is still in flight, which
+// jetstream.ErrKeyExists does not match.
+func LostRace(err error) bool {
+	var api *jetstream.APIError
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) ||
+		(errors.As(err, &api) && (api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant))
 }

@@ -69,7 +69,7 @@ func (m *Markers) Set(ctx context.Context, mk Marker) error {
 			return err
 		}
 		_, err := m.kv.Create(ctx, key, val)
-		if err == nil || !errors.Is(err, jetstream.ErrKeyExists) {
+		if err == nil || !LostRace(err) {
 			return err
 		}
 		e, err := m.kv.Get(ctx, key)
@@ -87,7 +87,7 @@ func (m *Markers) Set(ctx context.Context, mk Marker) error {
 		if cur.State != "cleared" {
 			return Final(fmt.Errorf("%w (%s by step %s attempt %d)", ErrMarkerTaken, cur.State, cur.Step, cur.Attempt))
 		}
-		if _, err := m.kv.Update(ctx, key, val, e.Revision()); errors.Is(err, jetstream.ErrKeyExists) {
+		if _, err := m.kv.Update(ctx, key, val, e.Revision()); LostRace(err) {
 			return errors.New("marker changed; again")
 		} else if err != nil {
 			return err

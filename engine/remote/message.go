@@ -16,8 +16,8 @@ type Work struct {
 	Step    string `json:"step"`
 	Attempt int    `json:"attempt"`
 	Pool    string `json:"pool"`
-	// Run names the task run (the coordinator's log): events of another
-	// run of the same task id are not this one's.
+	// Run names the task run: its log's run_nonce. Events of another run
+	// of the same task id are not this one's.
 	Run string `json:"run"`
 	// Epoch is the revision of the coordinator's lease when it dispatched.
 	Epoch       uint64 `json:"epoch"`
@@ -98,9 +98,11 @@ type Event struct {
 }
 
 // MsgID is the event's dedup id on the events stream: a retried publish
-// whose acknowledgement was lost is stored once.
+// whose acknowledgement was lost is stored once. It holds the run's id, as
+// a dispatch's does: another run's attempt of the same number is another
+// event.
 func (e *Event) MsgID() string {
-	id := AttemptID(e.Task, e.Step, e.Attempt) + "/" + e.Type
+	id := DispatchID(e.Run, e.Task, e.Step, e.Attempt) + "/" + e.Type
 	if e.Type == EventMarker {
 		id += "/" + e.Worker + "/" + strconv.Itoa(e.Seq)
 	}
@@ -120,9 +122,15 @@ type Marker struct {
 // Output is a piece of a remote attempt's output file, at its offset: a
 // coordinator that reads a piece twice writes the same bytes twice.
 type Output struct {
+	Task    string `json:"task"`
 	Run     string `json:"run"`
 	Step    string `json:"step"`
 	Attempt int    `json:"attempt"`
 	Offset  int64  `json:"offset"`
 	Data    []byte `json:"data"`
+}
+
+// MsgID is the piece's dedup id on the output stream.
+func (o *Output) MsgID() string {
+	return DispatchID(o.Run, o.Task, o.Step, o.Attempt) + "/out/" + strconv.FormatInt(o.Offset, 10)
 }

@@ -52,10 +52,20 @@ func markerKey(taskID, name string) string {
 	return Token(taskID) + "." + base64.RawURLEncoding.EncodeToString([]byte(name))
 }
 
-// AttemptID names one attempt: the Msg-Id of its dispatch, and the stem of
-// its events' ids.
+// AttemptID names one attempt of a task, for people: task/step/n.
 func AttemptID(taskID, step string, attempt int) string {
 	return taskID + "/" + step + "/" + strconv.Itoa(attempt)
+}
+
+// DispatchID names one attempt of one task run: the Msg-Id of its
+// dispatch, and the stem of the ids of its events and output. run is the
+// run's id (its log's run_nonce), so that a new log of the same task id
+// (--fresh, after apollo gc, a replaced state folder) never dispatches
+// under an id the hub still remembers from an earlier run, while a
+// coordinator that restarts on the same log publishes the same ids again
+// and the hub stores nothing twice.
+func DispatchID(run, taskID, step string, attempt int) string {
+	return run + "/" + AttemptID(taskID, step, attempt)
 }
 
 // ValidPool reports whether name can name a pool: [A-Za-z0-9_-]+.

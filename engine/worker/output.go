@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -66,10 +65,9 @@ func (s *streamer) send(final bool) {
 	for {
 		n, rerr := f.ReadAt(buf, s.sent)
 		if n > 0 {
-			o := remote.Output{Run: s.work.Run, Step: s.work.Step, Attempt: s.work.Attempt, Offset: s.sent, Data: buf[:n]}
+			o := remote.Output{Task: s.work.Task, Run: s.work.Run, Step: s.work.Step, Attempt: s.work.Attempt, Offset: s.sent, Data: buf[:n]}
 			data, _ := json.Marshal(o)
-			id := remote.AttemptID(s.work.Task, s.work.Step, s.work.Attempt) + "/out/" + strconv.FormatInt(s.sent, 10)
-			if _, _, err := s.c.Publish(context.Background(), remote.OutputSubject(s.work.Task), id, data); err != nil {
+			if _, _, err := s.c.Publish(context.Background(), remote.OutputSubject(s.work.Task), o.MsgID(), data); err != nil {
 				s.err = err
 				return
 			}
