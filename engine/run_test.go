@@ -20,6 +20,8 @@ import (
 )
 
 // runPipeline writes yaml to a temp workspace and runs it in-process.
+//
+//lint:ignore ST1008 the error first, as the tests read it: err, state, output
 func runPipeline(t *testing.T, dir, yaml string, ro RunOptions, opts Options) (error, *eventlog.State, string) {
 	t.Helper()
 	path := filepath.Join(dir, "pipeline.yaml")

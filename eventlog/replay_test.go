@@ -273,9 +273,7 @@ func TestRemainingDelay(t *testing.T) {
 		}
 	}
 	// Once the retry starts, or for a step that never asked, there is no delay.
-	for _, r := range []*Record{rBegin("a", 1), rEnd("a", Success, 1)} {
-		recs = append(recs, r)
-	}
+	recs = append(recs, rBegin("a", 1), rEnd("a", Success, 1))
 	st = Replay(testTask, logRecords(testTask, recs)).Steps["a"]
 	if got := st.RemainingDelay(ended); got != 0 {
 		t.Errorf("RemainingDelay after the retry succeeded = %v, want 0", got)

@@ -28,6 +28,8 @@ import (
 )
 
 // run runs a pipeline in dir in-process with the bundled modules.
+//
+//lint:ignore ST1008 the error first, as the tests read it: err, state, output
 func run(t *testing.T, dir, yaml string, ro engine.RunOptions) (error, *eventlog.State, string) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(dir, "pipeline.yaml"), []byte(yaml), 0o644); err != nil {

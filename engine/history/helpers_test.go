@@ -30,6 +30,8 @@ func testClock(base time.Time) func() time.Time {
 // engine, its state in dir/.apollo: the runs history reads are made as
 // apollo run makes them. It returns the run's error, the replayed log (nil
 // when none was written) and what the run printed.
+//
+//lint:ignore ST1008 the error first, as the tests read it: err, state, output
 func runPipeline(t *testing.T, dir, yaml string, ro engine.RunOptions, opts engine.Options) (error, *eventlog.State, string) {
 	t.Helper()
 	path := filepath.Join(dir, "pipeline.yaml")

@@ -167,7 +167,7 @@ func (p *Pipeline) Step(id string) *Step {
 	return nil
 }
 
-// hasCleanup reports whether the step has a cleanup hook. A module used
+// HasCleanup reports whether the step has a cleanup hook. A module used
 // with `uses` may bring its own, which only loading it tells; it counts.
 func (s *Step) HasCleanup() bool {
 	return s.CleanupCommand != "" || s.CleanupLua != "" || s.CleanupScript != "" || s.Uses != ""

@@ -110,7 +110,7 @@ const coalesce = 150 * time.Millisecond
 // stream serves a live page's events: send writes the first event at once
 // and then one after each change, until the page goes or send reports it is
 // done.
-func (srv *Server) stream(w http.ResponseWriter, r *http.Request, s *sub, send func(ev *events) (done bool)) {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, sb *sub, send func(ev *events) (done bool)) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming is not supported here", http.StatusInternalServerError)
@@ -120,7 +120,7 @@ func (srv *Server) stream(w http.ResponseWriter, r *http.Request, s *sub, send f
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // nginx: pass events on at once
-	remove := srv.hub.add(s)
+	remove := s.hub.add(sb)
 	defer remove()
 	ev := &events{w: w}
 	if send(ev) || ev.err != nil {
@@ -135,7 +135,7 @@ func (srv *Server) stream(w http.ResponseWriter, r *http.Request, s *sub, send f
 			return
 		case <-ping.C:
 			fmt.Fprint(w, ": ping\n\n")
-		case <-s.ch:
+		case <-sb.ch:
 			select {
 			case <-time.After(coalesce):
 			case <-r.Context().Done():

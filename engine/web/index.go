@@ -245,12 +245,12 @@ func (ix *index) scan() []*run {
 			k := runKey{sd, filepath.Base(f.Path)}
 			seen[k] = true
 			ix.mu.RLock()
-			r, ok := ix.runs[k]
+			_, ok := ix.runs[k]
 			ix.mu.RUnlock()
 			if ok {
 				continue
 			}
-			r = &run{key: k, f: f}
+			r := &run{key: k, f: f}
 			if e, ok := cache[k.Name]; ok && f.Regular {
 				r.size, r.mod, r.info, r.finished, r.loaded = e.Size, time.Unix(0, e.ModNS), e.Info, true, true
 				r.stats.figures = e.Figures
