@@ -23,7 +23,7 @@ import (
 func serveCommand() *command[*serveOptions] {
 	return &command[*serveOptions]{
 		about: about{name: "serve", summary: "watch runs in a browser, run pipelines on their schedules, export metrics",
-			usage: "apollo serve [--listen 127.0.0.1:8080] [--state-dir DIR]... [--pipelines DIR] [--token-file FILE | --auth-file FILE]",
+			usage: "apollo serve [--listen 127.0.0.1:8080] [--state-dir DIR]... [--pipelines DIR] [--token-file FILE | --auth-file FILE] [--allowed-hosts NAME,...]",
 			example: "  apollo serve --pipelines pipelines/\n" +
 				"  apollo serve --listen 0.0.0.0:8080 --auth-file /etc/apollo/users --state-dir /srv/a --state-dir /srv/b\n" +
 				"  # users: one user:bcrypt-hash a line, as htpasswd -nB USER prints it"},
@@ -40,6 +40,7 @@ type serveOptions struct {
 	pipelines string
 	tokenFile string
 	authFile  string
+	hosts     []string
 }
 
 // newServeOptions returns apollo serve's options, bound to the flags it adds to fs.
@@ -50,6 +51,7 @@ func newServeOptions(fs *pflag.FlagSet) *serveOptions {
 	fs.StringVar(&o.pipelines, "pipelines", "", "folder of pipeline files to show and run on their schedules")
 	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the token that signs users in (at least 16 characters)")
 	fs.StringVar(&o.authFile, "auth-file", "", "basic-auth users: one user:bcrypt-hash a line (htpasswd -nB USER)")
+	fs.StringSliceVar(&o.hosts, "allowed-hosts", nil, "with sign-in, the only Host names answered besides loopback ones (name or name:port, comma-separated)")
 	return o
 }
 
@@ -97,6 +99,15 @@ func runServe(ctx context.Context, o *serveOptions, in invocation) error {
 			return &usage.Error{Msg: "serve: " + err.Error()}
 		}
 	}
+	if len(o.hosts) > 0 && !auth.Enabled() {
+		return &usage.Error{Msg: "serve: --allowed-hosts needs --token-file or --auth-file: without sign-in, serve answers only " +
+			"loopback names (127.0.0.1, [::1], localhost), so that a web page rebinding its name to this machine reads nothing"}
+	}
+	for _, h := range o.hosts {
+		if err := web.ValidAllowedHost(h); err != nil {
+			return &usage.Error{Msg: "serve: --allowed-hosts " + err.Error()}
+		}
+	}
 	if !listen.Loopback(o.listen) && !auth.Enabled() {
 		return &usage.Error{Msg: fmt.Sprintf("serve: --listen %s is not a loopback address: anyone who reaches it would see every log; "+
 			"give --token-file or --auth-file, or listen on 127.0.0.1", o.listen)}
@@ -118,7 +129,7 @@ func runServe(ctx context.Context, o *serveOptions, in invocation) error {
 	}
 	host, _ := os.Hostname()
 	srv, err := web.New(web.Options{StateDirs: dirs, Pipelines: o.pipelines, Auth: auth, Scheduler: sched,
-		NoScheduler: noSched, Version: version(), Logf: logf, Host: host})
+		NoScheduler: noSched, Version: version(), Logf: logf, Host: host, AllowedHosts: o.hosts})
 	if err != nil {
 		return err
 	}

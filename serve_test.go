@@ -41,22 +41,34 @@ var csrfField = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
 
 // cmdHTTP sends a request and prints the status and the body on stdout:
 //
-//	http [-token FILE] GET URL
-//	http [-token FILE] POST URL PAGE k=v...   (the CSRF token is read from PAGE)
+//	http [-token FILE] [-host HOST] GET URL
+//	http [-token FILE] [-host HOST] POST URL PAGE k=v...   (the CSRF token is read from PAGE)
 //
-// It fails on a status of 400 or more, unless negated.
+// -host sends HOST as the Host header (as a browser does for a name that
+// resolves to the server's address). It fails on a status of 400 or more,
+// unless negated.
 func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
-	token := ""
-	if len(args) > 2 && args[0] == "-token" {
-		token = strings.TrimSpace(ts.ReadFile(args[1]))
+	token, host := "", ""
+	for len(args) > 2 && strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "-token":
+			token = strings.TrimSpace(ts.ReadFile(args[1]))
+		case "-host":
+			host = args[1]
+		default:
+			ts.Fatalf("http: unknown option %s", args[0])
+		}
 		args = args[2:]
 	}
 	if len(args) < 2 {
-		ts.Fatalf("usage: http [-token FILE] GET|POST URL [PAGE k=v...]")
+		ts.Fatalf("usage: http [-token FILE] [-host HOST] GET|POST URL [PAGE k=v...]")
 	}
 	do := func(req *http.Request) (int, string) {
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if host != "" {
+			req.Host = host
 		}
 		res, err := http.DefaultTransport.RoundTrip(req)
 		ts.Check(err)

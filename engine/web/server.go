@@ -50,6 +50,10 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// Host names this machine in interventions' "by".
 	Host string
+	// AllowedHosts are the Host header names, besides loopback ones, that
+	// a server with sign-in answers ("name" or "name:port"); none: any.
+	// Without sign-in only loopback names are answered (hostAllowed).
+	AllowedHosts []string
 }
 
 // Server is apollo serve's HTTP side.
@@ -347,11 +351,16 @@ func (s *Server) Handler() http.Handler {
 	return s.secure(mux)
 }
 
-// secure adds the security headers and, when auth is on, turns away
-// requests without a user.
+// secure adds the security headers, turns away requests for a Host the
+// server does not answer (421) and, when auth is on, requests without a
+// user.
 func (s *Server) secure(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
+		if err := s.hostAllowed(r); err != nil {
+			http.Error(w, err.Error(), http.StatusMisdirectedRequest)
+			return
+		}
 		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
 			"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		h.Set("X-Frame-Options", "DENY")
