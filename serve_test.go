@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/url"
@@ -30,9 +33,10 @@ func TestServeScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"ports":    cmdPorts,
-			"http":     cmdHTTP,
-			"waithttp": cmdWaitHTTP,
+			"ports":       cmdPorts,
+			"http":        cmdHTTP,
+			"waithttp":    cmdWaitHTTP,
+			"followlinks": cmdFollowLinks,
 		},
 	})
 }
@@ -153,4 +157,89 @@ func cmdWaitHTTP(ts *testscript.TestScript, neg bool, args []string) {
 		}
 	}
 	ts.Fatalf("waithttp %s: no answer matching %q within %s; last:\n%s", args[0], re, wait, last)
+}
+
+// linkAttr finds what a page links to: href (also SVG's xlink:href), src,
+// and data-sse, the live stream app.js opens.
+var linkAttr = regexp.MustCompile(`\b(?:href|src|data-sse)="([^"]*)"`)
+
+// cmdFollowLinks fetches a page, then every page it links to on the same
+// server, and theirs, down to -depth levels (default 2): followlinks
+// [-token FILE] [-depth N] URL. It prints each URL with its status and
+// fails on any status of 400 or more. A live stream (text/event-stream)
+// counts once its headers come.
+func cmdFollowLinks(ts *testscript.TestScript, neg bool, args []string) {
+	if neg {
+		ts.Fatalf("followlinks cannot be negated")
+	}
+	token, depth := "", 2
+	for len(args) > 2 && strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "-token":
+			token = strings.TrimSpace(ts.ReadFile(args[1]))
+		case "-depth":
+			n, err := strconv.Atoi(args[1])
+			ts.Check(err)
+			depth = n
+		default:
+			ts.Fatalf("followlinks: unknown option %s", args[0])
+		}
+		args = args[2:]
+	}
+	if len(args) != 1 {
+		ts.Fatalf("usage: followlinks [-token FILE] [-depth N] URL")
+	}
+	start, err := url.Parse(args[0])
+	ts.Check(err)
+	type item struct {
+		u     *url.URL
+		level int
+		from  string
+	}
+	seen := map[string]bool{start.String(): true}
+	queue := []item{{start, 0, ""}}
+	var bad []string
+	for len(queue) > 0 && len(seen) < 500 {
+		it := queue[0]
+		queue = queue[1:]
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, "GET", it.u.String(), nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		res, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			cancel()
+			ts.Fatalf("GET %s (linked from %s): %v", it.u, it.from, err)
+		}
+		body := ""
+		if !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+			b, _ := io.ReadAll(res.Body)
+			body = string(b)
+		}
+		res.Body.Close()
+		cancel()
+		fmt.Fprintf(ts.Stdout(), "%d %s\n", res.StatusCode, it.u.RequestURI())
+		if res.StatusCode >= 400 {
+			bad = append(bad, fmt.Sprintf("%d %s (linked from %s)", res.StatusCode, it.u.RequestURI(), it.from))
+			continue
+		}
+		if it.level >= depth || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
+			continue
+		}
+		for _, m := range linkAttr.FindAllStringSubmatch(body, -1) {
+			ref, err := it.u.Parse(html.UnescapeString(m[1]))
+			if err != nil || ref.Host != start.Host || ref.Scheme != start.Scheme {
+				continue // another site, or not a URL
+			}
+			ref.Fragment = ""
+			if !seen[ref.String()] {
+				seen[ref.String()] = true
+				queue = append(queue, item{ref, it.level + 1, it.u.RequestURI()})
+			}
+		}
+	}
+	if len(bad) > 0 {
+		ts.Fatalf("followlinks: %d link(s) do not answer:\n%s", len(bad), strings.Join(bad, "\n"))
+	}
 }
