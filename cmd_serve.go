@@ -10,10 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"apollo/engine"
 	"apollo/engine/cron"
 	"apollo/engine/listen"
 	"apollo/engine/usage"
@@ -113,10 +115,19 @@ func runServe(ctx context.Context, o *serveOptions, in invocation) error {
 			"give --token-file or --auth-file, or listen on 127.0.0.1", o.listen)}
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(in.stderr, format+"\n", args...) }
+	readOnly := make([]string, len(dirs))
+	for i, d := range dirs {
+		if readOnly[i] = readOnlyDir(d); readOnly[i] != "" {
+			fmt.Fprintf(in.stderr, "apollo serve: the state folder %s is read-only (%s): its runs are shown read-only, "+
+				"without interventions%s\n", d, readOnly[i], map[bool]string{true: ", schedules or runs from the page", false: ""}[i == 0])
+		}
+	}
 	wd, _ := os.Getwd()
 	noSched := ""
-	sched, err := cron.New(cron.Options{StateDir: dirs[0], Launch: cron.ExecLauncher(selfExe(), wd), Logf: logf})
-	if err != nil {
+	var sched *cron.Scheduler
+	if readOnly[0] != "" {
+		noSched = fmt.Sprintf("the state folder %s is read-only (%s): schedules and runs from the page are off here", dirs[0], readOnly[0])
+	} else if sched, err = cron.New(cron.Options{StateDir: dirs[0], Launch: cron.ExecLauncher(selfExe(), wd), Logf: logf}); err != nil {
 		if _, ok := errors.AsType[*cron.LockedError](err); !ok {
 			return err
 		}
@@ -129,7 +140,7 @@ func runServe(ctx context.Context, o *serveOptions, in invocation) error {
 	}
 	host, _ := os.Hostname()
 	srv, err := web.New(web.Options{StateDirs: dirs, Pipelines: o.pipelines, Auth: auth, Scheduler: sched,
-		NoScheduler: noSched, Version: version(), Logf: logf, Host: host, AllowedHosts: o.hosts})
+		NoScheduler: noSched, Version: version(), Logf: logf, Host: host, AllowedHosts: o.hosts, ReadOnly: readOnly})
 	if err != nil {
 		return err
 	}
@@ -159,6 +170,20 @@ func runServe(ctx context.Context, o *serveOptions, in invocation) error {
 	}
 	fmt.Fprintln(in.stderr, "apollo serve: stopped; runs it started go on")
 	return nil
+}
+
+// readOnlyDir says why state folder dir cannot be written (a read-only
+// mount, a folder the user may not write), "" when it can or does not
+// exist yet.
+func readOnlyDir(dir string) string {
+	err := syscall.Access(dir, 2) // W_OK; EROFS on a read-only mount, for root too
+	if err == nil || !engine.ReadOnly(err) {
+		return ""
+	}
+	if errors.Is(err, syscall.EROFS) {
+		return "a read-only file system"
+	}
+	return "not writable by this user"
 }
 
 func orNone(s string) string {

@@ -27,6 +27,12 @@ func TestServeScripts(t *testing.T) {
 		Dir:                 "testdata/serve",
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
+		Condition: func(cond string) (bool, error) {
+			if cond == "romount" {
+				return canROMount(), nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("APOLLO_KILL_GRACE", "500ms")
 			env.Setenv("NO_COLOR", "1")
@@ -37,6 +43,8 @@ func TestServeScripts(t *testing.T) {
 			"http":        cmdHTTP,
 			"waithttp":    cmdWaitHTTP,
 			"followlinks": cmdFollowLinks,
+			"romount":     cmdROMount,
+			"setmatch":    cmdSetMatch,
 		},
 	})
 }
@@ -242,4 +250,18 @@ func cmdFollowLinks(ts *testscript.TestScript, neg bool, args []string) {
 	if len(bad) > 0 {
 		ts.Fatalf("followlinks: %d link(s) do not answer:\n%s", len(bad), strings.Join(bad, "\n"))
 	}
+}
+
+// cmdSetMatch sets an environment variable to the first group of a
+// regular expression in a file (stdout: the last command's output):
+// setmatch VAR FILE REGEXP.
+func cmdSetMatch(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: setmatch VAR FILE REGEXP")
+	}
+	m := regexp.MustCompile(args[2]).FindStringSubmatch(ts.ReadFile(args[1]))
+	if len(m) < 2 {
+		ts.Fatalf("setmatch: no match for %q in %s", args[2], args[1])
+	}
+	ts.Setenv(args[0], m[1])
 }

@@ -115,10 +115,16 @@ func (e *Engine) Run(ctx context.Context, path string, ro RunOptions) error {
 		t.parallel = hubParallelism(len(t.steps)) // the workers' slots bound what runs
 	}
 	if err := eventlog.MkdirAll(e.fs(), t.dir.Logs()); err != nil {
+		if ReadOnly(err) {
+			return e.runReadOnly(t, ro, err)
+		}
 		return fmt.Errorf("create state directory: %w", err)
 	}
 	lock, err := eventlog.LockTask(t.dir.Lock(t.id))
 	if err != nil {
+		if ReadOnly(err) {
+			return e.runReadOnly(t, ro, err)
+		}
 		return err
 	}
 	defer lock.Unlock()

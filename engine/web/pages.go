@@ -25,19 +25,22 @@ import (
 
 // page is what every template gets.
 type page struct {
-	Title   string
-	Nav     string
-	User    string
-	CSRF    string
-	Auth    bool // users must sign in
-	CanAct  bool // the user may intervene
-	CanRun  bool // runs can be started from the page
-	NoRun   string
-	Flash   string
-	Error   string
-	Version string
-	SSE     string // the live events' URL, for app.js
-	Data    any
+	Title  string
+	Nav    string
+	User   string
+	CSRF   string
+	Auth   bool // users must sign in
+	CanAct bool // the user may intervene
+	CanRun bool // runs can be started from the page
+	NoRun  string
+	// ReadOnly names the state folders that cannot be written, on every
+	// page; "" when there are none.
+	ReadOnly string
+	Flash    string
+	Error    string
+	Version  string
+	SSE      string // the live events' URL, for app.js
+	Data     any
 }
 
 func (s *Server) newPage(r *http.Request, title, nav string) page {
@@ -50,6 +53,7 @@ func (s *Server) newPage(r *http.Request, title, nav string) page {
 	}
 	p.CanRun = p.CanAct && s.opts.Scheduler != nil
 	p.NoRun = s.opts.NoScheduler
+	p.ReadOnly = s.readOnlyNote()
 	return p
 }
 
@@ -374,6 +378,9 @@ func (s *Server) pageRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := s.newPage(r, "task "+d.report.TaskID, "runs")
+	if s.readOnly(run.key.SD) != "" {
+		p.CanAct, p.CanRun = false, false
+	}
 	rd := s.runData(run, d)
 	if len(rd.Steps) > maxTableSteps && r.URL.Query().Get("all") == "" {
 		rd.Hidden = len(rd.Steps) - maxTableSteps
