@@ -548,7 +548,7 @@ func (r *run) taskStart() *eventlog.Record {
 			deps = []string{}
 		}
 		si := eventlog.StepInfo{ID: rs.step.ID, DependsOn: deps,
-			Optional: rs.step.Optional, DefinitionDigest: rs.defDigest, HasCleanup: rs.step.HasCleanup()}
+			Optional: rs.step.Optional, DefinitionDigest: rs.defDigest, HasCleanup: rs.step.HasCleanup(), Handler: rs.step.Handler}
 		if rs.step.Run != "" && rs.step.Foreach == nil { // a foreach's instances run it
 			si.Child = pipeline.ChildTaskID(t.id, rs.step.ID)
 		}

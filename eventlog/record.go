@@ -154,6 +154,9 @@ type StepInfo struct {
 	// Child is the task id of the sub-pipeline a run: step runs, "" for
 	// other steps.
 	Child string `json:"child,omitempty"`
+	// Handler is the handler list the step belongs to ("on_failure",
+	// "finally"), "" for a step of steps:.
+	Handler string `json:"handler,omitempty"`
 }
 
 // SummaryInfo is the body of a TASK_SUMMARY.
@@ -1239,7 +1242,7 @@ var (
 		"worker", "pool", "src_seq", "cached_from", "child_log"}
 	startNames = []string{"v", "task_name", "pipeline", "pipeline_digest", "steps", "vars", "pid", "host",
 		"run_nonce", "invocation", "durability", "parallelism", "apollo_version"}
-	stepNames         = []string{"id", "depends_on", "optional", "definition_digest", "has_cleanup", "child"}
+	stepNames         = []string{"id", "depends_on", "optional", "definition_digest", "has_cleanup", "child", "handler"}
 	summaryNames      = []string{"counts", "failed", "failed_optional", "blocked", "interrupted", "fsync"}
 	fsyncNames        = []string{"count", "total_us", "max_us"}
 	markerNames       = []string{"name", "state", "result"}
@@ -1428,6 +1431,8 @@ func (d *decoder) stepInfo(st *StepInfo) {
 			st.HasCleanup = d.boolean()
 		case 5: // child
 			st.Child = d.str()
+		case 6: // handler
+			st.Handler = d.str()
 		}
 	}
 }
