@@ -10,10 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"apollo/engine"
 	"apollo/engine/cron"
 	"apollo/engine/listen"
 	"apollo/engine/usage"
@@ -23,7 +25,7 @@ import (
 func serveCommand() *command[*serveOptions] {
 	return &command[*serveOptions]{
 		about: about{name: "serve", summary: "watch runs in a browser, run pipelines on their schedules, export metrics",
-			usage: "apollo serve [--listen 127.0.0.1:8080] [--state-dir DIR]... [--pipelines DIR] [--token-file FILE | --auth-file FILE]",
+			usage: "apollo serve [--listen 127.0.0.1:8080] [--state-dir DIR]... [--pipelines DIR] [--token-file FILE | --auth-file FILE] [--allowed-hosts NAME,...]",
 			example: "  apollo serve --pipelines pipelines/\n" +
 				"  apollo serve --listen 0.0.0.0:8080 --auth-file /etc/apollo/users --state-dir /srv/a --state-dir /srv/b\n" +
 				"  # users: one user:bcrypt-hash a line, as htpasswd -nB USER prints it"},
@@ -40,6 +42,7 @@ type serveOptions struct {
 	pipelines string
 	tokenFile string
 	authFile  string
+	hosts     []string
 }
 
 // newServeOptions returns apollo serve's options, bound to the flags it adds to fs.
@@ -50,6 +53,7 @@ func newServeOptions(fs *pflag.FlagSet) *serveOptions {
 	fs.StringVar(&o.pipelines, "pipelines", "", "folder of pipeline files to show and run on their schedules")
 	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the token that signs users in (at least 16 characters)")
 	fs.StringVar(&o.authFile, "auth-file", "", "basic-auth users: one user:bcrypt-hash a line (htpasswd -nB USER)")
+	fs.StringSliceVar(&o.hosts, "allowed-hosts", nil, "with sign-in, the only Host names answered besides loopback ones (name or name:port, comma-separated)")
 	return o
 }
 
@@ -97,15 +101,33 @@ func runServe(ctx context.Context, o *serveOptions, in invocation) error {
 			return &usage.Error{Msg: "serve: " + err.Error()}
 		}
 	}
+	if len(o.hosts) > 0 && !auth.Enabled() {
+		return &usage.Error{Msg: "serve: --allowed-hosts needs --token-file or --auth-file: without sign-in, serve answers only " +
+			"loopback names (127.0.0.1, [::1], localhost), so that a web page rebinding its name to this machine reads nothing"}
+	}
+	for _, h := range o.hosts {
+		if err := web.ValidAllowedHost(h); err != nil {
+			return &usage.Error{Msg: "serve: --allowed-hosts " + err.Error()}
+		}
+	}
 	if !listen.Loopback(o.listen) && !auth.Enabled() {
 		return &usage.Error{Msg: fmt.Sprintf("serve: --listen %s is not a loopback address: anyone who reaches it would see every log; "+
 			"give --token-file or --auth-file, or listen on 127.0.0.1", o.listen)}
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(in.stderr, format+"\n", args...) }
+	readOnly := make([]string, len(dirs))
+	for i, d := range dirs {
+		if readOnly[i] = readOnlyDir(d); readOnly[i] != "" {
+			fmt.Fprintf(in.stderr, "apollo serve: the state folder %s is read-only (%s): its runs are shown read-only, "+
+				"without interventions%s\n", d, readOnly[i], map[bool]string{true: ", schedules or runs from the page", false: ""}[i == 0])
+		}
+	}
 	wd, _ := os.Getwd()
 	noSched := ""
-	sched, err := cron.New(cron.Options{StateDir: dirs[0], Launch: cron.ExecLauncher(selfExe(), wd), Logf: logf})
-	if err != nil {
+	var sched *cron.Scheduler
+	if readOnly[0] != "" {
+		noSched = fmt.Sprintf("the state folder %s is read-only (%s): schedules and runs from the page are off here", dirs[0], readOnly[0])
+	} else if sched, err = cron.New(cron.Options{StateDir: dirs[0], Launch: cron.ExecLauncher(selfExe(), wd), Logf: logf}); err != nil {
 		if _, ok := errors.AsType[*cron.LockedError](err); !ok {
 			return err
 		}
@@ -118,7 +140,7 @@ func runServe(ctx context.Context, o *serveOptions, in invocation) error {
 	}
 	host, _ := os.Hostname()
 	srv, err := web.New(web.Options{StateDirs: dirs, Pipelines: o.pipelines, Auth: auth, Scheduler: sched,
-		NoScheduler: noSched, Version: version(), Logf: logf, Host: host})
+		NoScheduler: noSched, Version: version(), Logf: logf, Host: host, AllowedHosts: o.hosts, ReadOnly: readOnly})
 	if err != nil {
 		return err
 	}
@@ -148,6 +170,20 @@ func runServe(ctx context.Context, o *serveOptions, in invocation) error {
 	}
 	fmt.Fprintln(in.stderr, "apollo serve: stopped; runs it started go on")
 	return nil
+}
+
+// readOnlyDir says why state folder dir cannot be written (a read-only
+// mount, a folder the user may not write), "" when it can or does not
+// exist yet.
+func readOnlyDir(dir string) string {
+	err := syscall.Access(dir, 2) // W_OK; EROFS on a read-only mount, for root too
+	if err == nil || !engine.ReadOnly(err) {
+		return ""
+	}
+	if errors.Is(err, syscall.EROFS) {
+		return "a read-only file system"
+	}
+	return "not writable by this user"
 }
 
 func orNone(s string) string {

@@ -115,10 +115,16 @@ func (e *Engine) Run(ctx context.Context, path string, ro RunOptions) error {
 		t.parallel = hubParallelism(len(t.steps)) // the workers' slots bound what runs
 	}
 	if err := eventlog.MkdirAll(e.fs(), t.dir.Logs()); err != nil {
+		if ReadOnly(err) {
+			return e.runReadOnly(t, ro, err)
+		}
 		return fmt.Errorf("create state directory: %w", err)
 	}
 	lock, err := eventlog.LockTask(t.dir.Lock(t.id))
 	if err != nil {
+		if ReadOnly(err) {
+			return e.runReadOnly(t, ro, err)
+		}
 		return err
 	}
 	defer lock.Unlock()
@@ -543,7 +549,7 @@ func (r *run) taskStart() *eventlog.Record {
 			deps = []string{}
 		}
 		si := eventlog.StepInfo{ID: rs.step.ID, DependsOn: deps,
-			Optional: rs.step.Optional, DefinitionDigest: rs.defDigest, HasCleanup: rs.step.HasCleanup()}
+			Optional: rs.step.Optional, DefinitionDigest: rs.defDigest, HasCleanup: rs.step.HasCleanup(), Handler: rs.step.Handler}
 		if rs.step.Run != "" && rs.step.Foreach == nil { // a foreach's instances run it
 			si.Child = pipeline.ChildTaskID(t.id, rs.step.ID)
 		}

@@ -854,7 +854,7 @@ var (
 		"worker", "pool", "src_seq", "cached_from", "child_log"}
 	startNames = []string{"v", "task_name", "pipeline", "pipeline_digest", "steps", "vars", "pid", "host",
 		"run_nonce", "invocation", "durability", "parallelism", "apollo_version"}
-	stepNames         = []string{"id", "depends_on", "optional", "definition_digest", "has_cleanup", "child"}
+	stepNames         = []string{"id", "depends_on", "optional", "definition_digest", "has_cleanup", "child", "handler"}
 	summaryNames      = []string{"counts", "failed", "failed_optional", "blocked", "interrupted", "fsync"}
 	fsyncNames        = []string{"count", "total_us", "max_us"}
 	markerNames       = []string{"name", "state", "result"}
@@ -1043,6 +1043,8 @@ func (d *decoder) stepInfo(st *StepInfo) {
 			st.HasCleanup = d.boolean()
 		case 5: // child
 			st.Child = d.str()
+		case 6: // handler
+			st.Handler = d.str()
 		}
 	}
 }

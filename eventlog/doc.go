@@ -88,7 +88,9 @@ self-describing. step_id is "", status RUNNING. start holds:
 	                 changed since it succeeded), and optional and
 	                 has_cleanup, left out when false, and child, the task
 	                 id of the sub-pipeline a run: step runs, left out
-	                 for other steps
+	                 for other steps, and handler, the handler list
+	                 (on_failure, finally) of a handler, left out for
+	                 steps of steps:
 	vars             the variables, name to value
 	pid, host        the runner's process and host
 	run_nonce        16 random hex digits, naming this log (a snapshot checks

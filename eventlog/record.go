@@ -146,6 +146,9 @@ type StepInfo struct {
 	// Child is the task id of the sub-pipeline a run: step runs, "" for
 	// other steps.
 	Child string `json:"child,omitempty"`
+	// Handler is the handler list the step belongs to ("on_failure",
+	// "finally"), "" for a step of steps:.
+	Handler string `json:"handler,omitempty"`
 }
 
 // SummaryInfo is the body of a TASK_SUMMARY.

@@ -64,6 +64,26 @@ type ReportStep struct {
 	// Note is what the step's last end said besides its error: "cached
 	// from …", "expanded into N instance(s)", ….
 	Note string `json:"note,omitempty"`
+	// Handler is the handler list the step belongs to ("on_failure",
+	// "finally"), "" for a step of steps:. Handlers come after the steps.
+	Handler string `json:"handler,omitempty"`
+}
+
+// HandlerLists are the handler lists in the order they run, each with what
+// triggers it, as inspect, serve and graph label them.
+var HandlerLists = []struct{ Name, Trigger string }{
+	{pipeline.HandlerOnFailure, "run when the task failed, once every step has settled"},
+	{pipeline.HandlerFinally, "always run, once every step has settled"},
+}
+
+// handlerRank orders steps (0), then on_failure, then finally handlers.
+func handlerRank(h string) int {
+	for i, l := range HandlerLists {
+		if l.Name == h {
+			return i + 1
+		}
+	}
+	return 0
 }
 
 // ReportMarker is one idempotency marker in a Report.
@@ -197,9 +217,18 @@ func report(state *eventlog.State, logPath string, records int, torn int64) *Rep
 	}
 	for _, id := range state.Order {
 		if _, ok := graph[id]; !ok {
+			if tmpl, _, isInstance := strings.Cut(id, "["); isInstance {
+				// An instance made as the run went (foreach over an
+				// output) is in its template's list.
+				if si, ok := graph[tmpl]; ok && si.Handler != "" {
+					graph[id] = eventlog.StepInfo{ID: id, Optional: si.Optional, Handler: si.Handler}
+				}
+			}
 			order = append(order, id)
 		}
 	}
+	// The steps first, then the handlers, list by list.
+	slices.SortStableFunc(order, func(a, b string) int { return handlerRank(graph[a].Handler) - handlerRank(graph[b].Handler) })
 	for _, id := range order {
 		st := state.Step(id)
 		si := graph[id]
@@ -209,7 +238,8 @@ func report(state *eventlog.State, logPath string, records int, torn int64) *Rep
 		}
 		rep.Steps = append(rep.Steps, ReportStep{ID: id, Status: st.Status, Attempts: st.Attempts, RetryCount: st.RetryCount,
 			Dirty: st.Dirty, Optional: si.Optional, DependsOn: deps, LastTimestamp: st.LastTimestamp,
-			DurationMS: st.DurationMS, LastError: st.LastError, OutputDigest: st.OutputDigest, CachedFrom: st.CachedFrom, Note: st.Note})
+			DurationMS: st.DurationMS, LastError: st.LastError, OutputDigest: st.OutputDigest, CachedFrom: st.CachedFrom, Note: st.Note,
+			Handler: si.Handler})
 	}
 	rep.Next = nextRunnable(state, graph, order)
 	names := slices.Sorted(maps.Keys(state.Markers))
@@ -230,7 +260,9 @@ func report(state *eventlog.State, logPath string, records int, torn int64) *Rep
 }
 
 // nextRunnable lists the steps a run would start first: not yet done, with
-// every dependency satisfied.
+// every dependency satisfied. Handlers run once every step has settled:
+// they come next only when no step is left to run, and on_failure ones
+// only when a required step failed.
 func nextRunnable(state *eventlog.State, graph map[string]eventlog.StepInfo, order []string) []string {
 	if state.Complete() {
 		return []string{}
@@ -246,9 +278,23 @@ func nextRunnable(state *eventlog.State, graph map[string]eventlog.StepInfo, ord
 		return false
 	}
 	next := []string{}
+	stepsLeft, failed := false, false
+	for _, id := range order {
+		st := state.Step(id)
+		if graph[id].Handler == "" {
+			stepsLeft = stepsLeft || (st.Status != eventlog.Success && st.Status != eventlog.Skipped)
+			failed = failed || (st.Status == eventlog.Failed && !graph[id].Optional)
+		}
+	}
 	for _, id := range order {
 		st := state.Step(id)
 		if st.Status == eventlog.Success || st.Status == eventlog.Skipped {
+			continue
+		}
+		switch h := graph[id].Handler; {
+		case h != "" && stepsLeft:
+			continue
+		case h == pipeline.HandlerOnFailure && !failed:
 			continue
 		}
 		ok := true
@@ -298,9 +344,19 @@ func WriteReport(w io.Writer, rep *Report, now time.Time) {
 }
 
 // writeSteps prints the rows of steps, each sub-pipeline's steps under its
-// run: step, indented by a level more.
+// run: step, indented by a level more, and the handlers after them, under
+// a line naming their list and what triggers it.
 func writeSteps(w io.Writer, steps []ReportStep, indent string) {
+	list := ""
 	for _, s := range steps {
+		if s.Handler != list {
+			list = s.Handler
+			for _, l := range HandlerLists {
+				if l.Name == list {
+					fmt.Fprintf(w, "%s%s handlers (%s):\n", indent, l.Name, l.Trigger)
+				}
+			}
+		}
 		state := s.Status
 		if s.Dirty {
 			state = "DIRTY"
@@ -339,8 +395,9 @@ const ReportJSONDoc = `JSON (--json), one object:
               "depends_on": [ids], "last_timestamp", "duration_ms", "last_error", "output_digest"?,
               "cached_from"? (the task run whose result it took from the cache),
               "note"? (what its last end said besides its error: "expanded into N instance(s)", ...),
+              "handler"? ("on_failure"|"finally": a handler, listed after the steps),
               "child"? (a run step's sub-pipeline task: its report, this object)}],
-   "next": [step ids a run would start first], "markers": [{"name", "state"}],
+   "next": [step ids a run would start first; handlers once no step is left], "markers": [{"name", "state"}],
    "torn_tail_bytes"?, "archived"? (true: read from apollo gc's archive), "records"}
   Times are RFC 3339 UTC.
 `

@@ -70,12 +70,17 @@ func (s *Server) done(w http.ResponseWriter, r *http.Request, back string, err e
 // stop or resume. The why is required, and every change lands in the log as
 // apollo script would write it.
 func (s *Server) actRun(w http.ResponseWriter, r *http.Request) {
-	user, ok := s.allowed(w, r)
-	if !ok {
-		return
-	}
 	run := s.runOf(w, r)
 	if run == nil {
+		return
+	}
+	if why := s.readOnly(run.key.SD); why != "" {
+		s.refuse(w, r, http.StatusForbidden, fmt.Sprintf("the state folder %s is read-only (%s): its runs take no intervention",
+			s.dirs[run.key.SD].Root, why))
+		return
+	}
+	user, ok := s.allowed(w, r)
+	if !ok {
 		return
 	}
 	back := runLink(run.key)
@@ -203,6 +208,10 @@ func (s *Server) relOf(path string) string {
 
 // actPipeline starts a pipeline now, or queues a backfill of dates.
 func (s *Server) actPipeline(w http.ResponseWriter, r *http.Request) {
+	if why := s.readOnly(0); why != "" {
+		s.refuse(w, r, http.StatusForbidden, fmt.Sprintf("the state folder %s is read-only (%s): no run starts there", s.dirs[0].Root, why))
+		return
+	}
 	user, ok := s.allowed(w, r)
 	if !ok {
 		return

@@ -10,11 +10,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"apollo/engine/cron"
 	"apollo/engine/history"
@@ -25,19 +25,22 @@ import (
 
 // page is what every template gets.
 type page struct {
-	Title   string
-	Nav     string
-	User    string
-	CSRF    string
-	Auth    bool // users must sign in
-	CanAct  bool // the user may intervene
-	CanRun  bool // runs can be started from the page
-	NoRun   string
-	Flash   string
-	Error   string
-	Version string
-	SSE     string // the live events' URL, for app.js
-	Data    any
+	Title  string
+	Nav    string
+	User   string
+	CSRF   string
+	Auth   bool // users must sign in
+	CanAct bool // the user may intervene
+	CanRun bool // runs can be started from the page
+	NoRun  string
+	// ReadOnly names the state folders that cannot be written, on every
+	// page; "" when there are none.
+	ReadOnly string
+	Flash    string
+	Error    string
+	Version  string
+	SSE      string // the live events' URL, for app.js
+	Data     any
 }
 
 func (s *Server) newPage(r *http.Request, title, nav string) page {
@@ -50,6 +53,7 @@ func (s *Server) newPage(r *http.Request, title, nav string) page {
 	}
 	p.CanRun = p.CanAct && s.opts.Scheduler != nil
 	p.NoRun = s.opts.NoScheduler
+	p.ReadOnly = s.readOnlyNote()
 	return p
 }
 
@@ -374,6 +378,9 @@ func (s *Server) pageRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := s.newPage(r, "task "+d.report.TaskID, "runs")
+	if s.readOnly(run.key.SD) != "" {
+		p.CanAct, p.CanRun = false, false
+	}
 	rd := s.runData(run, d)
 	if len(rd.Steps) > maxTableSteps && r.URL.Query().Get("all") == "" {
 		rd.Hidden = len(rd.Steps) - maxTableSteps
@@ -585,15 +592,24 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"records": recs, "more": more})
 }
 
-// stepID is what a step id in a URL may be: what the pipeline language
-// allows, so that it names no other file.
-var stepID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+// maxStepURL bounds a step id in a URL: an instance id is its step's id
+// (128 bytes at most) and its items.
+const maxStepURL = 4096
+
+// stepInURL reports whether step, from a URL, may name a step's output
+// file: any id a log names (b[eu], m[x,1.5] for instances) but one that
+// would name a file elsewhere (a separator, "." or ".."). outputFile also
+// wants the run's log to name it, and opens inside the state folder only.
+func stepInURL(step string) bool {
+	return step != "" && len(step) <= maxStepURL && step != "." && step != ".." &&
+		!strings.ContainsAny(step, "/\\\x00") && utf8.ValidString(step)
+}
 
 // outputFile opens the output of a step attempt of run, inside its state
 // folder only (os.Root: no "..", no link leads out), for a step the log
 // names.
 func (s *Server) outputFile(run *run, step string, attempt int) (*os.File, string, error) {
-	if !stepID.MatchString(step) || attempt < 0 || statedir.ValidTaskID(run.f.TaskID) != nil {
+	if !stepInURL(step) || attempt < 0 || statedir.ValidTaskID(run.f.TaskID) != nil {
 		return nil, "", os.ErrNotExist
 	}
 	if d := s.ix.detail(run); d == nil || !slices.ContainsFunc(d.report.Steps, func(st history.ReportStep) bool { return st.ID == step }) {
@@ -627,7 +643,7 @@ func (s *Server) stepAttempt(w http.ResponseWriter, r *http.Request) (*run, stri
 	}
 	step := r.PathValue("step")
 	attempt, err := atoiStrict(r.PathValue("attempt"))
-	if err != nil || !stepID.MatchString(step) {
+	if err != nil || !stepInURL(step) {
 		s.notFound(w, r, "no such step attempt")
 		return nil, "", 0, false
 	}

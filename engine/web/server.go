@@ -50,6 +50,15 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// Host names this machine in interventions' "by".
 	Host string
+	// ReadOnly says, by state folder (in StateDirs' order), why it cannot
+	// be written: "" for one that can. A read-only folder's runs are shown
+	// but take no intervention; the first's, no schedule nor run either
+	// (the caller gives no Scheduler).
+	ReadOnly []string
+	// AllowedHosts are the Host header names, besides loopback ones, that
+	// a server with sign-in answers ("name" or "name:port"); none: any.
+	// Without sign-in only loopback names are answered (hostAllowed).
+	AllowedHosts []string
 }
 
 // Server is apollo serve's HTTP side.
@@ -129,7 +138,9 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.watch = w
 	for sd, d := range s.dirs {
-		os.MkdirAll(d.Logs(), 0o755)
+		if s.readOnly(sd) == "" {
+			os.MkdirAll(d.Logs(), 0o755)
+		}
 		s.watchDir(d.Root, watchTarget{sd, "root"})
 		s.watchDir(d.Logs(), watchTarget{sd, "logs"})
 		s.watchDir(d.Archive(), watchTarget{sd, "archive"})
@@ -347,11 +358,16 @@ func (s *Server) Handler() http.Handler {
 	return s.secure(mux)
 }
 
-// secure adds the security headers and, when auth is on, turns away
-// requests without a user.
+// secure adds the security headers, turns away requests for a Host the
+// server does not answer (421) and, when auth is on, requests without a
+// user.
 func (s *Server) secure(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
+		if err := s.hostAllowed(r); err != nil {
+			http.Error(w, err.Error(), http.StatusMisdirectedRequest)
+			return
+		}
 		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
 			"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		h.Set("X-Frame-Options", "DENY")
@@ -426,6 +442,30 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request, msg string) {
 	}
 	w.WriteHeader(http.StatusNotFound)
 	s.render(w, r, "error", page{Title: "not found", Error: msg})
+}
+
+// readOnly says why state folder sd cannot be written, "" when it can.
+func (s *Server) readOnly(sd int) string {
+	if sd >= 0 && sd < len(s.opts.ReadOnly) {
+		return s.opts.ReadOnly[sd]
+	}
+	return ""
+}
+
+// readOnlyNote is what every page says of the read-only state folders, ""
+// when there are none.
+func (s *Server) readOnlyNote() string {
+	var ro []string
+	for sd, d := range s.dirs {
+		if why := s.readOnly(sd); why != "" {
+			ro = append(ro, d.Root+" ("+why+")")
+		}
+	}
+	if len(ro) == 0 {
+		return ""
+	}
+	return "read-only: state folder " + strings.Join(ro, ", ") + ": its runs are shown as they are; " +
+		"no schedule runs and no intervention is taken there"
 }
 
 // Close saves the index cache.
