@@ -92,6 +92,13 @@ func masker(t *task, secrets map[string]string) *textfmt.Masker {
 	for _, name := range slices.Sorted(maps.Keys(secrets)) {
 		add(secrets[name])
 	}
+	for _, s := range t.p.Steps { // the items of a secret var, one by one
+		if s.SecretItem {
+			for _, k := range slices.Sorted(maps.Keys(s.Item)) {
+				add(s.Item[k])
+			}
+		}
+	}
 	return textfmt.NewMasker(values...)
 }
 
