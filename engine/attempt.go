@@ -42,6 +42,11 @@ func (r *run) work(ctx context.Context, n *node) nodeDone {
 		// processes never run beside its cleanup or its rerun.
 		ended = executor.EndLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace)
 	}
+	if n.dirty && n.retry > 0 {
+		// What the cut-off attempt wrote to $APOLLO_OUTPUT was never
+		// read, and may hold a secret in clear.
+		os.Remove(r.t.publishPath(s.ID, n.retry-1))
+	}
 	if n.dirty || (n.unclean && s.HasCleanup()) || ended > 0 {
 		if d, ok := r.cleanup(ctx, n, ended); !ok {
 			return d
@@ -197,7 +202,7 @@ func (r *run) newAttempt(n *node, rs *renderedStep, retry int) *executor.Attempt
 	env = append(env, r.baseEnv...)
 	env = t.appendStepEnv(env, rs, retry)
 	out := t.dir.Output(t.id, s.ID, retry)
-	publish := strings.TrimSuffix(out, ".log") + ".out"
+	publish := t.publishPath(s.ID, retry)
 	env = append(env,
 		"APOLLO_OUTPUT="+publish,
 		executor.AttemptEnv+"="+executor.AttemptToken(r.absLog, s.ID, retry),
@@ -230,6 +235,12 @@ func (r *run) newAttempt(n *node, rs *renderedStep, retry int) *executor.Attempt
 		Pipeline: t.p, Vars: vars, Params: rs.with,
 		ArtifactsDir: t.dir.Artifacts(t.id), StateDir: t.dir.Root, Markers: r.markers, Failed: failed,
 		Secrets: r.secrets, Mask: r.mask, Sources: rs.sources}
+}
+
+// publishPath is $APOLLO_OUTPUT of attempt retry of step id: the file
+// beside its output file, <step>.<n>.out. It lasts until the body ends.
+func (t *task) publishPath(id string, retry int) string {
+	return strings.TrimSuffix(t.dir.Output(t.id, id, retry), ".log") + ".out"
 }
 
 // executorFor picks the executor of a step's body.
