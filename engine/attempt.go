@@ -70,6 +70,11 @@ func (r *run) recoverPrevious(ctx context.Context, n *node) (nodeDone, bool) {
 		// processes never run beside its cleanup or its rerun.
 		ended = executor.EndLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace)
 	}
+	if n.dirty && n.retry > 0 {
+		// What the cut-off attempt wrote to $APOLLO_OUTPUT was never
+		// read, and may hold a secret in clear.
+		os.Remove(r.t.publishPath(n.id(), n.retry-1))
+	}
 	if !n.dirty && !(n.unclean && n.rs.step.HasCleanup()) && ended == 0 {
 		return nodeDone{}, true
 	}

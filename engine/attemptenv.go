@@ -56,7 +56,7 @@ func (r *run) newAttempt(n *node, rs *renderedStep, retry int) *executor.Attempt
 	env = append(env, r.baseEnv...)
 	env = t.appendStepEnv(env, rs, retry)
 	out := t.dir.Output(t.id, s.ID, retry)
-	publish := strings.TrimSuffix(out, ".log") + ".out"
+	publish := t.publishPath(s.ID, retry)
 	env = append(env,
 		"APOLLO_OUTPUT="+publish,
 		executor.AttemptEnv+"="+executor.AttemptToken(r.absLog, s.ID, retry),
@@ -89,6 +89,12 @@ func (r *run) newAttempt(n *node, rs *renderedStep, retry int) *executor.Attempt
 		Pipeline: t.p, Vars: vars, Params: rs.with,
 		ArtifactsDir: t.dir.Artifacts(t.id), StateDir: t.dir.Root, Markers: r.markers, Failed: failed,
 		Secrets: r.secrets, Mask: r.mask, Sources: rs.sources}
+}
+
+// publishPath is $APOLLO_OUTPUT of attempt retry of step id: the file
+// beside its output file, <step>.<n>.out. It lasts until the body ends.
+func (t *task) publishPath(id string, retry int) string {
+	return strings.TrimSuffix(t.dir.Output(t.id, id, retry), ".log") + ".out"
 }
 
 // stepDir is where a step's body runs: its working_dir, relative to the

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"apollo/engine/executor"
 	"apollo/engine/pipeline"
+	"apollo/engine/textfmt"
 	"apollo/eventlog"
 )
 
@@ -59,7 +61,8 @@ func (r *run) expandBody(n *node) executor.Result {
 func (r *run) dynamicItems(n *node) ([]string, error) {
 	f := n.rs.step.Foreach
 	step, key, _ := strings.Cut(f.Output, ".")
-	raw := r.node(step).output
+	up := r.node(step)
+	raw := up.output
 	if len(raw) == 0 {
 		return nil, fmt.Errorf("foreach: step %q published no output", step)
 	}
@@ -79,7 +82,6 @@ func (r *run) dynamicItems(n *node) ([]string, error) {
 		return nil, fmt.Errorf("foreach: %s is not a list", f.Output)
 	}
 	items := make([]string, len(list))
-	seen := map[string]bool{}
 	for i, v := range list {
 		var s string
 		var num json.Number
@@ -90,28 +92,59 @@ func (r *run) dynamicItems(n *node) ([]string, error) {
 		default:
 			return nil, fmt.Errorf("foreach: item %d of %s is %s, not a string or a number", i+1, f.Output, string(v))
 		}
-		id := pipeline.InstanceID(n.id(), s)
-		if seen[id] {
-			return nil, fmt.Errorf("foreach: two items of %s make the instance id %s", f.Output, id)
-		}
-		seen[id] = true
 		items[i] = s
+	}
+	if !r.secretItems(items) {
+		seen := map[string]bool{}
+		for _, s := range items {
+			id := pipeline.InstanceID(n.id(), s)
+			if seen[id] {
+				return nil, fmt.Errorf("foreach: two items of %s make the instance id %s", f.Output, id)
+			}
+			seen[id] = true
+		}
+	} else if up.outputKept {
+		return nil, fmt.Errorf("foreach: the output of step %q held a secret, which the log does not keep; run again with --resume-from %s", step, step)
 	}
 	return items, nil
 }
 
+// secretItems reports whether a foreach's items hold a secret: then its
+// instances are named by index (docs/spec.md §2.9). An item read back from
+// the log, where the secret is ***, counts too, so a resume names the
+// instances as the run that made them did.
+func (r *run) secretItems(items []string) bool {
+	if r.mask == nil {
+		return false
+	}
+	return slices.ContainsFunc(items, func(v string) bool { return strings.Contains(r.mask.String(v), textfmt.Masked) })
+}
+
+// lostItem says why a foreach instance cannot run: its item was a secret,
+// which the log keeps as ***, and step made it.
+func lostItem(step string) error {
+	return fmt.Errorf("its item held a secret, which the log does not keep; run again with --resume-from %s", step)
+}
+
 // instancesOf makes the nodes of the instances a template's output lists,
 // their state replayed from the log, and makes each of the template's
-// dependents wait for them too. It returns them.
-func (r *run) instancesOf(n *node, output json.RawMessage) ([]*node, error) {
+// dependents wait for them too. It returns them. kept says the output was
+// read back from the log: items that held a secret are *** there, and an
+// instance that has yet to run with one is refused.
+func (r *run) instancesOf(n *node, output json.RawMessage, kept bool) ([]*node, error) {
 	var values []string
 	if err := json.Unmarshal(output, &values); err != nil {
 		return nil, fmt.Errorf("step %s: its recorded expansion does not read back: %w", n.id(), err)
 	}
 	s := n.rs.step
+	secret := r.secretItems(values)
+	upstream, _, _ := strings.Cut(s.Foreach.Output, ".")
 	var insts []*node
-	for _, v := range values {
+	for i, v := range values {
 		inst := s.Instance(map[string]string{"item": v})
+		if secret {
+			inst = s.SecretInstance(map[string]string{"item": v}, i)
+		}
 		rendered, err := renderSteps(&pipeline.Pipeline{Path: r.t.p.Path, Steps: []*pipeline.Step{inst}}, r.t.vars)
 		if err != nil {
 			return nil, err
@@ -124,7 +157,10 @@ func (r *run) instancesOf(n *node, output json.RawMessage) ([]*node, error) {
 		plan := decide(inst, &st, r.sc, r.t.p.MaxDirtyRestarts, r.e.opts.Clock.Now())
 		plan.ID = inst.ID
 		in := r.newNode(rendered[0], len(r.nodes), &st, plan)
-		if inst.Run != "" {
+		switch {
+		case kept && secret && strings.Contains(v, textfmt.Masked):
+			in.refused = lostItem(upstream)
+		case inst.Run != "":
 			in.refused = checkChildID(r.t.p, inst, r.t.id, r.t.children)
 		}
 		in.deps = n.deps
@@ -143,8 +179,8 @@ func (r *run) instancesOf(n *node, output json.RawMessage) ([]*node, error) {
 
 // expanded adds the instances of a foreach template that just ended well
 // to the graph, and queues those that can run.
-func (s *scheduler) expanded(n *node, output json.RawMessage) {
-	insts, err := s.r.instancesOf(n, output)
+func (s *scheduler) expanded(n *node, output json.RawMessage, kept bool) {
+	insts, err := s.r.instancesOf(n, output, kept)
 	if err != nil {
 		// The template's own STEP_END is written; an expansion that does
 		// not read back is the log's problem: stop.

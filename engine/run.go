@@ -210,12 +210,15 @@ type node struct {
 	lastErr   string
 	outDigest string
 	output    json.RawMessage
-	left      bool       // outside --only or --until: not run
-	rerunOK   bool       // its last attempt succeeded: it runs again after a reset or resume_from
-	childLog  string     // a run: step's: the file name of its latest attempt's child log
-	refused   error      // why its attempts fail without running (a child task id another step has)
-	holding   bool       // it holds its resources (the scheduler's)
-	warm      *warmShell // the shell of the next attempt, started ahead, or nil
+	// outputKept says output was read back from the log, where secrets
+	// are ***: a secret it held is lost (lostSecret).
+	outputKept bool
+	left       bool       // outside --only or --until: not run
+	rerunOK    bool       // its last attempt succeeded: it runs again after a reset or resume_from
+	childLog   string     // a run: step's: the file name of its latest attempt's child log
+	refused    error      // why its attempts fail without running (a child task id another step has)
+	holding    bool       // it holds its resources (the scheduler's)
+	warm       *warmShell // the shell of the next attempt, started ahead, or nil
 	// warmedChild is set (by the scheduler) once warmUp started a child's
 	// shell for this step's end.
 	warmedChild bool

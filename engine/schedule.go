@@ -37,7 +37,7 @@ func (r *run) buildNodes(sc scope) error {
 	// its STEP_END recorded them.
 	for _, n := range slices.Clone(r.nodes) {
 		if n.rs.step.Foreach != nil && n.final == eventlog.Success {
-			if _, err := r.instancesOf(n, n.output); err != nil {
+			if _, err := r.instancesOf(n, n.output, true); err != nil {
 				return err
 			}
 		}
@@ -70,6 +70,7 @@ func (r *run) newNode(rs *renderedStep, idx int, st *eventlog.StepState, plan Pl
 		n.final = st.Status
 		n.outDigest = st.OutputDigest
 		n.output = st.Output
+		n.outputKept = true
 	case ActionLeave:
 		n.blocked, n.left = true, true // not started, not counted as blocked
 	}
@@ -329,7 +330,7 @@ func (s *scheduler) ended(d nodeDone) {
 	}
 	d.n.settle(d)
 	if d.status == eventlog.Success && d.n.rs.step.Foreach != nil {
-		s.expanded(d.n, d.n.output) // before release: dependents wait for the instances
+		s.expanded(d.n, d.n.output, false) // before release: dependents wait for the instances
 	}
 	s.release(d.n)
 }

@@ -47,11 +47,15 @@ func readSecrets(ctx context.Context, p *pipeline.Pipeline, workdir string) (map
 func readSecret(ctx context.Context, p *pipeline.Pipeline, s pipeline.Secret, workdir string) (string, error) {
 	switch {
 	case s.Env != "":
-		v, ok := os.LookupEnv(s.Env)
-		if !ok {
-			return "", fmt.Errorf("apollo's environment has no %s; set it before apollo run", s.Env)
+		if v, ok := os.LookupEnv(s.Env); ok {
+			return v, nil
 		}
-		return v, nil
+		// A .env file is where a token is kept: the value is taken as
+		// written there, and is now a secret, masked like any.
+		if v, ok := p.Defaults.EnvFile[s.Env]; ok {
+			return v, nil
+		}
+		return "", fmt.Errorf("apollo's environment has no %s, nor has an env_file: of the pipeline; set it before apollo run", s.Env)
 	case s.File != "":
 		path := s.File
 		if !filepath.IsAbs(path) {
@@ -91,6 +95,13 @@ func masker(t *task, secrets map[string]string) *textfmt.Masker {
 	}
 	for _, name := range slices.Sorted(maps.Keys(secrets)) {
 		add(secrets[name])
+	}
+	for _, s := range t.p.Steps { // the items of a secret var, one by one
+		if s.SecretItem {
+			for _, k := range slices.Sorted(maps.Keys(s.Item)) {
+				add(s.Item[k])
+			}
+		}
 	}
 	return textfmt.NewMasker(values...)
 }

@@ -182,12 +182,19 @@ func runHeld(ctx context.Context, a *Attempt, h *heldShell) Result {
 	case waitErr != nil:
 		res.Err = fmt.Errorf("exit status %s%s", describeExit(waitErr), lastLines(a.OutputPath, 5))
 	}
-	if res.Err == nil && a.PublishPath != "" {
-		pub, err := readPublished(a.PublishPath)
-		if err != nil {
-			res.Err = err
+	if a.PublishPath != "" {
+		if res.Err == nil {
+			pub, err := readPublished(a.PublishPath)
+			if err != nil {
+				res.Err = err
+			}
+			res.Output = pub
 		}
-		res.Output = pub
+		// Its values live on in the STEP_END's output, masked; the file
+		// may hold a secret in clear.
+		if err := os.Remove(a.PublishPath); err != nil && !errors.Is(err, os.ErrNotExist) && res.Err == nil {
+			res.Err = fmt.Errorf("remove $APOLLO_OUTPUT after reading it: %w", err)
+		}
 	}
 	return res
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -44,6 +45,11 @@ func InstanceID(id string, values ...string) string {
 	}
 	return id + "[" + strings.Join(parts, ",") + "]"
 }
+
+// IndexID names the instance at index i (from 0) of the items of step id:
+// the name of instances whose items hold a secret, which an id, written
+// everywhere, must not carry.
+func IndexID(id string, i int) string { return id + "[" + strconv.Itoa(i) + "]" }
 
 // foreach decodes foreach: a list of items, {var: NAME} or {output: STEP[.KEY]}.
 func (si *stepInfo) foreach(kv keyValue) {
@@ -267,8 +273,12 @@ func (p *Pipeline) Expand(vars map[string]string) (*Pipeline, error) {
 		}
 		ids := make([]string, 0, len(items))
 		seen := map[string]bool{}
-		for _, item := range items {
+		secret := s.Foreach.Var != "" && slices.Contains(p.SecretVars, s.Foreach.Var)
+		for i, item := range items {
 			inst := s.Instance(item)
+			if secret {
+				inst = s.SecretInstance(item, i)
+			}
 			if seen[inst.ID] {
 				return nil, &Error{File: p.Path, Line: s.Line, Step: s.ID,
 					Msg: fmt.Sprintf("two items make the instance id %s; make them differ in letters, digits, _, . or -", inst.ID)}
@@ -321,6 +331,16 @@ func (s *Step) Instance(item map[string]string) *Step {
 	}
 	inst.ID = InstanceID(s.ID, values...)
 	return &inst
+}
+
+// SecretInstance returns the instance of step s for item, the item at
+// index i of its list, which holds a secret: named ID[i] and marked
+// SecretItem.
+func (s *Step) SecretInstance(item map[string]string, i int) *Step {
+	inst := s.Instance(item)
+	inst.ID = IndexID(s.ID, i)
+	inst.SecretItem = true
+	return inst
 }
 
 // items lists the items of a foreach known before the run: each as the

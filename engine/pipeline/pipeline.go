@@ -121,6 +121,10 @@ type Step struct {
 	// it is an instance of.
 	Item       map[string]string
 	InstanceOf string
+	// SecretItem says the instance's item holds a secret (an item of a
+	// secret var, or of an output holding a secret): the instance is
+	// named by its index, not its item, and the item is masked.
+	SecretItem bool
 	// Handler is the handler list the step belongs to (HandlerOnFailure,
 	// HandlerFinally), or "" for a step of steps:. A handler is optional.
 	Handler string

@@ -82,16 +82,19 @@ const pipelineSchema = `{
       "oneOf": [{"$ref": "#/$defs/nonEmpty"}, {"type": "array", "items": {"$ref": "#/$defs/nonEmpty"}}]
     },
     "secrets": {
-      "description": "Secrets given to every step as environment variables (ctx.secrets in Lua), never written: env, {env: VAR}, {file: PATH} or {command: CMD}.",
-      "type": ["object", "null"],
-      "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
-      "additionalProperties": {
-        "oneOf": [
-          {"const": "env"},
-          {"type": "object", "additionalProperties": false, "minProperties": 1, "maxProperties": 1,
-           "properties": {"env": {"$ref": "#/$defs/nonEmpty"}, "file": {"$ref": "#/$defs/nonEmpty"}, "command": {"$ref": "#/$defs/nonEmpty"}}}
-        ]
-      }
+      "description": "Secrets given to every step as environment variables (ctx.secrets in Lua), never written: a list of names read from apollo's environment or else the env_file: files, or a mapping of names to env, {env: VAR}, {file: PATH} or {command: CMD}.",
+      "oneOf": [
+        {"type": "array", "uniqueItems": true, "items": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}},
+        {"type": ["object", "null"],
+         "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+         "additionalProperties": {
+           "oneOf": [
+             {"const": "env"},
+             {"type": "object", "additionalProperties": false, "minProperties": 1, "maxProperties": 1,
+              "properties": {"env": {"$ref": "#/$defs/nonEmpty"}, "file": {"$ref": "#/$defs/nonEmpty"}, "command": {"$ref": "#/$defs/nonEmpty"}}}
+           ]
+         }}
+      ]
     },
     "secret_vars": {
       "description": "Vars whose values apollo masks as *** wherever it prints or records them.",

@@ -14,21 +14,32 @@ import (
 	"apollo/engine/template"
 )
 
-// Secret is where the value of a secret comes from: apollo's environment,
-// a file, or a command's standard output. Its value is read when a run
+// Secret is where the value of a secret comes from: apollo's environment
+// (or, failing it, the pipeline's env_file: files), a file, or a command's
+// standard output. Its value is read when a run
 // starts, given to steps as the environment variable of its name (and
 // ctx.secrets in Lua), and never written: apollo masks it as *** wherever
 // it prints or records text (docs/spec.md §2.11).
 type Secret struct {
 	Name    string
-	Env     string // the environment variable that holds it
+	Env     string // the environment variable that holds it, or else the env files' variable
 	File    string // a file that holds it (relative to the pipeline's folder)
 	Command string // a command (sh -c) that prints it
 }
 
-// secrets decodes secrets: NAME: env | {env: VAR} | {file: PATH} | {command: CMD}.
+// secrets decodes secrets: a list of names, each read from the environment
+// ([NAME], short for NAME: env), or a mapping NAME: env | {env: VAR} |
+// {file: PATH} | {command: CMD}.
 func (l *loader) secrets(kv keyValue) {
 	top := l.top()
+	if v := deref(kv.v); v.Kind == yaml.SequenceNode {
+		l.secretNames(v)
+		return
+	}
+	if v := deref(kv.v); v.Kind != yaml.MappingNode && !(v.Kind == yaml.ScalarNode && v.Tag == "!!null") {
+		top.errf(v.Line, "secrets must be a list of names or a mapping of names to sources, not %s", describe(v))
+		return
+	}
 	kvs, _ := top.mapping(kv.key, kv.v)
 	for _, p := range kvs {
 		if !template.ValidName(p.key) {
@@ -67,6 +78,26 @@ func (l *loader) secrets(kv keyValue) {
 			continue
 		}
 		l.p.Secrets = append(l.p.Secrets, sec)
+	}
+}
+
+// secretNames decodes secrets: [NAME, ...]: each NAME: env.
+func (l *loader) secretNames(v *yaml.Node) {
+	top := l.top()
+	items, _ := top.list("secrets", "names", v)
+	seen := map[string]bool{}
+	for _, item := range items {
+		name, ok := top.nonEmpty("secrets", item)
+		switch {
+		case !ok:
+		case !template.ValidName(name):
+			top.errf(item.Line, "secrets: %q is not a variable name: letters, digits and _, not starting with a digit", snippet(name))
+		case seen[name]:
+			top.errf(item.Line, "secrets lists %q twice", name)
+		default:
+			seen[name] = true
+			l.p.Secrets = append(l.p.Secrets, Secret{Name: name, Env: name})
+		}
 	}
 }
 
