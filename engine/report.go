@@ -3,7 +3,7 @@ package engine
 import (
 	"fmt"
 	"io"
-	"os"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -30,10 +30,11 @@ type reporter interface {
 	finish(summary string)
 }
 
-// isTerminal reports whether w is a terminal.
+// isTerminal reports whether w is a terminal: a file (or a writer over
+// one, with its Fd) that is a terminal.
 func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && isTerminalFd(int(f.Fd()))
+	f, ok := w.(interface{ Fd() uintptr })
+	return ok && f.Fd() <= uintptr(math.MaxInt32) && isTerminalFd(int(f.Fd()))
 }
 
 func newReporter(mode string, w io.Writer, color bool, clk clock.Clock) reporter {
