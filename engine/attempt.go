@@ -46,6 +46,8 @@ func (r *run) work(ctx context.Context, n *node) nodeDone {
 		if d, ok := r.cleanup(ctx, n, ended); !ok {
 			return d
 		}
+	} else if n.attempts == 0 && (n.plan.Action == ActionRerun || n.plan.Action == ActionCleanRerun) {
+		r.rep.event(s.ID, "rerun: "+n.plan.Reason)
 	}
 	if !r.cacheable(n) {
 		return r.attempt(ctx, n, nil)
@@ -126,6 +128,13 @@ func (r *run) cleanup(ctx context.Context, n *node, ended int) (nodeDone, bool) 
 	if rec.Status == eventlog.Failed {
 		r.rep.ended(s.ID, eventlog.Failed, rec.RetryCount, 0, rec.ErrorMessage, 0)
 		return nodeDone{n: n, status: eventlog.Failed, err: errors.New(rec.ErrorMessage)}, false
+	}
+	if n.attempts == 0 { // what the resume found, said where it is dealt with
+		why := rec.Message
+		if why == "" {
+			why = n.plan.Reason
+		}
+		r.rep.event(s.ID, "rerun: "+why)
 	}
 	return nodeDone{}, true
 }
