@@ -40,7 +40,7 @@ func newLogsOptions(fs *pflag.FlagSet) *logsOptions {
 
 // runLogs prints the events of the run in.args[0], or the output of its
 // step in.args[1], following a live run with o.follow until it ends or ctx
-// is done (Ctrl-C: exit 0).
+// is done (Ctrl-C, or its reader gone: exit 0).
 func runLogs(ctx context.Context, o *logsOptions, in invocation) error {
 	step := ""
 	if len(in.args) == 2 {
@@ -52,5 +52,15 @@ func runLogs(ctx context.Context, o *logsOptions, in invocation) error {
 	if o.attempt < -1 || (in.changed("attempt") && o.attempt < 0) {
 		return &usage.Error{Msg: "logs: --attempt must be 0 or more"}
 	}
+	// Following stops, quietly, once no one reads what it prints.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-readerGone(in.stdout):
+			stop()
+		case <-ctx.Done():
+		}
+	}()
 	return runsIn(o.stateDir, in).Logs(ctx, in.args[0], history.LogsOptions{Step: step, Attempt: o.attempt, Follow: o.follow})
 }

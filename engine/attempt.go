@@ -76,6 +76,9 @@ func (r *run) recoverPrevious(ctx context.Context, n *node) (nodeDone, bool) {
 		os.Remove(r.t.publishPath(n.id(), n.retry-1))
 	}
 	if !n.dirty && !(n.unclean && n.rs.step.HasCleanup()) && ended == 0 {
+		if n.attempts == 0 && (n.plan.Action == ActionRerun || n.plan.Action == ActionCleanRerun) {
+			r.rep.event(n.id(), "rerun: "+n.plan.Reason)
+		}
 		return nodeDone{}, true
 	}
 	d, ok := r.cleanup(ctx, n, ended)
@@ -137,6 +140,13 @@ func (r *run) cleanup(ctx context.Context, n *node, ended int) (nodeDone, bool) 
 	if rec.Status == eventlog.Failed {
 		r.rep.ended(s.ID, eventlog.Failed, rec.RetryCount, 0, rec.ErrorMessage, 0)
 		return nodeDone{n: n, status: eventlog.Failed, err: errors.New(rec.ErrorMessage)}, false
+	}
+	if n.attempts == 0 { // what the resume found, said where it is dealt with
+		why := rec.Message
+		if why == "" {
+			why = n.plan.Reason
+		}
+		r.rep.event(s.ID, "rerun: "+why)
 	}
 	return nodeDone{}, true
 }

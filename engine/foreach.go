@@ -81,6 +81,9 @@ func (r *run) dynamicItems(n *node) ([]string, error) {
 	if json.Unmarshal(raw, &list) != nil {
 		return nil, fmt.Errorf("foreach: %s is not a list", f.Output)
 	}
+	if limit := r.t.p.InstanceLimit(); len(list) > limit {
+		return nil, fmt.Errorf("foreach: %s lists %d items, more than max_instances (%d); make it shorter, or raise max_instances: at the top level", f.Output, len(list), limit)
+	}
 	items := make([]string, len(list))
 	for i, v := range list {
 		var s string

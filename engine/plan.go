@@ -173,6 +173,51 @@ func decide(s *pipeline.Step, st *eventlog.StepState, sc scope, maxDirty int, no
 	return ps
 }
 
+// resumeNews is the line a resume opens with: what the log left, by what
+// this invocation does with it ("5 done, 3 cut off by a crash, 2 to run");
+// "" when no step had started (a first run).
+func resumeNews(nodes []*node) string {
+	var done, cut, failed, toRun, again, skipped, left, loop int
+	started := false
+	for _, n := range nodes {
+		started = started || (n.plan.Status != "" && n.plan.Status != eventlog.Pending) || n.plan.NextRetry > 0
+		switch a := n.plan.Action; {
+		case a == ActionKeep:
+			done++
+		case a == ActionCrashLoop:
+			loop++
+		case a == ActionSkip:
+			skipped++
+		case a == ActionLeave:
+			left++
+		case n.dirty:
+			cut++
+		case n.unclean:
+			failed++
+		case a == ActionRun:
+			toRun++
+		default:
+			again++
+		}
+	}
+	if !started {
+		return ""
+	}
+	var parts []string
+	for _, c := range []struct {
+		n    int
+		what string
+	}{
+		{done, "done"}, {cut, "cut off by a crash"}, {loop, "in a crash loop"}, {failed, "failed before"},
+		{again, "to run again"}, {toRun, "to run"}, {skipped, "skipped"}, {left, "left as they are"},
+	} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 // PlanJSONDoc documents run --dry-run --json's output (Plan), shown by
 // --help and checked against it by TestJSONDocs. Fields marked ? are left
 // out when empty.

@@ -3,7 +3,7 @@ package engine
 import (
 	"fmt"
 	"io"
-	"os"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -23,17 +23,20 @@ const (
 
 // reporter shows a run to a person. Methods are called from many goroutines.
 type reporter interface {
-	begin(taskID, logPath string, total, kept int)
+	// begin opens the run; resume, when not "", is what a resume found
+	// (resumeNews).
+	begin(taskID, logPath string, total, kept int, resume string)
 	event(id, what string) // a one-off line: cleanup, skip, crash loop
 	started(id string, retry int)
 	ended(id, status string, retry int, dur time.Duration, errMsg string, retryIn time.Duration)
 	finish(summary string)
 }
 
-// isTerminal reports whether w is a terminal.
+// isTerminal reports whether w is a terminal: a file (or a writer over
+// one, with its Fd) that is a terminal.
 func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && isTerminalFd(int(f.Fd()))
+	f, ok := w.(interface{ Fd() uintptr })
+	return ok && f.Fd() <= uintptr(math.MaxInt32) && isTerminalFd(int(f.Fd()))
 }
 
 func newReporter(mode string, w io.Writer, color bool, clk clock.Clock) reporter {
@@ -52,7 +55,7 @@ func newReporter(mode string, w io.Writer, color bool, clk clock.Clock) reporter
 
 type quietReporter struct{}
 
-func (quietReporter) begin(string, string, int, int)                                  {}
+func (quietReporter) begin(string, string, int, int, string)                          {}
 func (quietReporter) event(string, string)                                            {}
 func (quietReporter) started(string, int)                                             {}
 func (quietReporter) ended(string, string, int, time.Duration, string, time.Duration) {}
@@ -71,8 +74,11 @@ func (r *lineReporter) printf(format string, args ...any) {
 	fmt.Fprintf(r.w, "%s "+format+"\n", append([]any{r.now().Format("15:04:05")}, args...)...)
 }
 
-func (r *lineReporter) begin(taskID, logPath string, total, kept int) {
+func (r *lineReporter) begin(taskID, logPath string, total, kept int, resume string) {
 	r.printf("task %s: %d steps, %d already done; log %s", taskID, total, kept, logPath)
+	if resume != "" {
+		r.printf("resuming: %s", resume)
+	}
 }
 
 func (r *lineReporter) event(id, what string) { r.printf("%-20s %s", id, what) }
@@ -121,10 +127,13 @@ func newBoard(w io.Writer, color bool, clk clock.Clock) *board {
 		stop: make(chan struct{}), stopped: make(chan struct{})}
 }
 
-func (b *board) begin(taskID, logPath string, total, kept int) {
+func (b *board) begin(taskID, logPath string, total, kept int, resume string) {
 	b.mu.Lock()
 	b.taskID, b.total, b.done = taskID, total, kept
 	fmt.Fprintf(b.w, "task %s: %d steps, %d already done; log %s\n", taskID, total, kept, logPath)
+	if resume != "" {
+		fmt.Fprintf(b.w, "resuming: %s\n", resume)
+	}
 	b.redrawLocked()
 	b.mu.Unlock()
 	t := b.clock.NewTicker(200 * time.Millisecond)

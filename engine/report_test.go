@@ -33,7 +33,7 @@ func TestBoardTicks(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	var out lockedBuffer
 	b := newBoard(&out, false, clk)
-	b.begin("t", "log.jsonl", 2, 0)
+	b.begin("t", "log.jsonl", 2, 0, "")
 	b.started("slow", 0)
 	clk.Advance(90 * time.Second)
 	deadline := time.Now().Add(10 * time.Second)

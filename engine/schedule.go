@@ -143,7 +143,7 @@ func (r *run) schedule(parent context.Context) error {
 		}
 	}
 	r.rep = newReporter(r.e.opts.Progress, r.e.opts.Stdout, r.e.opts.Color, r.e.opts.Clock)
-	r.rep.begin(r.t.id, r.logPath, len(r.nodes), kept)
+	r.rep.begin(r.t.id, r.logPath, len(r.nodes), kept, resumeNews(r.nodes))
 
 	s.settleUnrun()
 	s.stopping = s.logErr != nil

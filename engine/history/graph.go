@@ -117,7 +117,7 @@ func (h Runs) graph(p *pipeline.Pipeline, vars map[string]string, taskID, logPat
 	if err != nil {
 		return nil, err
 	}
-	self := filepath.Join(p.Dir, filepath.Base(p.Path))
+	self := pipeline.RealPath(filepath.Join(p.Dir, filepath.Base(p.Path)))
 	within = append(slices.Clip(within), self)
 	for _, i := range p.TopoOrder() {
 		s := p.Steps[i]
@@ -134,7 +134,7 @@ func (h Runs) graph(p *pipeline.Pipeline, vars map[string]string, taskID, logPat
 				n.State = StateDirty
 			}
 		}
-		if s.Run != "" && !slices.Contains(within, filepath.Join(p.Dir, s.Run)) {
+		if s.Run != "" && !slices.Contains(within, pipeline.RealPath(filepath.Join(p.Dir, s.Run))) {
 			child, err := pipeline.LoadRun(p, s)
 			if err != nil {
 				return nil, err

@@ -24,6 +24,8 @@ type Foreach struct {
 	// Matrix is every combination of its axes' values, less Exclude.
 	Matrix  []Axis
 	Exclude []map[string]string
+	// Line is the line of the foreach: or matrix: key, for messages.
+	Line int
 }
 
 // Axis is one list of a matrix.
@@ -54,7 +56,7 @@ func IndexID(id string, i int) string { return id + "[" + strconv.Itoa(i) + "]" 
 // foreach decodes foreach: a list of items, {var: NAME} or {output: STEP[.KEY]}.
 func (si *stepInfo) foreach(kv keyValue) {
 	v := deref(kv.v)
-	f := &Foreach{}
+	f := &Foreach{Line: kv.k.Line}
 	switch v.Kind {
 	case yaml.SequenceNode:
 		items, _ := si.at.list(kv.key, "items", v)
@@ -106,7 +108,7 @@ func (si *stepInfo) matrix(kv keyValue) {
 		si.at.errf(deref(kv.v).Line, "matrix is empty; give at least one axis, like matrix: {region: [eu, us]}")
 		return
 	}
-	f := &Foreach{}
+	f := &Foreach{Line: kv.k.Line}
 	for _, p := range kvs {
 		if !refName(p.key) {
 			si.at.errf(p.k.Line, "matrix axis %q may only hold letters, digits, _ and -", snippet(p.key))
@@ -258,6 +260,9 @@ type itemRef struct {
 // engine expands it when that output is known. A pipeline without such
 // steps is returned as it is.
 func (p *Pipeline) Expand(vars map[string]string) (*Pipeline, error) {
+	if err := p.checkBounds(vars); err != nil {
+		return nil, err
+	}
 	instances := map[string][]string{} // template id → instance ids
 	var steps []*Step
 	expanded := false

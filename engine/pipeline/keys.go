@@ -60,6 +60,16 @@ var topFields = []topField{
 			l.p.MaxDirtyRestarts = n
 		}
 	}},
+	{"max_instances", func(l *loader, kv keyValue) {
+		if n, ok := l.top().integer(kv.key, kv.v, 1, maxBound); ok {
+			l.p.MaxInstances = n
+		}
+	}},
+	{"max_steps", func(l *loader, kv keyValue) {
+		if n, ok := l.top().integer(kv.key, kv.v, 1, maxBound); ok {
+			l.p.MaxSteps = n
+		}
+	}},
 	{"modules", func(l *loader, kv keyValue) { l.modules(kv.v) }},
 	{"isolation", func(l *loader, kv keyValue) {
 		l.p.Isolation, _ = l.top().choice(kv.key, kv.v, "", "process")

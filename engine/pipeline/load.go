@@ -336,6 +336,7 @@ func parse(file, dir string, src []byte, opts LoadOptions) (*Pipeline, error) {
 	}
 	l.pipeline(root)
 	l.validate()
+	l.checkBounds()
 	if opts.CheckRefs {
 		l.checkRefs()
 	}

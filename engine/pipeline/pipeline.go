@@ -57,6 +57,12 @@ type Pipeline struct {
 	Defaults Defaults
 	Steps    []*Step
 	Schedule *Schedule // nil: none (apollo serve runs it on schedule)
+
+	// MaxInstances bounds the instances of one foreach or matrix step,
+	// MaxSteps the pipeline's steps once expanded (max_instances:,
+	// max_steps:; docs/spec.md §2.9); 0 when the file does not set them,
+	// read through InstanceLimit.
+	MaxInstances, MaxSteps int
 }
 
 // Defaults are what the top level sets for every step that does not set it

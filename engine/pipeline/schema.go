@@ -62,6 +62,14 @@ const pipelineSchema = `{
       "description": "A step cut off by a crash in this many runs in a row fails with \"crash loop\" (default 3).",
       "type": "integer", "minimum": 1, "maximum": 2147483647
     },
+    "max_instances": {
+      "description": "The most instances one foreach or matrix step makes (default 10000).",
+      "type": "integer", "minimum": 1, "maximum": 1000000
+    },
+    "max_steps": {
+      "description": "The most steps the pipeline has once its foreach and matrix steps are expanded (default 100000).",
+      "type": "integer", "minimum": 1, "maximum": 1000000
+    },
     "modules": {
       "description": "Extra Lua module folders, relative to the pipeline file.",
       "type": ["array", "null"],

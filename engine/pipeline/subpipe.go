@@ -93,12 +93,16 @@ func (l *loader) checkRuns() {
 	for _, r := range l.runRefs {
 		s, at := r.si.s, r.si.at
 		abs := filepath.Join(l.p.Dir, s.Run)
-		if i := slices.Index(within, abs); i >= 0 {
+		if i := indexSameFile(within, abs); i >= 0 {
 			chain := make([]string, 0, len(within)-i+1)
 			for _, f := range within[i:] {
 				chain = append(chain, l.relName(f))
 			}
-			chain = append(chain, l.relName(abs))
+			last := l.relName(abs)
+			if abs != within[i] {
+				last += " (" + l.relName(within[i]) + ", through a symbolic link)"
+			}
+			chain = append(chain, last)
 			at.errf(r.line, "run %q is a cycle of sub-pipelines: %s; a pipeline cannot run itself, directly or not", s.Run, strings.Join(chain, " -> "))
 			continue
 		}
@@ -137,6 +141,27 @@ func (l *loader) checkRuns() {
 		}
 		l.checkWithVars(r, child)
 	}
+}
+
+// indexSameFile returns the index of the first of files that is path,
+// compared once symbolic links are resolved (so that loop/s.yaml, where
+// loop -> ., is s.yaml), or -1.
+func indexSameFile(files []string, path string) int {
+	if i := slices.Index(files, path); i >= 0 {
+		return i
+	}
+	real := RealPath(path)
+	return slices.IndexFunc(files, func(f string) bool { return RealPath(f) == real })
+}
+
+// RealPath is path with its symbolic links resolved, for comparing
+// pipeline files; path itself when it cannot be resolved (it does not
+// exist, say: that is reported where the file is read).
+func RealPath(path string) string {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		return real
+	}
+	return filepath.Clean(path)
 }
 
 // loadChild is Load without its check of the --var names, which
