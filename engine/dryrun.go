@@ -50,7 +50,7 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 	var fc *planCache                                           // only for a pipeline with cached steps: a plan may have 100,000 steps
 	if slices.ContainsFunc(t.p.Steps, func(s *pipeline.Step) bool { return s.Cache != nil }) {
 		r.store = cache.New(t.dir.Root, e.opts.FS)
-		fc = &planCache{r: r, results: map[string]*planResult{}}
+		fc = &planCache{r: r, mask: mask, results: map[string]*planResult{}}
 	}
 	for _, i := range t.p.TopoOrder() {
 		rs := t.steps[i]
