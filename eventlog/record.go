@@ -142,6 +142,9 @@ type StartInfo struct {
 	Durability     string            `json:"durability"`
 	Parallelism    int               `json:"parallelism"`
 	ApolloVersion  string            `json:"apollo_version"`
+	// PipelineFile is the pipeline file's absolute path: with TaskName,
+	// what binds the log to its pipeline. Logs of older versions have none.
+	PipelineFile string `json:"pipeline_file,omitempty"`
 }
 
 // StepInfo is one node of the step graph in TASK_START.
@@ -1238,7 +1241,7 @@ var (
 		"next_delay_ms", "interrupted", "timed_out", "dirty", "output", "start", "summary", "marker", "intervention",
 		"worker", "pool", "src_seq", "cached_from", "child_log"}
 	startNames = []string{"v", "task_name", "pipeline", "pipeline_digest", "steps", "vars", "pid", "host",
-		"run_nonce", "invocation", "durability", "parallelism", "apollo_version"}
+		"run_nonce", "invocation", "durability", "parallelism", "apollo_version", "pipeline_file"}
 	stepNames         = []string{"id", "depends_on", "optional", "definition_digest", "has_cleanup", "child"}
 	summaryNames      = []string{"counts", "failed", "failed_optional", "blocked", "interrupted", "fsync"}
 	fsyncNames        = []string{"count", "total_us", "max_us"}
@@ -1402,6 +1405,8 @@ func (d *decoder) startInfo() *StartInfo {
 			si.Parallelism = d.int()
 		case 12: // apollo_version
 			si.ApolloVersion = d.str()
+		case 13: // pipeline_file
+			si.PipelineFile = d.str()
 		}
 	}
 	return si
