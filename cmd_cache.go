@@ -33,7 +33,7 @@ const cacheJSONDoc = `JSON (--json), one object:
   ls: {"entries": [entry]}
   gc: {"dry_run": bool, "removed": [entry], "broken"?: [files], "blobs", "bytes", "kept"}
   entry: {"v", "key", "task_name", "step", "task_id", "created", "input_digest", "definition_digest",
-          "user_key"?, "upstream"?: {step: output digest}, "inputs"?: [file], "output_digest",
+          "user_key_digest"?, "upstream"?: {step: output digest}, "inputs"?: [file], "output_digest",
           "output"?, "outputs"?: [file]}
   file: {"path", "digest", "size", "mode"?}
 `

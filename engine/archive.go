@@ -48,6 +48,9 @@ func (r *run) completeInArchive() (bool, error) {
 	if err != nil || arch == nil || !arch.state.Complete() {
 		return false, err
 	}
+	if mine, err := r.claim(arch.state.Start, false); !mine || err != nil {
+		return err != nil, err // another pipeline's run is not this one's, complete or not
+	}
 	if r.ro.ResumeFrom != "" {
 		return true, usage.Errorf("task %s is complete and its log was archived by apollo gc (%s); "+
 			"--resume-from needs a live log: run it with --fresh to start over (its markers are kept)", r.t.id, arch.path)
@@ -73,10 +76,16 @@ func (r *run) earlierMarkers(live string) (map[string]*eventlog.MarkerInfo, stri
 		if err != nil {
 			return nil, "", fmt.Errorf("task %s: read its markers from %s: %w", r.t.id, live, err)
 		}
+		if mine, err := r.claim(st.Start, false); !mine || err != nil {
+			return nil, "", err // another pipeline's markers are not this one's
+		}
 		return st.Markers, live, nil
 	}
 	arch, err := r.newestArchived()
 	if err != nil || arch == nil {
+		return nil, "", err
+	}
+	if mine, err := r.claim(arch.state.Start, false); !mine || err != nil {
 		return nil, "", err
 	}
 	return arch.state.Markers, arch.path, nil

@@ -11,6 +11,7 @@ import (
 
 	"apollo/engine/cache"
 	"apollo/engine/executor"
+	"apollo/engine/textfmt"
 	"apollo/eventlog"
 )
 
@@ -64,8 +65,12 @@ func probeCache(rs *renderedStep, upstream map[string]string, secrets, dir strin
 }
 
 // lookupCache returns the entry a cached step can take its result from,
-// or why there is none.
-func lookupCache(store *cache.Store, taskName string, rs *renderedStep, pr *cacheProbe) (*cache.Entry, string) {
+// or why there is none. mask masks the secrets in paths as the entry holds
+// them (nil: none). The entry's outputs are the step's own outputs:, in
+// order and by name: the key holds them, so an entry that names another
+// file (an edited entry: ../outside/x, /etc/x) is not used. The returned
+// entry's outputs carry the paths the step declares, in clear.
+func lookupCache(store *cache.Store, taskName string, rs *renderedStep, pr *cacheProbe, mask *textfmt.Masker) (*cache.Entry, string) {
 	id := rs.step.ID
 	e, err := store.Get(taskName, id, pr.key)
 	if err != nil {
@@ -73,19 +78,30 @@ func lookupCache(store *cache.Store, taskName string, rs *renderedStep, pr *cach
 	}
 	if e == nil {
 		prev, _ := store.Latest(taskName, id)
-		return nil, missReason(prev, pr, rs)
+		return nil, missReason(prev, pr, rs, mask)
 	}
-	for _, f := range e.Outputs {
+	declared := rs.cache.outputs
+	for i, f := range e.Outputs {
+		if i >= len(declared) || f.Path != mask.String(declared[i]) {
+			return nil, fmt.Sprintf("its cache entry names output %q, which the step does not declare", f.Path)
+		}
+	}
+	if len(e.Outputs) < len(declared) {
+		return nil, fmt.Sprintf("its cache entry does not name output %s", mask.String(declared[len(e.Outputs)]))
+	}
+	for i, f := range e.Outputs {
 		if !store.Has(f.Digest) {
 			return nil, fmt.Sprintf("the saved copy of %s is gone from the cache", f.Path)
 		}
+		e.Outputs[i].Path = declared[i]
 	}
 	return e, ""
 }
 
 // missReason says what differs between the newest earlier result of a
 // step, prev, and the step now.
-func missReason(prev *cache.Entry, pr *cacheProbe, rs *renderedStep) string {
+// Paths are compared as the entry holds them, masked by mask.
+func missReason(prev *cache.Entry, pr *cacheProbe, rs *renderedStep, mask *textfmt.Masker) string {
 	if prev == nil {
 		return "no earlier result in the cache"
 	}
@@ -95,14 +111,15 @@ func missReason(prev *cache.Entry, pr *cacheProbe, rs *renderedStep) string {
 	}
 	var why []string
 	for _, f := range pr.inputs {
-		d, ok := was[f.Path]
+		p := mask.String(f.Path)
+		d, ok := was[p]
 		switch {
 		case f.Digest == "" && (!ok || d != ""):
-			why = append(why, "input "+f.Path+" is missing")
+			why = append(why, "input "+p+" is missing")
 		case !ok:
-			why = append(why, "input "+f.Path+" is new")
+			why = append(why, "input "+p+" is new")
 		case d != f.Digest:
-			why = append(why, "input "+f.Path+" changed")
+			why = append(why, "input "+p+" changed")
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(pr.upstream)) {
@@ -113,7 +130,7 @@ func missReason(prev *cache.Entry, pr *cacheProbe, rs *renderedStep) string {
 	if prev.DefinitionDigest != rs.defDigest {
 		why = append(why, "the step's definition changed")
 	}
-	if prev.UserKey != rs.cache.key {
+	if prev.UserKeyDigest != userKeyDigest(rs.cache.key) {
 		why = append(why, "cache.key changed")
 	}
 	if len(why) == 0 {
@@ -165,13 +182,13 @@ func (c cached) begin(ctx context.Context, at *attemptRun) error {
 	// A step --resume-from or --only names to run again runs: its result
 	// is what is in question.
 	if n.attempts == 0 && !r.ro.NoCache && !r.sc.rerun[n.id()] {
-		e, why := lookupCache(r.store, r.t.p.TaskName, n.rs, pr)
+		e, why := lookupCache(r.store, r.t.p.TaskName, n.rs, pr, r.mask)
 		if e != nil {
 			at.retry, at.input, at.cachedFrom, at.endDurable = max(n.retry-1, 0), pr.input, e.TaskID, true
 			at.hit = e
 			return nil
 		}
-		r.rep.event(n.id(), "not from the cache: "+why)
+		r.rep.event(n.id(), "not from the cache: "+r.mask.String(why))
 	}
 	return c.inner.begin(ctx, at)
 }
@@ -185,10 +202,10 @@ func (c cached) carry(ctx context.Context, at *attemptRun) (executor.Result, err
 		if err := c.inner.begin(ctx, at); err != nil {
 			return executor.Result{}, err
 		}
-		if at.done != nil || at.lateErr != nil {
-			if at.lateErr != nil {
-				return c.r.notStarted(at, at.lateErr)
-			}
+		if at.lateErr != nil {
+			return c.r.notStarted(at, at.lateErr)
+		}
+		if at.done != nil {
 			return executor.Result{}, nil
 		}
 	}
@@ -212,9 +229,9 @@ func (r *run) restore(at *attemptRun) (executor.Result, bool) {
 	dir := r.stepDir(s)
 	restored := 0
 	for _, f := range e.Outputs {
-		changed, err := r.store.Restore(f, filepath.Join(dir, f.Path))
+		changed, err := r.store.Restore(dir, f)
 		if err != nil {
-			r.rep.event(s.ID, fmt.Sprintf("not from the cache: %s cannot be restored: %v", f.Path, err))
+			r.rep.event(s.ID, r.mask.String(fmt.Sprintf("not from the cache: %s cannot be restored: %v", f.Path, err)))
 			return executor.Result{}, false
 		}
 		if changed {
@@ -238,7 +255,7 @@ func (r *run) saveCache(n *node, pr *cacheProbe) {
 		return // the writer's error stops the run
 	}
 	warn := func(format string, args ...any) {
-		fmt.Fprintf(r.e.opts.Stderr, "apollo: step %s: %s; its result is not cached\n", s.ID, fmt.Sprintf(format, args...))
+		fmt.Fprintf(r.e.opts.Stderr, "apollo: step %s: %s; its result is not cached\n", s.ID, r.mask.String(fmt.Sprintf(format, args...)))
 	}
 	if r.mask != nil && len(n.output) > 0 && r.mask.String(string(n.output)) != string(n.output) {
 		warn("its output holds a secret, which apollo never writes")
@@ -247,17 +264,22 @@ func (r *run) saveCache(n *node, pr *cacheProbe) {
 	dir := r.stepDir(s)
 	files := make([]cache.File, 0, len(n.rs.cache.outputs))
 	for _, p := range n.rs.cache.outputs {
-		f, err := r.store.Save(filepath.Join(dir, p))
+		f, err := r.store.Save(dir, p)
 		if err != nil {
 			warn("output %s: %v", p, err)
 			return
 		}
-		f.Path = p
+		f.Path = r.mask.String(p) // the entry names a secret as the log does
 		files = append(files, f)
+	}
+	inputs := make([]cache.File, len(pr.inputs))
+	for i, f := range pr.inputs {
+		f.Path = r.mask.String(f.Path)
+		inputs[i] = f
 	}
 	e := &cache.Entry{Key: pr.key, TaskName: r.t.p.TaskName, Step: s.ID, TaskID: r.t.id,
 		Created: r.e.opts.Clock.Now().UTC(), InputDigest: pr.input, DefinitionDigest: n.rs.defDigest,
-		UserKey: n.rs.cache.key, Upstream: pr.upstream, Inputs: pr.inputs,
+		UserKeyDigest: userKeyDigest(n.rs.cache.key), Upstream: pr.upstream, Inputs: inputs,
 		OutputDigest: n.outDigest, Output: n.output, Outputs: files}
 	r.e.crash("cache:saved")
 	if err := r.store.Put(e); err != nil {
@@ -265,11 +287,21 @@ func (r *run) saveCache(n *node, pr *cacheProbe) {
 	}
 }
 
+// userKeyDigest is what an entry keeps of a cache.key: its hash, since
+// the key may hold a secret var ("" for no key).
+func userKeyDigest(key string) string {
+	if key == "" {
+		return ""
+	}
+	return sha256Hex([]byte(key))
+}
+
 // planCache foresees, for a dry run, which steps with cache: a run would
 // take from the cache: those whose upstream results the run will know
 // before they start (kept from the log, or themselves from the cache).
 type planCache struct {
-	r       *run // for its task, options, step folders and store; it writes nothing
+	r       *run            // for its task, options, step folders and store; it writes nothing
+	mask    *textfmt.Masker // the secret vars, as the dry run masks them
 	results map[string]*planResult
 }
 
@@ -333,16 +365,16 @@ func (pc *planCache) decide(rs *renderedStep, st *eventlog.StepState, ps *PlanSt
 		return
 	}
 	pr := probeCache(late, upstream, "", r.stepDir(s))
-	e, why := lookupCache(r.store, r.t.p.TaskName, rs, pr)
+	e, why := lookupCache(r.store, r.t.p.TaskName, rs, pr, pc.mask)
 	if e == nil {
-		ps.Cache = why
+		ps.Cache = pc.mask.String(why)
 		return
 	}
 	ps.Action, ps.CachedFrom = ActionCached, e.TaskID
 	dir := r.stepDir(s)
 	for _, f := range e.Outputs {
-		if !cache.Holds(filepath.Join(dir, f.Path), f) {
-			ps.Restores = append(ps.Restores, f.Path)
+		if !cache.Holds(dir, f) {
+			ps.Restores = append(ps.Restores, pc.mask.String(f.Path))
 		}
 	}
 	ps.Reason = "cached from " + e.TaskID + ": its inputs are unchanged"

@@ -99,19 +99,19 @@ func TestMissReason(t *testing.T) {
 		{"input is new", prev(func(e *cache.Entry) { e.Inputs = nil }), "input data.csv is new"},
 		{"upstream changed", prev(func(e *cache.Entry) { e.Upstream["fetch"] = "sha256:02" }), "the output of step fetch changed"},
 		{"definition changed", prev(func(e *cache.Entry) { e.DefinitionDigest = "sha256:99" }), "the step's definition changed"},
-		{"cache.key changed", prev(func(e *cache.Entry) { e.UserKey = "v0" }), "cache.key changed"},
+		{"cache.key changed", prev(func(e *cache.Entry) { e.UserKeyDigest = userKeyDigest("v0") }), "cache.key changed"},
 		{"vars changed", prev(func(e *cache.Entry) { e.InputDigest = "sha256:98" }), "its inputs changed (vars, secrets or Lua files)"},
-		{"two things", prev(func(e *cache.Entry) { e.Inputs[0].Digest = "sha256:00"; e.UserKey = "v0" }),
+		{"two things", prev(func(e *cache.Entry) { e.Inputs[0].Digest = "sha256:00"; e.UserKeyDigest = userKeyDigest("v0") }),
 			"input data.csv changed, cache.key changed"},
 	}
 	for _, tt := range tests {
-		if got := missReason(tt.prev, pr, rs); got != tt.want {
+		if got := missReason(tt.prev, pr, rs, nil); got != tt.want {
 			t.Errorf("%s: missReason = %q, want %q", tt.name, got, tt.want)
 		}
 	}
 	os.Remove(filepath.Join(dir, "data.csv"))
 	gone := probeCache(rs, up, "", dir)
-	if got := missReason(prev(func(*cache.Entry) {}), gone, rs); !strings.Contains(got, "input data.csv is missing") {
+	if got := missReason(prev(func(*cache.Entry) {}), gone, rs, nil); !strings.Contains(got, "input data.csv is missing") {
 		t.Errorf("missing input: missReason = %q, want it to say input data.csv is missing", got)
 	}
 }

@@ -50,7 +50,7 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 	var fc *planCache                                           // only for a pipeline with cached steps: a plan may have 100,000 steps
 	if slices.ContainsFunc(t.p.Steps, func(s *pipeline.Step) bool { return s.Cache != nil }) {
 		r.store = cache.New(t.dir.Root, e.opts.FS)
-		fc = &planCache{r: r, results: map[string]*planResult{}}
+		fc = &planCache{r: r, mask: mask, results: map[string]*planResult{}}
 	}
 	for _, i := range t.p.TopoOrder() {
 		rs := t.steps[i]
@@ -93,16 +93,32 @@ func (e *Engine) planLog(t *task, ro RunOptions, pl *Plan) (*eventlog.State, err
 		}
 		logPath = ro.log
 	}
+	child := ro.log != ""
 	if logPath == "" && !ro.Fresh {
 		arch, err := (&run{e: e, t: t, ro: ro}).newestArchived()
 		if err != nil {
 			return nil, err
 		}
 		if arch != nil && arch.state.Complete() {
-			logPath, state = arch.path, arch.state // complete: a run would do nothing
+			own, err := claim(t, arch.state.Start, false, child, ro.AcceptChanges)
+			if err != nil {
+				return nil, err
+			}
+			if own.mine {
+				logPath, state = arch.path, arch.state // complete: a run would do nothing
+			}
 		}
 	}
 	switch {
+	case logPath != "" && ro.Fresh:
+		// A run would refuse to give another pipeline's markers to its
+		// new log; a damaged log is the run's to report.
+		if st, _, err := statedir.Replay(logPath, t.id, nil); err == nil {
+			if _, err := claim(t, st.Start, false, child, ro.AcceptChanges); err != nil {
+				return nil, err
+			}
+		}
+		fallthrough
 	case logPath == "" || ro.Fresh:
 		pl.NewLog = true
 		pl.Log = t.dir.Log(t.id, e.opts.Clock.Now().Unix())
@@ -121,6 +137,9 @@ func (e *Engine) planLog(t *task, ro RunOptions, pl *Plan) (*eventlog.State, err
 			return nil, err
 		}
 		pl.TornBytes = tail.Torn
+		if _, err := claim(t, state.Start, true, child, ro.AcceptChanges); err != nil {
+			return nil, err
+		}
 	}
 	return state, nil
 }

@@ -64,6 +64,8 @@ type task struct {
 	// children maps the child task id of each run: step to the step
 	// (checkChildID); a foreach's instances made as it runs join it.
 	children map[string]string
+	// file is the pipeline's file as a log binds it (pipelineFile).
+	file string
 }
 
 // prepare loads and renders a pipeline for a run, plan or graph. Nothing is
@@ -76,6 +78,11 @@ func (e *Engine) prepare(path string, ro RunOptions) (*task, error) {
 	vars, err := taskVars(p, p.RunVars(ro.inherited, ro.Vars), ro.TaskID, e.opts.StateDir, e.opts.Clock.Now())
 	if err != nil {
 		return nil, &usage.Error{Msg: err.Error()}
+	}
+	if ro.log == "" { // a task the user names, not a sub-pipeline's
+		if err := statedir.ValidUserTaskID(vars["task_id"]); err != nil {
+			return nil, &usage.Error{Msg: err.Error()}
+		}
 	}
 	addSecretVars(p, vars, ro.secretVars)
 	if p, err = p.Expand(vars); err != nil {
@@ -96,7 +103,7 @@ func (e *Engine) prepare(path string, ro RunOptions) (*task, error) {
 		return nil, err
 	}
 	return &task{p: p, id: vars["task_id"], vars: vars, steps: steps, children: children,
-		dir: statedir.Dir{Root: e.opts.StateDir}, parallel: e.parallelism(p, ro.Parallel)}, nil
+		dir: statedir.Dir{Root: e.opts.StateDir}, parallel: e.parallelism(p, ro.Parallel), file: pipelineFile(p)}, nil
 }
 
 // Run runs (or resumes) the task of the pipeline at path. It returns nil
@@ -185,6 +192,8 @@ type run struct {
 	hub *hubRun // the hub's side of a run with --hub (remote_run.go), or nil
 
 	store *cache.Store // the state folder's cache of step results
+
+	movedFrom string // the pipeline file the task's log was bound to, when --accept-changes takes this one for it moved
 }
 
 // node is a step during a run. Only the scheduler goroutine touches it,
@@ -320,11 +329,34 @@ func (r *run) open() (done bool, err error) {
 	if err := r.openLog(logPath, logPath == "" || fresh); err != nil {
 		return false, err
 	}
+	if !r.created {
+		// The log it resumes, or takes for complete, is its pipeline's:
+		// checked before anything is appended to it.
+		if _, err := r.claim(r.state.Start, true); err != nil {
+			r.w.Close()
+			return false, err
+		}
+	}
 	if err := r.inheritMarkers(inherited, from); err != nil {
 		r.w.Close()
 		return false, err
 	}
 	return false, nil
+}
+
+// claim checks that a log of the task whose latest TASK_START is start is
+// this pipeline's (claim, owner.go), and keeps a move --accept-changes
+// accepts, for begin to record. It reports whether the log counts: false
+// for a sub-pipeline's earlier log of another pipeline, passed over.
+func (r *run) claim(start *eventlog.StartInfo, resumed bool) (bool, error) {
+	own, err := claim(r.t, start, resumed, r.ro.log != "", r.ro.AcceptChanges)
+	if err != nil {
+		return false, err
+	}
+	if own.movedFrom != "" {
+		r.movedFrom = own.movedFrom
+	}
+	return own.mine, nil
 }
 
 // sayComplete tells the user the task is complete, naming the steps edited
@@ -352,6 +384,11 @@ func (r *run) begin() (resumeFrom string, err error) {
 		// A new log was created holding its TASK_START; a resumed one gets
 		// a TASK_START for this invocation.
 		if err := r.w.AppendDurable(r.taskStart()); err != nil {
+			return "", err
+		}
+	}
+	if r.movedFrom != "" {
+		if err := r.warn(nil, fmt.Sprintf("pipeline file moved from %s to %s (--accept-changes)", r.movedFrom, r.t.file)); err != nil {
 			return "", err
 		}
 	}
@@ -536,6 +573,7 @@ func (r *run) taskStart() *eventlog.Record {
 		Version:        eventlog.Version,
 		TaskName:       t.p.TaskName,
 		Pipeline:       t.p.Path,
+		PipelineFile:   t.file,
 		PipelineDigest: sha256Hex(t.p.Source),
 		Vars:           shownVars(t),
 		PID:            os.Getpid(),

@@ -41,6 +41,11 @@ type childRun struct {
 func childRunOf(t *task, rs *renderedStep, ro RunOptions, log string, mask *textfmt.Masker) childRun {
 	s := rs.step
 	id := pipeline.ChildTaskID(t.id, s.ID) // checked by checkChildID
+	if logID, _, _, ok := statedir.ParseLogName(filepath.Base(log)); ok {
+		// The log's own task: an attempt that an older apollo started
+		// named a child log of task <parent>.<step>, which it resumes.
+		id = logID
+	}
 	vars := make(map[string]string, len(rs.with))
 	for k, v := range rs.with {
 		vars[k] = fmt.Sprint(v)

@@ -853,7 +853,7 @@ var (
 		"next_delay_ms", "interrupted", "timed_out", "dirty", "output", "start", "summary", "marker", "intervention",
 		"worker", "pool", "src_seq", "cached_from", "child_log"}
 	startNames = []string{"v", "task_name", "pipeline", "pipeline_digest", "steps", "vars", "pid", "host",
-		"run_nonce", "invocation", "durability", "parallelism", "apollo_version"}
+		"run_nonce", "invocation", "durability", "parallelism", "apollo_version", "pipeline_file"}
 	stepNames         = []string{"id", "depends_on", "optional", "definition_digest", "has_cleanup", "child", "handler"}
 	summaryNames      = []string{"counts", "failed", "failed_optional", "blocked", "interrupted", "fsync"}
 	fsyncNames        = []string{"count", "total_us", "max_us"}
@@ -1017,6 +1017,8 @@ func (d *decoder) startInfo() *StartInfo {
 			si.Parallelism = d.int()
 		case 12: // apollo_version
 			si.ApolloVersion = d.str()
+		case 13: // pipeline_file
+			si.PipelineFile = d.str()
 		}
 	}
 	return si

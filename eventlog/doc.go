@@ -100,6 +100,9 @@ self-describing. step_id is "", status RUNNING. start holds:
 	                 override it)
 	parallelism      how many steps may run at once
 	apollo_version   the apollo that wrote it
+	pipeline_file    the pipeline file's absolute path (left out by older
+	                 versions): with task_name, the pipeline the log
+	                 belongs to
 
 Per step it holds only what replay and resume need. The first line of a log
 is always a TASK_START. A writer refuses a log in which any TASK_START has a

@@ -134,6 +134,9 @@ type StartInfo struct {
 	Durability     string            `json:"durability"`
 	Parallelism    int               `json:"parallelism"`
 	ApolloVersion  string            `json:"apollo_version"`
+	// PipelineFile is the pipeline file's absolute path: with TaskName,
+	// what binds the log to its pipeline. Logs of older versions have none.
+	PipelineFile string `json:"pipeline_file,omitempty"`
 }
 
 // StepInfo is one node of the step graph in TASK_START.

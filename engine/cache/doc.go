@@ -13,4 +13,12 @@
 // there. What can go wrong later — a blob removed or damaged, an entry
 // unreadable — makes the step run, never a wrong result: Restore checks a
 // blob's digest before its file replaces anything.
+//
+// The store is not signed: whoever can write it can change a blob and its
+// digest together. What an edited entry can reach is bounded instead:
+// Save and Restore keep to the files of the step's folder (no "..", no
+// absolute path, no symbolic link as the file or a folder on its way),
+// Restore applies permission bits only, and the engine restores only the
+// outputs: its step declares. An entry holds no secret in clear: a hash of
+// the cache.key, paths masked as the log masks them.
 package cache

@@ -47,11 +47,12 @@ type Entry struct {
 	TaskID  string    `json:"task_id"`
 	Created time.Time `json:"created"`
 	// What went into Key, kept to say what changed when a later run's key
-	// differs: the step's input and definition digests, the author's
-	// cache.key, the output digests of the steps upstream, the inputs.
+	// differs: the step's input and definition digests, the sha256 of the
+	// author's cache.key (it may hold a secret var), the output digests of
+	// the steps upstream, the inputs. Paths name a secret as "***".
 	InputDigest      string            `json:"input_digest"`
 	DefinitionDigest string            `json:"definition_digest"`
-	UserKey          string            `json:"user_key,omitempty"`
+	UserKeyDigest    string            `json:"user_key_digest,omitempty"`
 	Upstream         map[string]string `json:"upstream,omitempty"`
 	Inputs           []File            `json:"inputs,omitempty"`
 	// The result: the step's output and its files.
@@ -207,15 +208,16 @@ func (s *Store) Put(e *Entry) error {
 
 // HashFile returns the sha256:<hex> digest and the size of a regular file.
 func HashFile(path string) (string, int64, error) {
-	digest, size, _, err := hashFile(path)
+	digest, size, _, err := hashFile(path, true)
 	return digest, size, err
 }
 
 // hashFile is HashFile, also returning the file's information. A path
 // that is not a regular file (a named pipe would hang a plain open) is an
-// error.
-func hashFile(path string) (string, int64, fs.FileInfo, error) {
-	f, err := eventlog.OpenRegular(path, true)
+// error; follow says whether a symbolic link at path is followed or
+// refused.
+func hashFile(path string, follow bool) (string, int64, fs.FileInfo, error) {
+	f, err := eventlog.OpenRegular(path, follow)
 	if err != nil {
 		return "", 0, nil, err
 	}
@@ -246,15 +248,22 @@ func copyDigest(w io.Writer, r io.Reader) (string, int64, error) {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
-// Save keeps the content of the file at path as a blob, unless a blob of
-// the same content is there, and returns the file as the cache knows it
-// (Path is left for the caller to set).
-func (s *Store) Save(path string) (File, error) {
-	digest, size, fi, err := hashFile(path)
+// Save keeps the content of the file rel of the folder root (a step's
+// outputs: file) as a blob, unless a blob of the same content is there,
+// and returns the file as the cache knows it, Path set to rel. rel must
+// stay inside root, and neither it nor a folder between root and it may be
+// a symbolic link: an output is a file of the workspace, and the content
+// of a file a link points to (/etc/hostname) never enters the store.
+func (s *Store) Save(root, rel string) (File, error) {
+	path, err := under(nil, root, rel, false)
 	if err != nil {
 		return File{}, err
 	}
-	f := File{Digest: digest, Size: size, Mode: fi.Mode().Perm()}
+	digest, size, fi, err := hashFile(path, false)
+	if err != nil {
+		return File{}, err
+	}
+	f := File{Path: rel, Digest: digest, Size: size, Mode: fi.Mode().Perm()}
 	if s.Has(digest) {
 		return f, nil
 	}
@@ -267,18 +276,61 @@ func (s *Store) Save(path string) (File, error) {
 	if err := eventlog.WriteFileAtomic(s.FS, blob, 0o444, func(w io.Writer) error {
 		return copyChecked(w, path, digest)
 	}); err != nil {
-		return File{}, fmt.Errorf("cache: save %s: %w", path, err)
+		return File{}, fmt.Errorf("cache: save %s: %w", rel, err)
 	}
 	return f, nil
+}
+
+// under returns the path of rel inside root, after checking that rel stays
+// inside root (not absolute, no "..") and that no folder between root and
+// it is a symbolic link or not a folder. With create, missing folders are
+// made through fsys (and the check covers those that were there); without, a missing
+// folder is left for the open that follows to report.
+func under(fsys eventlog.FS, root, rel string, create bool) (string, error) {
+	if !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("%q leaves the step's folder", rel)
+	}
+	rel = filepath.Clean(rel)
+	dir := root
+	parts := strings.Split(filepath.Dir(rel), string(filepath.Separator))
+	for i, part := range parts {
+		if part == "." {
+			break
+		}
+		dir = filepath.Join(dir, part)
+		fi, err := os.Lstat(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			if !create {
+				break
+			}
+			// The rest is missing: nothing there to be a link.
+			if err := eventlog.MkdirAll(fsys, filepath.Join(root, filepath.Join(parts[i:]...))); err != nil {
+				return "", err
+			}
+			break
+		}
+		if err != nil {
+			return "", err
+		}
+		if !fi.IsDir() {
+			what := "not a folder"
+			if fi.Mode()&fs.ModeSymlink != 0 {
+				what = "a symbolic link"
+			}
+			return "", &eventlog.UnsafeFileError{Path: rel,
+				Reason: fmt.Sprintf("the folder %s on its path is %s", filepath.Join(parts[:i+1]...), what)}
+		}
+	}
+	return filepath.Join(root, rel), nil
 }
 
 // errDamaged says a file's content is not what its digest says.
 var errDamaged = errors.New("content does not match its digest")
 
 // copyChecked copies the file at path to w, and fails unless its content
-// has digest.
+// has digest. A symbolic link at path is refused.
 func copyChecked(w io.Writer, path, digest string) error {
-	src, err := eventlog.OpenRegular(path, true)
+	src, err := eventlog.OpenRegular(path, false)
 	if err != nil {
 		return err
 	}
@@ -299,24 +351,38 @@ func (s *Store) Has(digest string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
-// Holds reports whether the file at path holds f's content.
-func Holds(path string, f File) bool {
-	d, _, err := HashFile(path)
+// Holds reports whether the file f.Path of the folder root holds f's
+// content: a regular file, reached through no symbolic link.
+func Holds(root string, f File) bool {
+	path, err := under(nil, root, f.Path, false)
+	if err != nil {
+		return false
+	}
+	d, _, _, err := hashFile(path, false)
 	return err == nil && d == f.Digest
 }
 
-// Restore makes the file at dst hold f's content: it reports false when it
-// already does, and otherwise writes it atomically from f's blob, checked
-// against f's digest first, so dst is never left with a part or a wrong
-// content.
-func (s *Store) Restore(f File, dst string) (bool, error) {
-	if Holds(dst, f) {
-		return false, nil
-	}
-	if err := eventlog.MkdirAll(s.FS, filepath.Dir(dst)); err != nil {
+// Restore makes the file f.Path of the folder root hold f's content: it
+// reports false when it already does, and otherwise writes it atomically
+// from f's blob, checked against f's digest first, so the file is never
+// left with a part or a wrong content. f.Path must stay inside root, and
+// neither the file nor a folder between root and it may be a symbolic
+// link (it is refused, not written through). Only f's permission bits are
+// applied: a setuid or sticky bit an edited entry names is dropped.
+func (s *Store) Restore(root string, f File) (bool, error) {
+	dst, err := under(s.FS, root, f.Path, true)
+	if err != nil {
 		return false, err
 	}
-	mode := f.Mode
+	d, _, _, err := hashFile(dst, false)
+	var unsafe *eventlog.UnsafeFileError
+	switch {
+	case err == nil && d == f.Digest:
+		return false, nil
+	case errors.As(err, &unsafe):
+		return false, err
+	}
+	mode := f.Mode & fs.ModePerm
 	if mode == 0 {
 		mode = 0o644
 	}

@@ -21,11 +21,10 @@ func saved(t *testing.T, s *Store, dir, task, step, key, content string, created
 	if err := os.WriteFile(path, []byte(content), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	f, err := s.Save(path)
+	f, err := s.Save(dir, step+".out")
 	if err != nil {
 		t.Fatalf("Save: %v", err)
 	}
-	f.Path = step + ".out"
 	e := &Entry{Key: key, TaskName: task, Step: step, TaskID: task + "-1", Created: created,
 		OutputDigest: "sha256:0", Outputs: []File{f}}
 	if err := s.Put(e); err != nil {
@@ -51,11 +50,13 @@ func TestRoundTrip(t *testing.T) {
 	}
 
 	dst := filepath.Join(dir, "make.out")
-	if changed, err := s.Restore(got.Outputs[0], dst); changed || err != nil {
+	if changed, err := s.Restore(dir, got.Outputs[0]); changed || err != nil {
 		t.Errorf("Restore(unchanged file) = %v, %v; want false, nil", changed, err)
 	}
 	os.Remove(dst)
-	if changed, err := s.Restore(got.Outputs[0], filepath.Join(dir, "sub", "make.out")); !changed || err != nil {
+	inSub := got.Outputs[0]
+	inSub.Path = "sub/make.out"
+	if changed, err := s.Restore(dir, inSub); !changed || err != nil {
 		t.Errorf("Restore(missing file) = %v, %v; want true, nil", changed, err)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "sub", "make.out"))
@@ -66,7 +67,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("restored file's mode = %v, want 0640", fi)
 	}
 	os.WriteFile(dst, []byte("edited"), 0o644)
-	if changed, err := s.Restore(got.Outputs[0], dst); !changed || err != nil {
+	if changed, err := s.Restore(dir, got.Outputs[0]); !changed || err != nil {
 		t.Errorf("Restore(edited file) = %v, %v; want true, nil", changed, err)
 	}
 	if b, _ := os.ReadFile(dst); string(b) != "hello\n" {
@@ -86,7 +87,7 @@ func TestRestoreDamagedBlob(t *testing.T) {
 	}
 	dst := filepath.Join(dir, "make.out")
 	os.WriteFile(dst, []byte("mine"), 0o644)
-	if _, err := s.Restore(e.Outputs[0], dst); err == nil {
+	if _, err := s.Restore(dir, e.Outputs[0]); err == nil {
 		t.Fatalf("Restore(damaged blob) = nil error, want one")
 	}
 	if b, _ := os.ReadFile(dst); string(b) != "mine" {
@@ -99,11 +100,80 @@ func TestRestoreDamagedBlob(t *testing.T) {
 		t.Errorf("the damaged blob is still there; want it removed, to be saved again")
 	}
 	os.WriteFile(filepath.Join(dir, "make.out"), []byte("hello\n"), 0o644)
-	if _, err := s.Save(filepath.Join(dir, "make.out")); err != nil {
+	if _, err := s.Save(dir, "make.out"); err != nil {
 		t.Fatalf("Save after the damage: %v", err)
 	}
-	if changed, err := s.Restore(e.Outputs[0], filepath.Join(dir, "again.out")); !changed || err != nil {
+	again := e.Outputs[0]
+	again.Path = "again.out"
+	if changed, err := s.Restore(dir, again); !changed || err != nil {
 		t.Errorf("Restore after the blob was saved again = %v, %v; want true, nil", changed, err)
+	}
+}
+
+// Save and Restore keep to the files of the step's folder: a path that
+// leaves it, a symbolic link, or a file under a linked folder is refused,
+// and nothing is read or written through it.
+func TestOutsideRefused(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "ws")
+	outside := filepath.Join(dir, "outside")
+	os.MkdirAll(root, 0o755)
+	os.MkdirAll(outside, 0o755)
+	os.WriteFile(filepath.Join(outside, "secret"), []byte("outside\n"), 0o644)
+	os.Symlink(filepath.Join(outside, "secret"), filepath.Join(root, "link.out"))
+	os.Symlink(outside, filepath.Join(root, "linked"))
+	os.WriteFile(filepath.Join(root, "ok.out"), []byte("ok\n"), 0o644)
+	s := New(filepath.Join(dir, "state"), nil)
+
+	for _, rel := range []string{"link.out", "linked/secret", "../outside/secret", filepath.Join(outside, "secret")} {
+		if f, err := s.Save(root, rel); err == nil {
+			t.Errorf("Save(%q) = %+v, nil; want an error", rel, f)
+		}
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "state", "cache", "blobs", "*")); len(m) != 0 {
+		t.Errorf("blobs saved from refused outputs: %v", m)
+	}
+
+	f, err := s.Save(root, "ok.out")
+	if err != nil {
+		t.Fatalf("Save(ok.out): %v", err)
+	}
+	for _, rel := range []string{"link.out", "linked/x.out", "../outside/x.out", filepath.Join(outside, "x.out")} {
+		g := f
+		g.Path = rel
+		if changed, err := s.Restore(root, g); changed || err == nil {
+			t.Errorf("Restore(%q) = %v, %v; want false and an error", rel, changed, err)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(outside, "secret")); string(b) != "outside\n" {
+		t.Errorf("the file outside = %q, want it unchanged", b)
+	}
+	if _, err := os.Lstat(filepath.Join(outside, "x.out")); err == nil {
+		t.Errorf("a restore wrote %s", filepath.Join(outside, "x.out"))
+	}
+	if fi, _ := os.Lstat(filepath.Join(root, "link.out")); fi == nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("link.out after a refused restore = %v, want the link left alone", fi)
+	}
+}
+
+// A restored file gets its entry's permission bits only: an edited entry
+// cannot make a setuid file.
+func TestRestoreModePermOnly(t *testing.T) {
+	dir := t.TempDir()
+	s := New(filepath.Join(dir, "state"), nil)
+	e := saved(t, s, dir, "p", "make", "sha256:aa", "hello\n", t0)
+	f := e.Outputs[0]
+	f.Mode = fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky | 0o750
+	f.Path = "again.out"
+	if changed, err := s.Restore(dir, f); !changed || err != nil {
+		t.Fatalf("Restore = %v, %v; want true, nil", changed, err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "again.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fi.Mode() &^ fs.ModePerm; got != 0 {
+		t.Errorf("restored file's mode = %v, want permission bits only", fi.Mode())
 	}
 }
 

@@ -238,7 +238,7 @@ const pipelineSchema = `{
           "pattern": "^[A-Za-z0-9_]+(\\.[A-Za-z0-9_]+)*$"
         },
         "run": {
-          "description": "A sub-pipeline: a pipeline file, relative to this one's folder, run as a task of its own (task id <task id>.<step id>, its own log); with: sets its vars.",
+          "description": "A sub-pipeline: a pipeline file, relative to this one's folder, run as a task of its own (task id <task id>~<step id>, its own log); with: sets its vars.",
           "allOf": [{"$ref": "#/$defs/localPath"}],
           "type": "string",
           "pattern": "\\.ya?ml$"

@@ -225,16 +225,20 @@ func (l *loader) checkWithVars(r runRef, child *Pipeline) {
 }
 
 // ChildTaskID is the task id of the sub-pipeline that step stepID runs in
-// task parentID: "<parent task id>.<step id>", bytes a task id cannot
-// hold (the brackets of a foreach instance) written "_".
+// task parentID: "<parent task id>~<step id>", bytes a task id cannot
+// hold (the brackets of a foreach instance) written "_". The "~"
+// (statedir.ChildSep) is one a task id a user chooses may not hold: the
+// tasks of sub-pipelines are a namespace of their own. (apollo before it
+// joined them with ".", as in p.load; such logs stay readable as the
+// tasks they name.)
 func ChildTaskID(parentID, stepID string) string {
-	b := []byte(parentID + "." + stepID)
+	b := []byte(stepID)
 	for i, c := range b {
 		if !isNameChar(int(c)) && c != '-' && c != '.' {
 			b[i] = '_'
 		}
 	}
-	return string(b)
+	return parentID + "~" + string(b)
 }
 
 // LoadRun loads the sub-pipeline of run: step s of parent as validation

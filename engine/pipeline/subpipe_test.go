@@ -100,8 +100,9 @@ func TestRunChecks(t *testing.T) {
 
 func TestChildTaskID(t *testing.T) {
 	tests := []struct{ parent, step, want string }{
-		{"daily-2026-12-04", "load", "daily-2026-12-04.load"},
-		{"t", "convert[eu,us]", "t.convert_eu_us_"},
+		{"daily-2026-12-04", "load", "daily-2026-12-04~load"},
+		{"t", "convert[eu,us]", "t~convert_eu_us_"},
+		{"t~load", "x", "t~load~x"},
 	}
 	for _, tt := range tests {
 		if got := ChildTaskID(tt.parent, tt.step); got != tt.want {
