@@ -302,6 +302,19 @@ type stepRow struct {
 	Outputs []int // attempts with an output file, or known from the log
 	Link    string
 	Events  string
+	// ListHead, on the first handler of a handler list, names the list
+	// and what triggers it, for the line above it.
+	ListHead string
+}
+
+// handlerHead is the line above the handlers of list, as inspect prints it.
+func handlerHead(list string) string {
+	for _, l := range history.HandlerLists {
+		if l.Name == list {
+			return l.Name + " handlers (" + l.Trigger + ")"
+		}
+	}
+	return ""
 }
 
 // stepCells is what the run page shows of a step, in its table and in its
@@ -344,10 +357,15 @@ func (s *Server) runData(run *run, d *detail) runData {
 		attempts[a.Step] = append(attempts[a.Step], a.Retry)
 	}
 	var nodes []node
+	list := ""
 	for _, st := range rep.Steps {
 		row := stepRow{ReportStep: st, stepCells: cellsOf(st, rd.Running), Outputs: attempts[st.ID],
 			Link: link + "/steps/" + url.PathEscape(st.ID), Events: link + "/events?step=" + url.QueryEscape(st.ID)}
-		nodes = append(nodes, node{ID: st.ID, DependsOn: st.DependsOn, State: row.State, Optional: st.Optional})
+		if st.Handler != list {
+			list = st.Handler
+			row.ListHead = handlerHead(list)
+		}
+		nodes = append(nodes, node{ID: st.ID, DependsOn: st.DependsOn, State: row.State, Optional: st.Optional, Handler: st.Handler})
 		rd.Steps = append(rd.Steps, row)
 	}
 	rd.DAG = dagSVG(nodes, func(id string) string {
@@ -740,9 +758,12 @@ func (s *Server) sseOutput(w http.ResponseWriter, r *http.Request) {
 
 // pipelineRow is one pipeline on the pipelines page.
 type pipelineRow struct {
-	File     string        `json:"file"`
-	TaskName string        `json:"task_name,omitempty"`
+	File     string `json:"file"`
+	TaskName string `json:"task_name,omitempty"`
+	// Steps counts what validate does: instances and handlers included;
+	// Handlers, the handlers among them.
 	Steps    int           `json:"steps"`
+	Handlers int           `json:"handlers,omitempty"`
 	Schedule *scheduleJSON `json:"schedule,omitempty"`
 	Status   *cron.Status  `json:"status,omitempty"`
 	Error    string        `json:"error,omitempty"`
@@ -761,6 +782,11 @@ type scheduleJSON struct {
 
 func (s *Server) pipelineRow(e pipeEntry) pipelineRow {
 	row := pipelineRow{File: e.Rel, TaskName: e.TaskName, Steps: len(e.Steps), Error: e.Err, Link: "/pipelines/" + pathEscape(e.Rel)}
+	for _, n := range e.Steps {
+		if n.Handler != "" {
+			row.Handlers++
+		}
+	}
 	if sch := e.Schedule; sch != nil {
 		row.Schedule = &scheduleJSON{Cron: sch.Cron, TimeZone: sch.TimeZone, Catchup: sch.Catchup, CatchupLimit: sch.CatchupLimit, Overlap: sch.Overlap}
 	}
