@@ -294,6 +294,7 @@ type runData struct {
 	Running   bool
 	Resumable bool
 	StateDir  string
+	ReadOnly  bool // the run's state folder cannot be written: no intervention
 }
 
 type stepRow struct {
@@ -396,10 +397,10 @@ func (s *Server) pageRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := s.newPage(r, "task "+d.report.TaskID, "runs")
-	if s.readOnly(run.key.SD) != "" {
-		p.CanAct, p.CanRun = false, false
-	}
 	rd := s.runData(run, d)
+	if s.readOnly(run.key.SD) != "" {
+		p.CanAct, p.CanRun, rd.ReadOnly = false, false, true
+	}
 	if len(rd.Steps) > maxTableSteps && r.URL.Query().Get("all") == "" {
 		rd.Hidden = len(rd.Steps) - maxTableSteps
 		rd.Steps = rd.Steps[:maxTableSteps]
