@@ -57,6 +57,9 @@ type GraphNode struct {
 	// whose result it took from the cache, in the graph's task.
 	Cache      bool
 	CachedFrom string
+	// Handler is the handler list of a handler ("on_failure", "finally"),
+	// "" for a step of steps:. Handlers come after the steps.
+	Handler string
 }
 
 // note is what a node's label says below its id and state of the cache.
@@ -119,9 +122,11 @@ func (h Runs) graph(p *pipeline.Pipeline, vars map[string]string, taskID, logPat
 	}
 	self := pipeline.RealPath(filepath.Join(p.Dir, filepath.Base(p.Path)))
 	within = append(slices.Clip(within), self)
-	for _, i := range p.TopoOrder() {
+	order := p.TopoOrder()
+	slices.SortStableFunc(order, func(a, b int) int { return handlerRank(p.Steps[a].Handler) - handlerRank(p.Steps[b].Handler) })
+	for _, i := range order {
 		s := p.Steps[i]
-		n := GraphNode{ID: s.ID, DependsOn: s.DependsOn, Optional: s.Optional, Cache: s.Cache != nil}
+		n := GraphNode{ID: s.ID, DependsOn: s.DependsOn, Optional: s.Optional, Cache: s.Cache != nil, Handler: s.Handler}
 		if taskID != "" {
 			n.State = eventlog.Pending
 		}
@@ -206,10 +211,95 @@ func WriteDOT(w io.Writer, g *Graph) error {
 	return err
 }
 
-// writeDOTNodes writes g's nodes and edges, each node named prefix+id,
-// and its sub-pipelines' clusters.
-func writeDOTNodes(b *strings.Builder, g *Graph, prefix, indent string) {
+// handlerGroups splits g's nodes into the steps and each handler list
+// that has handlers, in the order they run, and gives the dashed edges
+// that place each list after what runs before it: from each last node
+// (none depends on it) of the group before to each first node of the list.
+func handlerGroups(g *Graph) (groups [][]GraphNode, trigger [][2]string) {
+	var steps []GraphNode
+	byList := map[string][]GraphNode{}
 	for _, n := range g.Nodes {
+		if n.Handler == "" {
+			steps = append(steps, n)
+		} else {
+			byList[n.Handler] = append(byList[n.Handler], n)
+		}
+	}
+	groups = append(groups, steps)
+	prev := steps
+	for _, l := range HandlerLists {
+		hs := byList[l.Name]
+		if len(hs) == 0 {
+			continue
+		}
+		for _, last := range lastNodes(prev) {
+			for _, first := range hs {
+				if len(first.DependsOn) == 0 {
+					trigger = append(trigger, [2]string{last, first.ID})
+				}
+			}
+		}
+		groups = append(groups, hs)
+		prev = hs
+	}
+	return groups, trigger
+}
+
+// lastNodes are the ids of the nodes no other of nodes depends on.
+func lastNodes(nodes []GraphNode) []string {
+	dep := map[string]bool{}
+	for _, n := range nodes {
+		for _, d := range n.DependsOn {
+			dep[d] = true
+		}
+	}
+	var out []string
+	for _, n := range nodes {
+		if !dep[n.ID] {
+			out = append(out, n.ID)
+		}
+	}
+	return out
+}
+
+// handlerLabel names a handler list's cluster: the list and what
+// triggers it.
+func handlerLabel(list string) string {
+	for _, l := range HandlerLists {
+		if l.Name == list {
+			return l.Name + " handlers (" + l.Trigger + ")"
+		}
+	}
+	return list
+}
+
+// writeDOTNodes writes g's nodes and edges, each node named prefix+id,
+// each handler list in a cluster after the steps, and its sub-pipelines'
+// clusters.
+func writeDOTNodes(b *strings.Builder, g *Graph, prefix, indent string) {
+	groups, trigger := handlerGroups(g)
+	for gi, nodes := range groups {
+		in := indent
+		if gi > 0 {
+			list := nodes[0].Handler
+			fmt.Fprintf(b, "%ssubgraph %s {\n", indent, dotQuote("cluster_"+prefix+list))
+			fmt.Fprintf(b, "%s  graph [label=%s, style=\"rounded,dashed\", color=\"#9e9e9e\"];\n", indent, dotQuote(handlerLabel(list)))
+			in = indent + "  "
+		}
+		writeDOTBoxes(b, nodes, prefix, in)
+		if gi > 0 {
+			fmt.Fprintf(b, "%s}\n", indent)
+		}
+	}
+	for _, e := range trigger {
+		fmt.Fprintf(b, "%s%s -> %s [style=dashed, color=\"#9e9e9e\"];\n", indent, dotQuote(prefix+e[0]), dotQuote(prefix+e[1]))
+	}
+	writeDOTEdges(b, g, prefix, indent)
+}
+
+// writeDOTBoxes writes nodes, each named prefix+id.
+func writeDOTBoxes(b *strings.Builder, nodes []GraphNode, prefix, indent string) {
+	for _, n := range nodes {
 		attrs := []string{}
 		label := n.ID
 		if n.State != "" {
@@ -226,6 +316,10 @@ func writeDOTNodes(b *strings.Builder, g *Graph, prefix, indent string) {
 		}
 		fmt.Fprintf(b, "%s%s [%s];\n", indent, dotQuote(prefix+n.ID), strings.Join(attrs, ", "))
 	}
+}
+
+// writeDOTEdges writes g's edges and its sub-pipelines' clusters.
+func writeDOTEdges(b *strings.Builder, g *Graph, prefix, indent string) {
 	for _, n := range g.Nodes {
 		for _, d := range n.DependsOn {
 			fmt.Fprintf(b, "%s%s -> %s;\n", indent, dotQuote(prefix+d), dotQuote(prefix+n.ID))
@@ -292,20 +386,35 @@ func (m *mermaid) nodes(g *Graph, indent string) map[string]string {
 		name[n.ID] = fmt.Sprintf("s%d", m.next)
 		m.next++
 	}
-	for _, n := range g.Nodes {
-		label := mermaidText(n.ID)
-		if n.State != "" {
-			label += "<br/>" + n.State
-			m.byState[n.State] = append(m.byState[n.State], name[n.ID])
+	groups, trigger := handlerGroups(g)
+	for gi, nodes := range groups {
+		in := indent
+		if gi > 0 {
+			list := nodes[0].Handler
+			fmt.Fprintf(m.b, "%ssubgraph %s_%s[\"%s\"]\n", indent, name[nodes[0].ID], list, mermaidText(handlerLabel(list)))
+			in = indent + "  "
 		}
-		if note := n.note(); note != "" {
-			label += "<br/>" + mermaidText(note)
+		for _, n := range nodes {
+			label := mermaidText(n.ID)
+			if n.State != "" {
+				label += "<br/>" + n.State
+				m.byState[n.State] = append(m.byState[n.State], name[n.ID])
+			}
+			if note := n.note(); note != "" {
+				label += "<br/>" + mermaidText(note)
+			}
+			open, close := "[", "]"
+			if n.Optional {
+				open, close = "([", "])"
+			}
+			fmt.Fprintf(m.b, "%s%s%s\"%s\"%s\n", in, name[n.ID], open, label, close)
 		}
-		open, close := "[", "]"
-		if n.Optional {
-			open, close = "([", "])"
+		if gi > 0 {
+			fmt.Fprintf(m.b, "%send\n", indent)
 		}
-		fmt.Fprintf(m.b, "%s%s%s\"%s\"%s\n", indent, name[n.ID], open, label, close)
+	}
+	for _, e := range trigger {
+		fmt.Fprintf(m.b, "%s%s -.-> %s\n", indent, name[e[0]], name[e[1]])
 	}
 	for _, n := range g.Nodes {
 		for _, d := range n.DependsOn {

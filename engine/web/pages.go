@@ -294,6 +294,7 @@ type runData struct {
 	Running   bool
 	Resumable bool
 	StateDir  string
+	ReadOnly  bool // the run's state folder cannot be written: no intervention
 }
 
 type stepRow struct {
@@ -302,6 +303,19 @@ type stepRow struct {
 	Outputs []int // attempts with an output file, or known from the log
 	Link    string
 	Events  string
+	// ListHead, on the first handler of a handler list, names the list
+	// and what triggers it, for the line above it.
+	ListHead string
+}
+
+// handlerHead is the line above the handlers of list, as inspect prints it.
+func handlerHead(list string) string {
+	for _, l := range history.HandlerLists {
+		if l.Name == list {
+			return l.Name + " handlers (" + l.Trigger + ")"
+		}
+	}
+	return ""
 }
 
 // stepCells is what the run page shows of a step, in its table and in its
@@ -344,10 +358,15 @@ func (s *Server) runData(run *run, d *detail) runData {
 		attempts[a.Step] = append(attempts[a.Step], a.Retry)
 	}
 	var nodes []node
+	list := ""
 	for _, st := range rep.Steps {
 		row := stepRow{ReportStep: st, stepCells: cellsOf(st, rd.Running), Outputs: attempts[st.ID],
 			Link: link + "/steps/" + url.PathEscape(st.ID), Events: link + "/events?step=" + url.QueryEscape(st.ID)}
-		nodes = append(nodes, node{ID: st.ID, DependsOn: st.DependsOn, State: row.State, Optional: st.Optional})
+		if st.Handler != list {
+			list = st.Handler
+			row.ListHead = handlerHead(list)
+		}
+		nodes = append(nodes, node{ID: st.ID, DependsOn: st.DependsOn, State: row.State, Optional: st.Optional, Handler: st.Handler})
 		rd.Steps = append(rd.Steps, row)
 	}
 	rd.DAG = dagSVG(nodes, func(id string) string {
@@ -378,10 +397,10 @@ func (s *Server) pageRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := s.newPage(r, "task "+d.report.TaskID, "runs")
-	if s.readOnly(run.key.SD) != "" {
-		p.CanAct, p.CanRun = false, false
-	}
 	rd := s.runData(run, d)
+	if s.readOnly(run.key.SD) != "" {
+		p.CanAct, p.CanRun, rd.ReadOnly = false, false, true
+	}
 	if len(rd.Steps) > maxTableSteps && r.URL.Query().Get("all") == "" {
 		rd.Hidden = len(rd.Steps) - maxTableSteps
 		rd.Steps = rd.Steps[:maxTableSteps]
@@ -740,9 +759,12 @@ func (s *Server) sseOutput(w http.ResponseWriter, r *http.Request) {
 
 // pipelineRow is one pipeline on the pipelines page.
 type pipelineRow struct {
-	File     string        `json:"file"`
-	TaskName string        `json:"task_name,omitempty"`
+	File     string `json:"file"`
+	TaskName string `json:"task_name,omitempty"`
+	// Steps counts what validate does: instances and handlers included;
+	// Handlers, the handlers among them.
 	Steps    int           `json:"steps"`
+	Handlers int           `json:"handlers,omitempty"`
 	Schedule *scheduleJSON `json:"schedule,omitempty"`
 	Status   *cron.Status  `json:"status,omitempty"`
 	Error    string        `json:"error,omitempty"`
@@ -761,6 +783,11 @@ type scheduleJSON struct {
 
 func (s *Server) pipelineRow(e pipeEntry) pipelineRow {
 	row := pipelineRow{File: e.Rel, TaskName: e.TaskName, Steps: len(e.Steps), Error: e.Err, Link: "/pipelines/" + pathEscape(e.Rel)}
+	for _, n := range e.Steps {
+		if n.Handler != "" {
+			row.Handlers++
+		}
+	}
 	if sch := e.Schedule; sch != nil {
 		row.Schedule = &scheduleJSON{Cron: sch.Cron, TimeZone: sch.TimeZone, Catchup: sch.Catchup, CatchupLimit: sch.CatchupLimit, Overlap: sch.Overlap}
 	}

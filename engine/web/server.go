@@ -285,9 +285,14 @@ func (s *Server) loadPipelines() {
 			e.Err = err.Error()
 		} else {
 			e.TaskName, e.Schedule = p.TaskName, p.Schedule
+			// Its steps as a run makes them (and validate counts them):
+			// foreach and matrix steps as their instances.
+			if x, err := p.Expand(p.Vars); err == nil {
+				p = x
+			}
 			for _, i := range p.TopoOrder() {
 				st := p.Steps[i]
-				e.Steps = append(e.Steps, node{ID: st.ID, DependsOn: st.DependsOn, Optional: st.Optional})
+				e.Steps = append(e.Steps, node{ID: st.ID, DependsOn: st.DependsOn, Optional: st.Optional, Handler: st.Handler})
 			}
 		}
 		found = append(found, e)

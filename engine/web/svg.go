@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"apollo/engine/pipeline"
 )
 
 // node is one step of a DAG to draw.
@@ -15,7 +17,17 @@ type node struct {
 	DependsOn []string
 	State     string // SUCCESS, FAILED, RUNNING, SKIPPED, PENDING, DIRTY; "" for a pipeline's graph
 	Optional  bool
+	// Handler is the handler list of a handler ("on_failure", "finally"),
+	// "" for a step: handlers are drawn after every step, list by list.
+	Handler string
 }
+
+// handlerLists are the handler lists in the order they run.
+var handlerLists = []string{pipeline.HandlerOnFailure, pipeline.HandlerFinally}
+
+// labelH is the height of the band above the columns that names the
+// handler lists, when there are handlers.
+const labelH = 18
 
 // maxDrawnSteps is the largest DAG drawn: beyond it the SVG would weigh
 // megabytes and say nothing a table does not.
@@ -64,6 +76,7 @@ func dagSVG(nodes []node, link func(id string) string) template.HTML {
 	W, H := l.size()
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="dag" xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" role="img" aria-label="step graph">`, W, H, W, H)
+	l.drawLabels(&b)
 	l.drawEdges(&b)
 	l.drawNodes(&b, link)
 	b.WriteString(`</svg>`)
@@ -79,6 +92,9 @@ type dagLayout struct {
 	row     []float64      // each node's row in its column
 	width   []float64      // each column's width
 	x       []float64      // each column's left edge
+	top     float64        // the band above the columns: labelH with handlers
+	// firstCol is the first column of each handler list drawn.
+	firstCol map[string]int
 }
 
 // layOut places nodes, at least one.
@@ -95,7 +111,9 @@ func layOut(nodes []node) *dagLayout {
 }
 
 // setDepths sets each node's depth by the longest path, in an order where
-// dependencies come first.
+// dependencies come first. Handlers depend only on handlers of their list
+// and run once every step has settled: each list's columns come after the
+// steps' and the lists' before it.
 func (l *dagLayout) setDepths() {
 	l.depth = make([]int, len(l.nodes))
 	for _, i := range topo(l.nodes, l.index) {
@@ -103,6 +121,24 @@ func (l *dagLayout) setDepths() {
 			if j, ok := l.index[d]; ok {
 				l.depth[i] = max(l.depth[i], l.depth[j]+1)
 			}
+		}
+	}
+	l.firstCol = map[string]int{}
+	next := 0 // the first column after those drawn so far
+	for _, list := range append([]string{""}, handlerLists...) {
+		last := -1
+		for i, n := range l.nodes {
+			if n.Handler == list {
+				l.depth[i] += next
+				last = max(last, l.depth[i])
+			}
+		}
+		if last >= 0 {
+			if list != "" {
+				l.firstCol[list] = next
+				l.top = labelH
+			}
+			next = last + 1
 		}
 	}
 }
@@ -181,13 +217,30 @@ func (l *dagLayout) size() (float64, float64) {
 	}
 	last := len(l.columns) - 1
 	W := l.x[last] + l.width[last] + 2*padding
-	H := float64(rows)*(nodeH+rowGap) - rowGap + 2*padding
+	H := l.top + float64(rows)*(nodeH+rowGap) - rowGap + 2*padding
 	return W, H
 }
 
 // pos is the top left corner of node i's box.
 func (l *dagLayout) pos(i int) (float64, float64) {
-	return padding + l.x[l.depth[i]], padding + l.row[i]*(nodeH+rowGap)
+	return padding + l.x[l.depth[i]], padding + l.top + l.row[i]*(nodeH+rowGap)
+}
+
+// drawLabels names each handler list above its first column, beside a
+// dashed line that parts it from the columns before.
+func (l *dagLayout) drawLabels(b *strings.Builder) {
+	_, H := l.size()
+	for _, list := range handlerLists {
+		c, ok := l.firstCol[list]
+		if !ok {
+			continue
+		}
+		x := padding + l.x[c]
+		if c > 0 {
+			fmt.Fprintf(b, `<line class="handler-sep" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, x-colGap/2, float64(padding)/2, x-colGap/2, H-float64(padding)/2)
+		}
+		fmt.Fprintf(b, `<text class="handler-label" x="%.1f" y="%.1f">%s</text>`, x, float64(padding)+12, list)
+	}
 }
 
 // drawEdges draws a curve from each dependency's right side to its
@@ -220,6 +273,9 @@ func (l *dagLayout) drawNodes(b *strings.Builder, link func(id string) string) {
 		cls := "node " + stateClass(n.State)
 		if n.Optional {
 			cls += " optional"
+		}
+		if n.Handler != "" {
+			cls += " handler"
 		}
 		id := template.HTMLEscapeString(n.ID)
 		open, close := "", ""

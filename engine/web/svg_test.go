@@ -75,3 +75,31 @@ func TestGantt(t *testing.T) {
 		t.Errorf("rows = %d, want the cap %d", rows, maxGanttRows)
 	}
 }
+
+// TestDAGHandlers checks that handlers are drawn after every step, the
+// on_failure list before the finally list, each under its name, and not
+// in the first column like roots.
+func TestDAGHandlers(t *testing.T) {
+	nodes := []node{{ID: "a"}, {ID: "b", DependsOn: []string{"a"}}, {ID: "c", DependsOn: []string{"b"}},
+		{ID: "alert", Handler: "on_failure", Optional: true},
+		{ID: "tidy", Handler: "finally", Optional: true}, {ID: "report", DependsOn: []string{"tidy"}, Handler: "finally", Optional: true}}
+	svg := string(dagSVG(nodes, nil))
+	x := map[string]float64{}
+	for _, m := range regexp.MustCompile(`data-step="([^"]*)"><rect x="([0-9.]+)"`).FindAllStringSubmatch(svg, -1) {
+		x[m[1]], _ = strconv.ParseFloat(m[2], 64)
+	}
+	if len(x) != 6 {
+		t.Fatalf("drew %d nodes, want 6:\n%s", len(x), svg)
+	}
+	if !(x["c"] < x["alert"] && x["alert"] < x["tidy"] && x["tidy"] < x["report"]) {
+		t.Errorf("c, alert, tidy, report at %v, %v, %v, %v: want each right of the one before", x["c"], x["alert"], x["tidy"], x["report"])
+	}
+	for _, label := range []string{">on_failure</text>", ">finally</text>"} {
+		if !strings.Contains(svg, label) {
+			t.Errorf("no label %s:\n%s", label, svg)
+		}
+	}
+	if !strings.Contains(svg, `class="node st-none optional handler" data-step="alert"`) {
+		t.Errorf("a handler's node is not classed a handler:\n%s", svg)
+	}
+}

@@ -690,3 +690,50 @@ func TestStepDecisions(t *testing.T) {
 		}
 	}
 }
+
+// TestHostCheck: without sign-in only loopback Host names are answered
+// (DNS rebinding); with sign-in and AllowedHosts, only those and loopback
+// ones. The serve scripts test the same on the real binary.
+func TestHostCheck(t *testing.T) {
+	open := newHarness(t, fixture(t), nil)
+	tok := []byte("0123456789abcdef0123456789abcdef")
+	_, closed := startTestServer(t, Options{StateDirs: []string{fixture(t)}, Auth: &Auth{Token: tok},
+		AllowedHosts: []string{"apollo.example", "ci.example:8443"}})
+	for _, tt := range []struct {
+		srv  *httptest.Server
+		host string
+		want int
+	}{
+		{open.http, "127.0.0.1:8080", 200},
+		{open.http, "localhost", 200},
+		{open.http, "LocalHost:1", 200},
+		{open.http, "[::1]:80", 200},
+		{open.http, "127.9.9.9", 200},
+		{open.http, "evil.example", 421},
+		{open.http, "evil.example:8080", 421},
+		{open.http, "localhost.evil.example", 421},
+		{open.http, "127.0.0.1.evil.example", 421},
+		{open.http, "192.168.1.2", 421},
+		{closed, "apollo.example:9", 200},
+		{closed, "ci.example:8443", 200},
+		{closed, "localhost:1", 200},
+		{closed, "ci.example:8444", 421},
+		{closed, "evil.example", 421},
+	} {
+		req, _ := http.NewRequest("GET", tt.srv.URL+"/api/runs", nil)
+		req.Host = tt.host
+		req.Header.Set("Authorization", "Bearer "+string(tok))
+		res, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != tt.want {
+			t.Errorf("Host %q: status %d, want %d: %s", tt.host, res.StatusCode, tt.want, body)
+		}
+		if tt.want == 421 && strings.Contains(string(body), "runs") {
+			t.Errorf("Host %q: refused, but the body tells of runs: %s", tt.host, body)
+		}
+	}
+}
