@@ -40,7 +40,7 @@
 // pages, API, live updates and metrics; intervene the manual interventions
 // apollo script and apollo serve append;
 // executor the shell and Lua executors behind one seam; luaproc the pool of
-// Lua worker processes, each job under a hard memory limit; markers a task's
+// Lua processes, each job under a hard memory limit; markers a task's
 // idempotency markers; remote the names, messages and deadline-bounded
 // client that a coordinator and its workers share through the hub; worker
 // apollo worker; hub an embedded hub node; hubtest hub clusters for tests;

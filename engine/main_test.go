@@ -11,7 +11,7 @@ import (
 	"apollo/engine/executor"
 )
 
-// TestMain lets the test binary serve as the Lua workers of the engines the
+// TestMain lets the test binary serve as the Lua processes of the engines the
 // tests make (they start os.Executable with IsolatedCommand), as apollo's
 // main does, and stops the hub cluster the hub scenarios share.
 func TestMain(m *testing.M) {

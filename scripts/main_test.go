@@ -12,7 +12,7 @@ import (
 	"apollo/scripts"
 )
 
-// TestMain lets the test binary serve as the Lua workers of the engines the
+// TestMain lets the test binary serve as the Lua processes of the engines the
 // tests make (they start os.Executable with engine.IsolatedCommand), as
 // apollo's main does, with the same bundled modules.
 func TestMain(m *testing.M) {

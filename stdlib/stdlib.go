@@ -29,7 +29,7 @@ type ExecEnver interface {
 }
 
 // CommandStarter is an optional interface of an Env: exec.run starts its
-// commands with StartCommand instead of cmd.Start. The engine's Lua workers
+// commands with StartCommand instead of cmd.Start. The engine's Lua processes
 // start them without the memory limit the worker runs the step under, which
 // a command would otherwise inherit.
 type CommandStarter interface {

@@ -65,7 +65,7 @@ func readShared(t *testing.T, path string) (map[string]string, []string) {
 }
 
 // TestReplaceUnderKill: steps replacing their own keys in one file from
-// parallel Lua workers lose nothing, even when the runner is killed with
+// parallel Lua processes lose nothing, even when the runner is killed with
 // SIGKILL at random moments and resumed (docs/spec.md §6.8, idem.replace).
 // Each round is a new task over the same file: once it completes, the file
 // holds every key exactly once, with that round's record; after every kill,
@@ -98,7 +98,7 @@ func TestReplaceUnderKill(t *testing.T) {
 			if inRound < killsPerRound {
 				delay = time.Duration(rng.Int64N(int64(full / 2)))
 			}
-			res, _ := runKilledAfter(t, dir, args, delay, true) // the runner and its Lua workers
+			res, _ := runKilledAfter(t, dir, args, delay, true) // the runner and its Lua processes
 			noPanic(t, args[4], res)
 			_, problems := readShared(t, shared)
 			if len(problems) > 0 {

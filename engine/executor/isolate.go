@@ -17,30 +17,30 @@ import (
 	"apollo/stdlib"
 )
 
-// Lua attempts in worker processes.
+// Lua attempts in Lua processes.
 //
 // Every Lua attempt (but isolation: inprocess ones) runs in a child apollo
 // process, `apollo __lua-attempt`, which serves attempts one at a time over
 // its stdin and stdout through package luaproc, each under the step's
 // memory_mb as a hard limit. The runner keeps a pool of them per Lua
-// executor (Lua.workers): pre-started, reused while they stay small, and
+// executor (Lua.processes): pre-started, reused while they stay small, and
 // replaced when one dies, is stopped or goes over its limit. isolation:
-// process gets a fresh worker for the attempt alone (Isolated).
+// process gets a fresh Lua process for the attempt alone (Isolated).
 //
-// The runner stays the log's only writer: a worker asks it for markers and
+// The runner stays the log's only writer: a Lua process asks it for markers and
 // to record them (markerRequest), and waits for the answer, so an
 // idem.once marker is durable before the code it guards runs. The STEP_START
-// is durable before the job is sent. A worker writes the attempt's output
-// file itself (print, apollo.log); when the runner stops or loses a worker,
+// is durable before the job is sent. A Lua process writes the attempt's output
+// file itself (print, apollo.log); when the runner stops or loses a Lua process,
 // it adds the error line.
 
-// IsolatedCommand is the hidden subcommand a Lua worker runs: apollo
+// IsolatedCommand is the hidden subcommand a Lua process runs: apollo
 // __lua-attempt serves Lua attempts on its stdin and stdout until its stdin
 // ends (RunIsolatedChild).
 const IsolatedCommand = "__lua-attempt"
 
-// isolatedJob is one Lua attempt as the runner sends it to a worker. Paths
-// are absolute: the worker's working directory is the runner's, but the
+// isolatedJob is one Lua attempt as the runner sends it to a Lua process. Paths
+// are absolute: the Lua process's working directory is the runner's, but the
 // job must not depend on it.
 type isolatedJob struct {
 	Pipeline     *pipeline.Pipeline         `json:"pipeline"` // Path, Dir, Modules and the one step
@@ -66,12 +66,12 @@ type isolatedJob struct {
 	Failed     []FailedStep      `json:"failed,omitempty"`
 	Secrets    map[string]string `json:"secrets,omitempty"`
 	MaskValues []string          `json:"mask,omitempty"`
-	// Sources are the Attempt's: the worker runs the files as the runner
+	// Sources are the Attempt's: the Lua process runs the files as the runner
 	// read them.
 	Sources luart.Sources `json:"sources,omitempty"`
 }
 
-// isolatedResult is what the worker answers.
+// isolatedResult is what the Lua process answers.
 type isolatedResult struct {
 	Err          string          `json:"error,omitempty"`
 	OutputDigest string          `json:"output_digest"`
@@ -80,7 +80,7 @@ type isolatedResult struct {
 	Note         string          `json:"note,omitempty"`
 }
 
-// markerRequest is a worker's request for a marker ("get") or to record
+// markerRequest is a Lua process's request for a marker ("get") or to record
 // one ("record"); markerAnswer the runner's answer to a get.
 type markerRequest struct {
 	Op     string         `json:"op"`
@@ -93,7 +93,7 @@ type markerAnswer struct {
 	Marker stdlib.Marker `json:"marker"`
 }
 
-// Isolated runs each Lua attempt in a fresh worker process of its own,
+// Isolated runs each Lua attempt in a fresh Lua process of its own,
 // started for it and ended after it (isolation: process): no earlier
 // attempt's process, even a small one, is reused.
 type Isolated struct {
@@ -101,9 +101,9 @@ type Isolated struct {
 	Binary string
 }
 
-// Run starts a worker, runs the attempt in it and ends it.
+// Run starts a Lua process, runs the attempt in it and ends it.
 func (x *Isolated) Run(ctx context.Context, a *Attempt) Result {
-	pool, err := newWorkerPool(x.Binary, -1)
+	pool, err := newProcessPool(x.Binary, -1)
 	if err != nil {
 		if serr := a.Started(0); serr != nil {
 			return Result{Err: serr, ExitCode: -1, NotStarted: true}
@@ -111,44 +111,44 @@ func (x *Isolated) Run(ctx context.Context, a *Attempt) Result {
 		return Result{Err: err, ExitCode: -1}
 	}
 	defer pool.Close()
-	return runInWorker(ctx, pool, a, a.Dir)
+	return runInProcess(ctx, pool, a, a.Dir)
 }
 
-// newWorkerPool returns a pool of Lua workers running binary ("" for this
+// newProcessPool returns a pool of Lua processes running binary ("" for this
 // executable), keeping maxIdle of them (see luaproc.Options). Its children
 // inherit the runner's environment and working directory, and end when idle
 // for a while or when the runner's end closes their stdin.
-func newWorkerPool(binary string, maxIdle int) (*luaproc.Pool, error) {
-	if os.Getenv(workerEnv) != "" {
-		// A binary started as a worker that runs pipelines instead: a test
+func newProcessPool(binary string, maxIdle int) (*luaproc.Pool, error) {
+	if os.Getenv(luaProcessEnv) != "" {
+		// A binary started as a Lua process that runs pipelines instead: a test
 		// binary without the dispatch in its TestMain. Starting more would
 		// start it again and again.
-		return nil, fmt.Errorf("this process was started as a Lua worker (%s) but runs a pipeline: its main must dispatch %s to RunIsolatedChild", workerEnv, IsolatedCommand)
+		return nil, fmt.Errorf("this process was started as a Lua process (%s) but runs a pipeline: its main must dispatch %s to RunIsolatedChild", luaProcessEnv, IsolatedCommand)
 	}
 	if binary == "" {
 		exe, err := os.Executable()
 		if err != nil {
-			return nil, fmt.Errorf("find the apollo binary for the Lua workers: %w", err)
+			return nil, fmt.Errorf("find the apollo binary for the Lua processes: %w", err)
 		}
 		binary = exe
 	}
 	return luaproc.New(luaproc.Options{Path: binary, Args: []string{IsolatedCommand},
-		Env: append(os.Environ(), workerEnv+"=1"), MaxIdle: maxIdle}), nil
+		Env: append(os.Environ(), luaProcessEnv+"=1"), MaxIdle: maxIdle}), nil
 }
 
-// workerEnv marks the environment of a Lua worker.
-const workerEnv = "APOLLO_LUA_WORKER"
+// luaProcessEnv marks the environment of a Lua process.
+const luaProcessEnv = "APOLLO_LUA_PROCESS"
 
-// runInWorker runs a Lua attempt in a worker of pool; workdir is the Lua
+// runInProcess runs a Lua attempt in a Lua process of pool; workdir is the Lua
 // executor's, which chunk names are relative to.
-func runInWorker(ctx context.Context, pool *luaproc.Pool, a *Attempt, workdir string) Result {
+func runInProcess(ctx context.Context, pool *luaproc.Pool, a *Attempt, workdir string) Result {
 	if err := a.Started(0); err != nil {
 		return Result{Err: err, ExitCode: -1, NotStarted: true}
 	}
 	mem := memoryMB(a.Step)
 	job, err := json.Marshal(newIsolatedJob(a, workdir))
 	if err != nil {
-		return Result{Err: fmt.Errorf("encode the Lua attempt for its worker: %w", err), ExitCode: -1}
+		return Result{Err: fmt.Errorf("encode the Lua attempt for its Lua process: %w", err), ExitCode: -1}
 	}
 	out, err := pool.Run(ctx, job, luaproc.Limits{MemoryMB: mem, KillGrace: a.KillGrace}, markerRequests(a))
 	var ans isolatedResult
@@ -164,15 +164,15 @@ func runInWorker(ctx context.Context, pool *luaproc.Pool, a *Attempt, workdir st
 		res.Err = errors.New("interrupted: apollo was asked to stop; the Lua state was stopped")
 		answered = false
 	case errors.As(err, &memErr) && answered && ans.Err != "":
-		// The worker's meter stopped the state; the worker says where.
+		// The Lua process's meter stopped the state; the Lua process says where.
 		res.Err, res.Note = errors.New(ans.Err), ans.Note
 	case errors.As(err, &memErr):
-		res.Err = fmt.Errorf("%w: the Lua worker ran out of memory; raise memory_mb if the step needs more", memErr)
+		res.Err = fmt.Errorf("%w: the Lua process ran out of memory; raise memory_mb if the step needs more", memErr)
 		answered = false
 	case err != nil:
 		res.Err = err
 	case !answered:
-		res.Err = errors.New("the Lua worker's answer cannot be read")
+		res.Err = errors.New("the Lua process's answer cannot be read")
 	case ans.Err != "":
 		res.Err, res.TimedOut, res.Note = errors.New(ans.Err), ans.TimedOut, ans.Note
 	default:
@@ -180,13 +180,13 @@ func runInWorker(ctx context.Context, pool *luaproc.Pool, a *Attempt, workdir st
 		res.OutputDigest, res.Output, res.Note = ans.OutputDigest, ans.Output, ans.Note
 	}
 	if res.Err != nil && !answered {
-		// The worker wrote no error line: it was stopped, or died.
+		// The Lua process wrote no error line: it was stopped, or died.
 		appendLine(a.OutputPath, "error: "+a.Mask.String(textfmt.OneLine(res.Err.Error(), 2000)))
 	}
 	return res
 }
 
-// newIsolatedJob describes a for a worker.
+// newIsolatedJob describes a for a Lua process.
 func newIsolatedJob(a *Attempt, workdir string) isolatedJob {
 	p := &pipeline.Pipeline{Path: a.Pipeline.Path, Dir: absOr(a.Pipeline.Dir), Modules: a.Pipeline.Modules, Steps: []*pipeline.Step{a.Step}}
 	var tags []string
@@ -202,13 +202,13 @@ func newIsolatedJob(a *Attempt, workdir string) isolatedJob {
 		Failed: a.Failed, Secrets: a.Secrets, MaskValues: a.Mask.Values(), Sources: a.Sources}
 }
 
-// markerRequests answers a worker's marker requests from the task's
+// markerRequests answers a Lua process's marker requests from the task's
 // markers; a record is durable when the answer is sent.
 func markerRequests(a *Attempt) func(ctx context.Context, raw []byte) ([]byte, error) {
 	return func(ctx context.Context, raw []byte) ([]byte, error) {
 		var req markerRequest
 		if err := json.Unmarshal(raw, &req); err != nil {
-			return nil, fmt.Errorf("a Lua worker's request cannot be read: %w", err)
+			return nil, fmt.Errorf("a Lua process's request cannot be read: %w", err)
 		}
 		if a.Markers == nil {
 			return nil, errors.New("markers are not available here")
@@ -223,11 +223,11 @@ func markerRequests(a *Attempt) func(ctx context.Context, raw []byte) ([]byte, e
 			}
 			return []byte("{}"), nil
 		}
-		return nil, fmt.Errorf("a Lua worker asked for %q, which the runner does not answer", req.Op)
+		return nil, fmt.Errorf("a Lua process asked for %q, which the runner does not answer", req.Op)
 	}
 }
 
-// remoteMarkers is a worker's MarkerStore: requests to the runner. A get
+// remoteMarkers is a Lua process's MarkerStore: requests to the runner. A get
 // that fails answers "no marker": whatever the caller does next records a
 // marker first, which fails the same way, so nothing runs unguarded.
 type remoteMarkers struct {
@@ -268,7 +268,7 @@ func appendLine(path, line string) {
 	io.WriteString(f, line+"\n")
 }
 
-// RunIsolatedChild is a Lua worker's side: it serves the Lua attempts the
+// RunIsolatedChild is a Lua process's side: it serves the Lua attempts the
 // runner sends on stdin, one at a time, each in a fresh state under the
 // memory limit the runner sets (package luaproc), and answers on stdout,
 // until stdin ends or ctx does (SIGTERM). bundled are the bundled
@@ -276,7 +276,7 @@ func appendLine(path, line string) {
 func RunIsolatedChild(ctx context.Context, stdin io.Reader, stdout io.Writer, bundled fs.FS) error {
 	// The mark is for binaries that do not get here; the commands a step
 	// starts (an apollo run of its own) must not inherit it.
-	os.Unsetenv(workerEnv)
+	os.Unsetenv(luaProcessEnv)
 	executors := map[string]*Lua{} // by workdir, so compiled chunks are kept between jobs
 	return luaproc.Serve(ctx, stdin, stdout, func(ctx context.Context, raw []byte, call func([]byte) ([]byte, error)) ([]byte, error) {
 		var job isolatedJob
@@ -289,7 +289,7 @@ func RunIsolatedChild(ctx context.Context, stdin io.Reader, stdout io.Writer, bu
 		}
 		x := executors[job.Workdir]
 		if x == nil {
-			x = &Lua{Bundled: bundled, Workdir: job.Workdir, worker: true}
+			x = &Lua{Bundled: bundled, Workdir: job.Workdir, luaProcess: true}
 			executors[job.Workdir] = x
 		}
 		a := &Attempt{TaskID: job.TaskID, StepID: job.StepID, RetryCount: job.RetryCount, Step: step,

@@ -24,23 +24,23 @@ import (
 )
 
 // Lua runs Lua bodies (lua, script, uses) and Lua cleanup hooks, each in a
-// fresh sandboxed state, in a pool of worker processes (see isolate.go): a
-// worker runs one attempt at a time under the step's memory_mb as a hard
+// fresh sandboxed state, in a pool of Lua processes (see isolate.go): a
+// process runs one attempt at a time under the step's memory_mb as a hard
 // limit, so the runner never holds a step's heap. A step with isolation:
 // inprocess runs in the runner itself, bounded only by the runner's heap
 // watchdog. Compiled chunks are shared through one runtime per pipeline (in
 // each process); states never are.
 type Lua struct {
 	// Bundled holds the bundled step modules (scripts/), searched after the
-	// pipeline's modules folders. A worker has its own (see
+	// pipeline's modules folders. A Lua process has its own (see
 	// RunIsolatedChild): the same binary has the same.
 	Bundled fs.FS
 	// Workdir is the workspace; chunk names are relative to it.
 	Workdir string
 
-	// worker is set in a worker process: attempts run here, and the
-	// worker's memory meter (luaproc), not the heap watchdog, bounds them.
-	worker bool
+	// luaProcess is set in a Lua process: attempts run here, and the
+	// process's memory meter (luaproc), not the heap watchdog, bounds them.
+	luaProcess bool
 
 	mu       sync.Mutex
 	runtimes map[string]*luart.Runtime
@@ -94,30 +94,30 @@ func (x *Lua) Gather(p *pipeline.Pipeline, s *pipeline.Step) (luart.Sources, err
 	return x.runtime(p).Gather(files, modules, inline, func(name string) bool { return strings.HasPrefix(name, "apollo.") })
 }
 
-// Run runs one Lua attempt or cleanup: in a worker process, or here for
-// isolation: inprocess (and in the worker itself).
+// Run runs one Lua attempt or cleanup: in a Lua process, or here for
+// isolation: inprocess (and in the Lua process itself).
 func (x *Lua) Run(ctx context.Context, a *Attempt) Result {
-	if x.worker || a.Step.Isolation == "inprocess" {
+	if x.luaProcess || a.Step.Isolation == "inprocess" {
 		return x.runHere(ctx, a)
 	}
-	pool, err := x.workers()
+	pool, err := x.processes()
 	if err != nil {
 		if serr := a.Started(0); serr != nil {
 			return Result{Err: serr, ExitCode: -1, NotStarted: true}
 		}
 		return Result{Err: err, ExitCode: -1}
 	}
-	return runInWorker(ctx, pool, a, x.Workdir)
+	return runInProcess(ctx, pool, a, x.Workdir)
 }
 
-// workers returns the pool of worker processes, made on first use.
-func (x *Lua) workers() (*luaproc.Pool, error) {
+// processes returns the pool of Lua processes, made on first use.
+func (x *Lua) processes() (*luaproc.Pool, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.pool != nil {
 		return x.pool, nil
 	}
-	pool, err := newWorkerPool("", 0) // this executable; as many idle as were busy
+	pool, err := newProcessPool("", 0) // this executable; as many idle as were busy
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +155,7 @@ func (x *Lua) runHere(ctx context.Context, a *Attempt) Result {
 	res.TimedOut, res.Interrupted = endCause(ctx)
 	switch {
 	case errors.Is(err, luaproc.ErrMemoryLimit) || errors.Is(err, luart.ErrMemory):
-		// The worker's memory meter, or a builtin asked for too much.
+		// The Lua process's memory meter, or a builtin asked for too much.
 		res.TimedOut, res.Interrupted = false, false
 		res.Err = fmt.Errorf("%w (memory_mb %d); raise memory_mb if the step needs more", err, memoryMB(a.Step))
 	case errors.Is(err, luart.ErrTimeout) || res.TimedOut:
@@ -168,8 +168,8 @@ func (x *Lua) runHere(ctx context.Context, a *Attempt) Result {
 	}
 	res.Note = out.cutNote()
 	if res.Err != nil {
-		// A worker the runner stopped writes nothing: the runner says why.
-		if !x.worker || !res.Interrupted {
+		// A Lua process the runner stopped writes nothing: the runner says why.
+		if !x.luaProcess || !res.Interrupted {
 			fmt.Fprintf(out, "error: %v\n", res.Err)
 		}
 		res.ExitCode = 1
@@ -206,9 +206,9 @@ type prepared struct {
 func (x *Lua) prepare(ctx context.Context, a *Attempt, out io.Writer) prepared {
 	var p prepared
 	rt := x.runtime(a.Pipeline)
-	env := &stepEnv{a: a, out: out, worker: x.worker}
+	env := &stepEnv{a: a, out: out, luaProcess: x.luaProcess}
 	p.st, p.err = rt.NewState(ctx, luart.StateOptions{
-		Print: out, MemoryLimitMB: a.Step.MemoryMB, Modules: stdlib.Modules(env), Unwatched: x.worker,
+		Print: out, MemoryLimitMB: a.Step.MemoryMB, Modules: stdlib.Modules(env), Unwatched: x.luaProcess,
 		Sources: a.Sources})
 	if p.err != nil {
 		return p
@@ -380,9 +380,9 @@ func absOr(p string) string {
 
 // stepEnv is the standard library's view of one attempt.
 type stepEnv struct {
-	a      *Attempt
-	out    io.Writer
-	worker bool // the attempt runs in a Lua worker
+	a          *Attempt
+	out        io.Writer
+	luaProcess bool // the attempt runs in a Lua process
 }
 
 func (e *stepEnv) TaskID() string      { return e.a.TaskID }
@@ -414,11 +414,11 @@ func (e *stepEnv) ExecEnv() []string {
 	return tags
 }
 
-// StartCommand starts a command apollo.exec runs. In a worker, the command
-// does not inherit the worker's RLIMIT_DATA: memory_mb bounds the Lua
+// StartCommand starts a command apollo.exec runs. In a Lua process, the command
+// does not inherit the Lua process's RLIMIT_DATA: memory_mb bounds the Lua
 // state, not the programs it runs (as in the runner).
 func (e *stepEnv) StartCommand(cmd *exec.Cmd) error {
-	if e.worker {
+	if e.luaProcess {
 		return luaproc.WithoutDataLimit(cmd.Start)
 	}
 	return cmd.Start()

@@ -42,7 +42,7 @@
 // parallelism; Options.MaxIdle < 0 keeps none, for a fresh child per job),
 // each for IdleTimeout; a child is started in the background to replace
 // one that died, was stopped, went over its limit or retired, so the next
-// job finds one ready. An apollo worker takes about 18 ms from exec to its
+// job finds one ready. An apollo Lua process takes about 18 ms from exec to its
 // hello, and a job with one request about 0.35 ms (2 shared cores under a
 // load of 8). A child retires after a job that left the Go runtime holding
 // more than 64 MiB beyond what it started with: its heap is not what the

@@ -133,7 +133,7 @@ type heapCheck struct {
 // overLimit reports whether the live heap is over live bytes. The figures
 // the collector publishes may overstate it: objects over hard bytes may be
 // garbage the collector has not caught up with (a loaded machine gives its
-// workers little CPU), and the live heap a cycle marked counts everything
+// background workers little CPU), and the live heap a cycle marked counts everything
 // the job allocated while the cycle ran, garbage or not. Either suspicion
 // is confirmed by a collection, less what the job allocated during it, so
 // that a job whose live heap stays under its limit is not stopped for its

@@ -72,7 +72,7 @@ type ExitError struct {
 }
 
 func (e *ExitError) Error() string {
-	msg := "the Lua worker process died (" + e.Status + ")"
+	msg := "the Lua process died (" + e.Status + ")"
 	if e.Stderr != "" {
 		msg += ": " + e.Stderr
 	}
