@@ -27,7 +27,7 @@ import (
 	"apollo/scripts"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() { os.Exit(runCLI(os.Args[1:], os.Stdout, os.Stderr)) }
 
 // Exit codes (docs/spec.md §7).
 const (
@@ -54,9 +54,9 @@ func commands() []subcommand {
 	}
 }
 
-// run runs the command line args (without the program name) and returns
+// runCLI runs the command line args (without the program name) and returns
 // the exit code.
-func run(args []string, stdout, stderr io.Writer) int {
+func runCLI(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	// A closed stdout or stderr must not kill a run: with SIGPIPE caught
@@ -69,7 +69,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cmds := commands()
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		if len(args) > 1 && args[0] == "help" {
-			return run([]string{args[1], "--help"}, stdout, stderr)
+			return runCLI([]string{args[1], "--help"}, stdout, stderr)
 		}
 		printHelp(stdout, cmds)
 		if len(args) == 0 {

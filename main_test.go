@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 		// The scripts' apollo is the real one, plus a last stderr line
 		// "[exit N]" when N is not 0, so scripts can check exact exit codes.
 		"apollo": func() {
-			code := run(os.Args[1:], os.Stdout, os.Stderr)
+			code := runCLI(os.Args[1:], os.Stdout, os.Stderr)
 			if code != 0 {
 				fmt.Fprintf(os.Stderr, "[exit %d]\n", code)
 			}

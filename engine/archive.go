@@ -27,7 +27,7 @@ type archivedRun struct {
 
 // newestArchived replays the newest archived log of the task, or returns
 // nil when it has none.
-func (r *run) newestArchived() (*archivedRun, error) {
+func (r *taskRun) newestArchived() (*archivedRun, error) {
 	logs, err := statedir.ArchivedLogs(r.t.dir.Archive(), r.t.id)
 	if err != nil || len(logs) == 0 {
 		return nil, err
@@ -43,7 +43,7 @@ func (r *run) newestArchived() (*archivedRun, error) {
 // completeInArchive reports, for a task without a live log, whether its
 // newest archived run is complete, printing so: such a task has nothing to
 // do unless --fresh. --resume-from cannot reopen it without its live log.
-func (r *run) completeInArchive() (bool, error) {
+func (r *taskRun) completeInArchive() (bool, error) {
 	arch, err := r.newestArchived()
 	if err != nil || arch == nil || !arch.state.Complete() {
 		return false, err
@@ -63,7 +63,7 @@ func (r *run) completeInArchive() (bool, error) {
 // earlierMarkers returns the markers of the task's newest earlier log — the
 // live one being replaced (--fresh), else the newest archived one — and
 // that log's path; none when the task has no earlier log.
-func (r *run) earlierMarkers(live string) (map[string]*eventlog.MarkerInfo, string, error) {
+func (r *taskRun) earlierMarkers(live string) (map[string]*eventlog.MarkerInfo, string, error) {
 	if live != "" {
 		st, _, err := statedir.Replay(live, r.t.id, nil)
 		if ce, ok := errors.AsType[*eventlog.CorruptError](err); ok {
@@ -93,7 +93,7 @@ func (r *run) earlierMarkers(live string) (map[string]*eventlog.MarkerInfo, stri
 
 // inheritMarkers appends the earlier log's markers to the new log, durably,
 // before any step runs.
-func (r *run) inheritMarkers(markers map[string]*eventlog.MarkerInfo, from string) error {
+func (r *taskRun) inheritMarkers(markers map[string]*eventlog.MarkerInfo, from string) error {
 	if len(markers) == 0 {
 		return nil
 	}

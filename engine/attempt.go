@@ -34,7 +34,7 @@ import (
 
 // work runs one step: its condition, then attempts through its carrier,
 // each after the cleanup of what the previous one left.
-func (r *run) work(ctx context.Context, n *node) nodeDone {
+func (r *taskRun) work(ctx context.Context, n *node) nodeDone {
 	s := n.rs.step
 	if s.When != "" && n.attempts == 0 {
 		if run, d := r.decideWhen(ctx, n); !run {
@@ -62,7 +62,7 @@ func (r *run) work(ctx context.Context, n *node) nodeDone {
 // recoverPrevious ends the processes n's previous attempt left running (cut
 // off by a crash, or failed) and cleans up after it. It returns ok=false
 // with the step's end when the step must not run again.
-func (r *run) recoverPrevious(ctx context.Context, n *node) (nodeDone, bool) {
+func (r *taskRun) recoverPrevious(ctx context.Context, n *node) (nodeDone, bool) {
 	ended := 0
 	if (n.dirty || n.unclean) && n.prevToken != "" {
 		// A process that left the attempt's process group (setsid, a
@@ -91,7 +91,7 @@ func (r *run) recoverPrevious(ctx context.Context, n *node) (nodeDone, bool) {
 // cleanup runs before a rerun, after ended leftover processes of the
 // previous attempt were ended. It returns ok=false with the step's end when
 // the step must not run.
-func (r *run) cleanup(ctx context.Context, n *node, ended int) (nodeDone, bool) {
+func (r *taskRun) cleanup(ctx context.Context, n *node, ended int) (nodeDone, bool) {
 	s := n.rs.step
 	var notes []string
 	if ended > 0 {
@@ -152,7 +152,7 @@ func (r *run) cleanup(ctx context.Context, n *node, ended int) (nodeDone, bool) 
 }
 
 // runCleanup runs the step's cleanup hook through its executor.
-func (r *run) runCleanup(ctx context.Context, n *node) executor.Result {
+func (r *taskRun) runCleanup(ctx context.Context, n *node) executor.Result {
 	s := n.rs.step
 	retry := max(n.retry-1, 0)
 	rs, err := r.late(n)
@@ -183,7 +183,7 @@ func (r *run) runCleanup(ctx context.Context, n *node) executor.Result {
 // durable before the body may run; the body; its STEP_END and what comes
 // next. lost reports an attempt its carrier lost (a hub's worker went
 // silent): it is cut off, as by a crash, and work recovers and tries again.
-func (r *run) attempt(ctx context.Context, n *node, c carrier) (d nodeDone, lost bool) {
+func (r *taskRun) attempt(ctx context.Context, n *node, c carrier) (d nodeDone, lost bool) {
 	at := &attemptRun{n: n, retry: n.retry}
 	if err := c.begin(ctx, at); err != nil {
 		at.close()
@@ -271,7 +271,7 @@ type prepared struct {
 
 // prepareAttempt renders n with its upstream outputs and digests its input. The
 // error says why the outputs could not be rendered into it.
-func (r *run) prepareAttempt(n *node) (prepared, error) {
+func (r *taskRun) prepareAttempt(n *node) (prepared, error) {
 	rs, err := r.late(n)
 	return prepared{rs: rs, input: inputDigest(rs, r.upstreamDigests(n), secretsDigest(r.secrets))}, err
 }
@@ -288,7 +288,7 @@ func (r *run) prepareAttempt(n *node) (prepared, error) {
 // this goroutine instead of waking one to do it. A crash in between leaves
 // a dirty step whose body never ran; its rerun is preceded by cleanup, as
 // for any dirty step.
-func (r *run) appendStart(at *attemptRun, decorate func(*eventlog.Record)) error {
+func (r *taskRun) appendStart(at *attemptRun, decorate func(*eventlog.Record)) error {
 	n := at.n
 	s := n.rs.step
 	n.number(at)
@@ -356,7 +356,7 @@ func (r *run) appendStart(at *attemptRun, decorate func(*eventlog.Record)) error
 
 // notStarted fails an attempt whose body cannot run, once its STEP_START is
 // durable. The error is the log's: the run must stop.
-func (r *run) notStarted(at *attemptRun, why error) (executor.Result, error) {
+func (r *taskRun) notStarted(at *attemptRun, why error) (executor.Result, error) {
 	at.close()
 	if err := at.a.Started(0); err != nil {
 		return executor.Result{}, err
@@ -366,7 +366,7 @@ func (r *run) notStarted(at *attemptRun, why error) (executor.Result, error) {
 
 // recordEnd appends the attempt's STEP_END and tells the scheduler what
 // comes next: the step's end, or a retry after a delay.
-func (r *run) recordEnd(ctx context.Context, at *attemptRun, res executor.Result) nodeDone {
+func (r *taskRun) recordEnd(ctx context.Context, at *attemptRun, res executor.Result) nodeDone {
 	n, s := at.n, at.n.rs.step
 	var dur time.Duration
 	if !at.began.IsZero() {
@@ -407,7 +407,7 @@ func (r *run) recordEnd(ctx context.Context, at *attemptRun, res executor.Result
 // (n nil, or no ctx, decides no retry). Every STEP_END of an attempt is
 // made here; local adds the workspace hint a failed local shell step may
 // need.
-func (r *run) stepEnd(ctx context.Context, n *node, id string, retry int, input string, res executor.Result,
+func (r *taskRun) stepEnd(ctx context.Context, n *node, id string, retry int, input string, res executor.Result,
 	local bool) (*eventlog.Record, outcome) {
 	if len(res.Output) > MaxOutputRecord && res.Err == nil {
 		res.Err = fmt.Errorf("the step's output is %d bytes; the log keeps at most %d (1 MiB) of a step's output: "+
@@ -449,7 +449,7 @@ func (r *run) stepEnd(ctx context.Context, n *node, id string, retry int, input 
 
 // settleEnd brings n up to date with its attempt's recorded end o, and
 // says what the scheduler does next.
-func (r *run) settleEnd(n *node, retry int, o outcome) nodeDone {
+func (r *taskRun) settleEnd(n *node, retry int, o outcome) nodeDone {
 	d := nodeDone{n: n, attempt: retry, status: o.status, delay: o.delay, err: o.err}
 	switch o.status {
 	case eventlog.Success:
@@ -471,7 +471,7 @@ func shownStatus(status string) string {
 
 // endWithoutRunning writes a STEP_END for a step this invocation settles
 // without running it.
-func (r *run) endWithoutRunning(n *node, status, msg string) error {
+func (r *taskRun) endWithoutRunning(n *node, status, msg string) error {
 	rec := &eventlog.Record{EventType: eventlog.StepEnd, StepID: n.id(), Status: status,
 		RetryCount: max(n.retry-1, 0), ErrorMessage: msg}
 	if err := r.appendFor(n.rs.step, rec); err != nil {
@@ -485,7 +485,7 @@ func (r *run) endWithoutRunning(n *node, status, msg string) error {
 
 // mayRetry reports whether a failed attempt gets another one in this
 // invocation.
-func (r *run) mayRetry(ctx context.Context, n *node, res executor.Result) bool {
+func (r *taskRun) mayRetry(ctx context.Context, n *node, res executor.Result) bool {
 	s := n.rs.step
 	if ctx.Err() != nil || res.Interrupted || s.RetryPolicy == pipeline.RetryNone || s.RetryPolicy == "" {
 		return false

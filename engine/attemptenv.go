@@ -19,7 +19,7 @@ import (
 
 // upstreamOutputs is what n's dependencies published, and the other
 // ancestors its code names (Step.OutputRefs), by step id.
-func (r *run) upstreamOutputs(n *node) map[string]json.RawMessage {
+func (r *taskRun) upstreamOutputs(n *node) map[string]json.RawMessage {
 	refs := n.rs.step.OutputRefs
 	upstream := make(map[string]json.RawMessage, len(n.deps)+len(refs))
 	for _, d := range n.deps {
@@ -33,7 +33,7 @@ func (r *run) upstreamOutputs(n *node) map[string]json.RawMessage {
 
 // upstreamDigests are the output digests of the same steps, for the input
 // digest.
-func (r *run) upstreamDigests(n *node) map[string]string {
+func (r *taskRun) upstreamDigests(n *node) map[string]string {
 	refs := n.rs.step.OutputRefs
 	upstream := make(map[string]string, len(n.deps)+len(refs))
 	for _, d := range n.deps {
@@ -49,7 +49,7 @@ func (r *run) upstreamDigests(n *node) map[string]string {
 // executor, all but its Upstream (upstreamOutputs): it reads nothing a
 // running step may change, so that warmUp can call it while n's
 // dependencies run.
-func (r *run) newAttempt(n *node, rs *renderedStep, retry int) *executor.Attempt {
+func (r *taskRun) newAttempt(n *node, rs *renderedStep, retry int) *executor.Attempt {
 	s := rs.step
 	t := r.t
 	env := make([]string, 0, len(r.baseEnv)+len(rs.env)+len(r.secrets)+len(s.Item)+7)
@@ -99,7 +99,7 @@ func (t *task) publishPath(id string, retry int) string {
 
 // stepDir is where a step's body runs: its working_dir, relative to the
 // pipeline's folder, or the workspace.
-func (r *run) stepDir(s *pipeline.Step) string {
+func (r *taskRun) stepDir(s *pipeline.Step) string {
 	switch {
 	case s.WorkingDir == "":
 		return r.e.opts.Workdir
@@ -112,7 +112,7 @@ func (r *run) stepDir(s *pipeline.Step) string {
 // workspaceHint is what a failed shell step's error adds when the step may
 // have looked for a file in the wrong folder: it runs in the workspace, the
 // pipeline lies elsewhere, and its output says a file was not found.
-func (r *run) workspaceHint(s *pipeline.Step, msg string) string {
+func (r *taskRun) workspaceHint(s *pipeline.Step, msg string) string {
 	if s.Command == "" || s.WorkingDir != "" || absPath(r.e.opts.Workdir) == r.t.p.Dir {
 		return ""
 	}

@@ -147,13 +147,13 @@ func missReason(prev *cache.Entry, pr *cacheProbe, rs *renderedStep, mask *textf
 
 // cacheable reports whether this invocation looks n up in the cache and
 // saves its result.
-func (r *run) cacheable(n *node) bool {
+func (r *taskRun) cacheable(n *node) bool {
 	s := n.rs.step
 	return s.Cache != nil && s.Foreach == nil && r.hub == nil
 }
 
 // probe reads n's cache key, just before it would run.
-func (r *run) probe(n *node) (*cacheProbe, error) {
+func (r *taskRun) probe(n *node) (*cacheProbe, error) {
 	rs, err := r.late(n)
 	if err != nil {
 		return nil, err
@@ -168,7 +168,7 @@ func (r *run) probe(n *node) (*cacheProbe, error) {
 // restore that fails, hands the attempt to inner, and a success is saved
 // once its STEP_END is durable.
 type cached struct {
-	r     *run
+	r     *taskRun
 	inner carrier
 }
 
@@ -224,7 +224,7 @@ func (c cached) ended(at *attemptRun, d nodeDone) {
 // restore brings back the outputs of the entry a cache hit takes its
 // result from, and returns that result. It reports false when one cannot
 // be restored: the step must run.
-func (r *run) restore(at *attemptRun) (executor.Result, bool) {
+func (r *taskRun) restore(at *attemptRun) (executor.Result, bool) {
 	s, e := at.n.rs.step, at.hit
 	dir := r.stepDir(s)
 	restored := 0
@@ -249,7 +249,7 @@ func (r *run) restore(at *attemptRun) (executor.Result, bool) {
 // saveCache saves n's result, which the attempt probed as pr made, once
 // its STEP_END is durable: the outputs' blobs, then the entry. A result
 // that cannot be saved is reported, and the run goes on.
-func (r *run) saveCache(n *node, pr *cacheProbe) {
+func (r *taskRun) saveCache(n *node, pr *cacheProbe) {
 	s := n.rs.step
 	if r.w.Sync() != nil {
 		return // the writer's error stops the run
@@ -300,7 +300,7 @@ func userKeyDigest(key string) string {
 // take from the cache: those whose upstream results the run will know
 // before they start (kept from the log, or themselves from the cache).
 type planCache struct {
-	r       *run            // for its task, options, step folders and store; it writes nothing
+	r       *taskRun            // for its task, options, step folders and store; it writes nothing
 	mask    *textfmt.Masker // the secret vars, as the dry run masks them
 	results map[string]*planResult
 }

@@ -36,7 +36,7 @@ type ender interface {
 }
 
 // carrierFor is what carries n's attempts in this run.
-func (r *run) carrierFor(n *node) carrier {
+func (r *taskRun) carrierFor(n *node) carrier {
 	s := n.rs.step
 	var c carrier
 	switch {

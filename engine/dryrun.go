@@ -41,7 +41,7 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 	}
 	pl.Complete = state.Complete() && ro.ResumeFrom == "" && ro.Only == ""
 	sc := scopeOf(t.p, ro, resumeFrom)
-	r := &run{e: e, t: t, ro: ro, state: state, sc: sc}
+	r := &taskRun{e: e, t: t, ro: ro, state: state, sc: sc}
 	pl.Changed = r.changedSteps()
 	mask := masker(t, nil) // the secret vars: a dry run reads no secret
 	pl.Steps = make([]PlanStep, 0, len(t.steps))
@@ -95,7 +95,7 @@ func (e *Engine) planLog(t *task, ro RunOptions, pl *Plan) (*eventlog.State, err
 	}
 	child := ro.log != ""
 	if logPath == "" && !ro.Fresh {
-		arch, err := (&run{e: e, t: t, ro: ro}).newestArchived()
+		arch, err := (&taskRun{e: e, t: t, ro: ro}).newestArchived()
 		if err != nil {
 			return nil, err
 		}

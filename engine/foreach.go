@@ -25,7 +25,7 @@ import (
 // expansion carries the attempts of a foreach template: its body is the
 // expansion itself. Its upstream outputs are not rendered into it: each
 // instance renders its own.
-type expansion struct{ r *run }
+type expansion struct{ r *taskRun }
 
 func (c expansion) begin(_ context.Context, at *attemptRun) error {
 	if err := c.r.appendStart(at, nil); err != nil {
@@ -43,7 +43,7 @@ func (c expansion) carry(_ context.Context, at *attemptRun) (executor.Result, er
 }
 
 // expandBody is the attempt of a foreach template: its items, as output.
-func (r *run) expandBody(n *node) executor.Result {
+func (r *taskRun) expandBody(n *node) executor.Result {
 	items, err := r.dynamicItems(n)
 	if err != nil {
 		return executor.Result{Err: err, ExitCode: -1}
@@ -58,7 +58,7 @@ func (r *run) expandBody(n *node) executor.Result {
 
 // dynamicItems reads the items of n's foreach: the upstream output, a list
 // of strings or numbers (a key of it, for STEP.KEY).
-func (r *run) dynamicItems(n *node) ([]string, error) {
+func (r *taskRun) dynamicItems(n *node) ([]string, error) {
 	f := n.rs.step.Foreach
 	step, key, _ := strings.Cut(f.Output, ".")
 	up := r.node(step)
@@ -116,7 +116,7 @@ func (r *run) dynamicItems(n *node) ([]string, error) {
 // instances are named by index (docs/spec.md §2.9). An item read back from
 // the log, where the secret is ***, counts too, so a resume names the
 // instances as the run that made them did.
-func (r *run) secretItems(items []string) bool {
+func (r *taskRun) secretItems(items []string) bool {
 	if r.mask == nil {
 		return false
 	}
@@ -134,7 +134,7 @@ func lostItem(step string) error {
 // dependents wait for them too. It returns them. kept says the output was
 // read back from the log: items that held a secret are *** there, and an
 // instance that has yet to run with one is refused.
-func (r *run) instancesOf(n *node, output json.RawMessage, kept bool) ([]*node, error) {
+func (r *taskRun) instancesOf(n *node, output json.RawMessage, kept bool) ([]*node, error) {
 	var values []string
 	if err := json.Unmarshal(output, &values); err != nil {
 		return nil, fmt.Errorf("step %s: its recorded expansion does not read back: %w", n.id(), err)

@@ -14,7 +14,7 @@ import (
 // localExecutor carries a shell or Lua body on this machine: the executors
 // behind engine/executor's seam, a shell started ahead (warmUp) when there
 // is one, the step's timeout.
-type localExecutor struct{ r *run }
+type localExecutor struct{ r *taskRun }
 
 func (c localExecutor) begin(_ context.Context, at *attemptRun) error {
 	return c.r.appendStart(at, nil)
@@ -46,7 +46,7 @@ func (c localExecutor) carry(ctx context.Context, at *attemptRun) (executor.Resu
 }
 
 // executorFor picks the executor of a step's body.
-func (r *run) executorFor(s *pipeline.Step) (executor.Executor, error) {
+func (r *taskRun) executorFor(s *pipeline.Step) (executor.Executor, error) {
 	if s.Command == "" {
 		return r.luaExecutor(s)
 	}
@@ -55,7 +55,7 @@ func (r *run) executorFor(s *pipeline.Step) (executor.Executor, error) {
 
 // luaExecutor runs Lua in this process, or in a child apollo process for
 // isolation: process.
-func (r *run) luaExecutor(s *pipeline.Step) (executor.Executor, error) {
+func (r *taskRun) luaExecutor(s *pipeline.Step) (executor.Executor, error) {
 	if s.Isolation == "process" {
 		bin, err := os.Executable()
 		if err != nil {

@@ -21,7 +21,7 @@ func ReadOnly(err error) bool {
 // 0); any other needs to write its log, so it cannot run here.
 func (e *Engine) runReadOnly(t *task, ro RunOptions, werr error) error {
 	if !ro.Fresh && ro.ResumeFrom == "" && ro.Only == "" && ro.log == "" {
-		r := &run{e: e, t: t, ro: ro}
+		r := &taskRun{e: e, t: t, ro: ro}
 		logPath, err := t.dir.LatestLog(t.id)
 		if err != nil {
 			return err

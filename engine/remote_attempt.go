@@ -28,7 +28,7 @@ import (
 // for, not dispatched again. A lost attempt is cut off, as by a crash: the
 // lifecycle cleans up and dispatches the next, counted by
 // max_dirty_restarts (afterLoss).
-type hubDispatch struct{ r *run }
+type hubDispatch struct{ r *taskRun }
 
 func (c hubDispatch) begin(ctx context.Context, at *attemptRun) error {
 	r, n := c.r, at.n
@@ -81,7 +81,7 @@ func (c hubDispatch) carry(ctx context.Context, at *attemptRun) (executor.Result
 // loop once its attempts were lost or cut off max_dirty_restarts times in a
 // row, an interrupted run leaves it for the next, or stop is false and
 // work tries again.
-func (r *run) afterLoss(ctx context.Context, n *node) (d nodeDone, stop bool) {
+func (r *taskRun) afterLoss(ctx context.Context, n *node) (d nodeDone, stop bool) {
 	if n.recovered >= r.t.p.MaxDirtyRestarts {
 		msg := fmt.Sprintf("crash loop: the attempt's worker was lost %d time(s) in a row, so it is not run again; "+
 			"fix the cause, then run `apollo run %s --hub ... --resume-from %s` to run it again",
@@ -98,7 +98,7 @@ func (r *run) afterLoss(ctx context.Context, n *node) (d nodeDone, stop bool) {
 }
 
 // dispatch records and publishes the step's next attempt.
-func (r *run) dispatch(ctx context.Context, n *node) (*slot, *nodeDone) {
+func (r *taskRun) dispatch(ctx context.Context, n *node) (*slot, *nodeDone) {
 	h := r.hub
 	retry := n.retry
 	n.retry++
@@ -138,7 +138,7 @@ func (r *run) dispatch(ctx context.Context, n *node) (*slot, *nodeDone) {
 // awaitOutcome waits for the end or the loss of the slot's attempt. An
 // interrupted run asks the workers to end the task's attempts and waits a
 // while for their ends; a hub that failed stops the run.
-func (r *run) awaitOutcome(ctx context.Context, n *node, sl *slot) (outcome, *nodeDone) {
+func (r *taskRun) awaitOutcome(ctx context.Context, n *node, sl *slot) (outcome, *nodeDone) {
 	h := r.hub
 	every := r.ro.Hub.Untaken
 	if every <= 0 {
@@ -234,7 +234,7 @@ func (h *hubRun) end(ev *remote.Event, seq int64, sl *slot) error {
 
 // workFor is the message of attempt retry of n: what newAttempt gives a
 // local executor, less this host's own paths.
-func (r *run) workFor(n *node, rs *renderedStep, retry int, input, pool string) *remote.Work {
+func (r *taskRun) workFor(n *node, rs *renderedStep, retry int, input, pool string) *remote.Work {
 	s := rs.step
 	t := r.t
 	p := *t.p
@@ -261,13 +261,13 @@ func (r *run) workFor(n *node, rs *renderedStep, retry int, input, pool string) 
 // output files, each piece at its offset, so that a piece read twice (a
 // coordinator restarted) writes the same bytes again.
 type outputWriter struct {
-	r       *run
+	r       *taskRun
 	mu      sync.Mutex
 	cond    *sync.Cond
 	written map[string]int64 // step#attempt → bytes written
 }
 
-func newOutputWriter(r *run) *outputWriter {
+func newOutputWriter(r *taskRun) *outputWriter {
 	o := &outputWriter{r: r, written: map[string]int64{}}
 	o.cond = sync.NewCond(&o.mu)
 	return o

@@ -77,7 +77,7 @@ func hubParallelism(steps int) int { return max(1, min(steps, 10000)) }
 // goroutines append DISPATCH and CLEANUP, and take an attempt's outcome
 // from its slot.
 type hubRun struct {
-	r     *run
+	r     *taskRun
 	c     *remote.Client
 	lease *remote.Lease
 	pool  string
@@ -127,7 +127,7 @@ type outcome struct {
 
 // connectHub connects to the hub and takes the task's lease, before the
 // log is opened: a second coordinator of the task writes nothing.
-func (r *run) connectHub(ctx context.Context) error {
+func (r *taskRun) connectHub(ctx context.Context) error {
 	ho := r.ro.Hub
 	if ho.URLs == "" {
 		return nil
@@ -174,7 +174,7 @@ func (r *run) connectHub(ctx context.Context) error {
 // that was stopped while attempts ran), and starts the ingestion of what
 // comes. Called before the nodes are built, so that the plan sees what
 // happened meanwhile.
-func (r *run) startHub(ctx context.Context) error {
+func (r *taskRun) startHub(ctx context.Context) error {
 	h := r.hub
 	if h == nil {
 		return nil
@@ -251,7 +251,7 @@ func (r *run) startHub(ctx context.Context) error {
 // instead of running them again: each is in the work queue (or held by a
 // worker), or is published now when the coordinator stopped between its
 // DISPATCH and its publication.
-func (r *run) adoptInFlight(ctx context.Context) error {
+func (r *taskRun) adoptInFlight(ctx context.Context) error {
 	h := r.hub
 	if h == nil {
 		return nil
@@ -332,7 +332,7 @@ func (h *hubRun) poolOf(n *node) string {
 
 // quiesce stops taking in events: called when the scheduler has ended,
 // before the summary, so that no derived record follows it.
-func (r *run) quiesce() {
+func (r *taskRun) quiesce() {
 	h := r.hub
 	if h == nil || h.stopIngest == nil {
 		return
@@ -342,7 +342,7 @@ func (r *run) quiesce() {
 }
 
 // stopHub releases the lease and closes the connection.
-func (r *run) stopHub() {
+func (r *taskRun) stopHub() {
 	h := r.hub
 	if h == nil || h.c == nil {
 		return

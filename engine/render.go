@@ -267,7 +267,7 @@ func outputPlaceholders(s *pipeline.Step) []string {
 // late returns n's rendered step for the attempt about to run: n.rs, or,
 // for a step that names upstream outputs, n.rs rendered again with their
 // values. Its dependencies have ended, so their outputs are known.
-func (r *run) late(n *node) (*renderedStep, error) {
+func (r *taskRun) late(n *node) (*renderedStep, error) {
 	return renderLate(n.rs, func(id string) json.RawMessage { return r.node(id).output })
 }
 

@@ -136,7 +136,7 @@ func (e *Engine) Run(ctx context.Context, path string, ro RunOptions) error {
 	}
 	defer lock.Unlock()
 
-	r := &run{e: e, t: t, ro: ro, started: e.opts.Clock.Now(), lock: lock, store: cache.New(t.dir.Root, e.opts.FS)}
+	r := &taskRun{e: e, t: t, ro: ro, started: e.opts.Clock.Now(), lock: lock, store: cache.New(t.dir.Root, e.opts.FS)}
 	defer r.stopHub()
 	if err := r.connectHub(ctx); err != nil {
 		return err
@@ -144,8 +144,8 @@ func (e *Engine) Run(ctx context.Context, path string, ro RunOptions) error {
 	return r.execute(ctx)
 }
 
-// run is one invocation of apollo run on a task.
-type run struct {
+// taskRun is one invocation of apollo run on a task.
+type taskRun struct {
 	e       *Engine
 	t       *task
 	ro      RunOptions
@@ -197,7 +197,7 @@ type run struct {
 }
 
 // node is a step during a run. Only the scheduler goroutine touches it,
-// except while a worker runs it.
+// except while its step goroutine runs it.
 type node struct {
 	rs       *renderedStep
 	idx      int
@@ -254,7 +254,7 @@ func (n *node) satisfies() bool {
 	return false
 }
 
-func (r *run) execute(ctx context.Context) error {
+func (r *taskRun) execute(ctx context.Context) error {
 	t := r.t
 	var err error
 	if r.secrets, err = readSecrets(ctx, t.p, r.e.opts.Workdir); err != nil {
@@ -291,7 +291,7 @@ func (r *run) execute(ctx context.Context) error {
 	if err := r.adoptInFlight(ctx); err != nil {
 		return err
 	}
-	err = r.schedule(ctx)
+	err = r.runSteps(ctx)
 	if r.w.Err() == nil {
 		r.snap.write()
 	}
@@ -301,7 +301,7 @@ func (r *run) execute(ctx context.Context) error {
 // open opens the task's log — its latest, or a new one that inherits the
 // markers of the task's earlier runs — and replays it. done says there is
 // nothing to run: the task is complete in the archive.
-func (r *run) open() (done bool, err error) {
+func (r *taskRun) open() (done bool, err error) {
 	logPath, err := r.t.dir.LatestLog(r.t.id)
 	if err != nil {
 		return false, err
@@ -348,7 +348,7 @@ func (r *run) open() (done bool, err error) {
 // this pipeline's (claim, owner.go), and keeps a move --accept-changes
 // accepts, for begin to record. It reports whether the log counts: false
 // for a sub-pipeline's earlier log of another pipeline, passed over.
-func (r *run) claim(start *eventlog.StartInfo, resumed bool) (bool, error) {
+func (r *taskRun) claim(start *eventlog.StartInfo, resumed bool) (bool, error) {
 	own, err := claim(r.t, start, resumed, r.ro.log != "", r.ro.AcceptChanges)
 	if err != nil {
 		return false, err
@@ -362,7 +362,7 @@ func (r *run) claim(start *eventlog.StartInfo, resumed bool) (bool, error) {
 // sayComplete tells the user the task is complete, naming the steps edited
 // since they succeeded: a user who edited a step and ran again expects it
 // to run.
-func (r *run) sayComplete() {
+func (r *taskRun) sayComplete() {
 	fmt.Fprintf(r.e.opts.Stdout, "task %s is already complete (log %s); nothing to do.\n", r.t.id, r.logPath)
 	if lines := completeChanges(r.t.p, r.changedSteps()); len(lines) > 0 {
 		fmt.Fprint(r.e.opts.Stdout, strings.Join(lines, "\n")+"\n")
@@ -375,7 +375,7 @@ func (r *run) sayComplete() {
 // it accepts, the resume_from it applies, a snapshot it could not use — and
 // returns the step it resumes from. Changed steps without
 // --accept-changes are a *ChangedError.
-func (r *run) begin() (resumeFrom string, err error) {
+func (r *taskRun) begin() (resumeFrom string, err error) {
 	changed := r.changedSteps()
 	if len(changed) > 0 && !r.ro.AcceptChanges {
 		return "", &ChangedError{TaskID: r.t.id, Steps: changed}
@@ -413,7 +413,7 @@ func (r *run) begin() (resumeFrom string, err error) {
 
 // openLog opens the task's log latest, or creates a new one (for a new
 // task, --fresh, or a sub-pipeline's new log), and replays it.
-func (r *run) openLog(latest string, create bool) error {
+func (r *taskRun) openLog(latest string, create bool) error {
 	t := r.t
 	switch {
 	case create && r.ro.log != "":
@@ -489,7 +489,7 @@ func (r *run) openLog(latest string, create bool) error {
 
 // changedSteps lists succeeded steps whose definition differs from the one
 // recorded by the latest TASK_START, unless --resume-from reruns them.
-func (r *run) changedSteps() []string {
+func (r *taskRun) changedSteps() []string {
 	if r.state.Start == nil {
 		return nil
 	}
@@ -564,7 +564,7 @@ func withoutFiles(rs *renderedStep) string {
 	return definitionDigest(&old)
 }
 
-func (r *run) taskStart() *eventlog.Record {
+func (r *taskRun) taskStart() *eventlog.Record {
 	t := r.t
 	host, _ := os.Hostname()
 	nonce := make([]byte, 8)
@@ -600,14 +600,14 @@ func (r *run) taskStart() *eventlog.Record {
 }
 
 // warn appends a durable WARNING.
-func (r *run) warn(iv *eventlog.Intervention, msg string) error {
+func (r *taskRun) warn(iv *eventlog.Intervention, msg string) error {
 	rec := &eventlog.Record{EventType: eventlog.Warning, Status: eventlog.Running, Message: msg, Intervention: iv}
 	return r.w.AppendDurable(rec)
 }
 
 // applyResumeFrom records a resume_from intervention when one is asked for:
 // by the flag (every time it is given) or by the file (once per task run).
-func (r *run) applyResumeFrom() (string, error) {
+func (r *taskRun) applyResumeFrom() (string, error) {
 	from := fileResumeFrom(r.t.p, r.ro, r.state)
 	if from == "" {
 		return "", nil
@@ -633,7 +633,7 @@ func (r *run) applyResumeFrom() (string, error) {
 }
 
 // recordSelection records --only or --until as a manual intervention.
-func (r *run) recordSelection(sc scope) error {
+func (r *taskRun) recordSelection(sc scope) error {
 	if sc.within == nil {
 		return nil
 	}
@@ -651,7 +651,7 @@ func (r *run) recordSelection(sc scope) error {
 // failedSteps lists the failed steps of steps: (a required step that
 // failed, or one it blocked, makes the task fail: those come first), with
 // their errors.
-func (r *run) failedSteps() []executor.FailedStep {
+func (r *taskRun) failedSteps() []executor.FailedStep {
 	var required, optional []executor.FailedStep
 	for _, n := range r.nodes {
 		s := n.rs.step
@@ -672,7 +672,7 @@ func (r *run) failedSteps() []executor.FailedStep {
 }
 
 // node returns the node of step (or instance) id.
-func (r *run) node(id string) *node {
+func (r *taskRun) node(id string) *node {
 	r.byIDMu.RLock()
 	defer r.byIDMu.RUnlock()
 	return r.byID[id]

@@ -120,7 +120,7 @@ func (e *Engine) child(w *os.File) *Engine {
 // childPipeline carries the attempts of a run: step: the sub-pipeline's
 // task, run (or resumed) to its end. Which of the child's logs an attempt
 // runs is chosen before it starts and written in its STEP_START.
-type childPipeline struct{ r *run }
+type childPipeline struct{ r *taskRun }
 
 func (c childPipeline) begin(_ context.Context, at *attemptRun) error {
 	r, n := c.r, at.n
@@ -138,7 +138,7 @@ func (c childPipeline) carry(ctx context.Context, at *attemptRun) (executor.Resu
 
 // runChild is the attempt of a run: step. The error is the parent's log's:
 // the run must stop.
-func (r *run) runChild(ctx context.Context, at *attemptRun) (executor.Result, error) {
+func (r *taskRun) runChild(ctx context.Context, at *attemptRun) (executor.Result, error) {
 	n := at.n
 	if err := at.a.Started(0); err != nil { // the STEP_START is durable first
 		return executor.Result{}, err

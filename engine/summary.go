@@ -10,7 +10,7 @@ import (
 
 // summarize writes the TASK_SUMMARY, prints the summary and returns the
 // run's outcome.
-func (r *run) summarize(interrupted bool) error {
+func (r *taskRun) summarize(interrupted bool) error {
 	info := &eventlog.SummaryInfo{Counts: map[string]int{}, Interrupted: interrupted}
 	left := 0 // steps outside --only or --until
 	for _, n := range r.nodes {
@@ -75,7 +75,7 @@ func (r *run) summarize(interrupted bool) error {
 	return nil
 }
 
-func (r *run) summaryText(status string, info *eventlog.SummaryInfo, dur fmt.Stringer) string {
+func (r *taskRun) summaryText(status string, info *eventlog.SummaryInfo, dur fmt.Stringer) string {
 	var b strings.Builder
 	word := status
 	switch {

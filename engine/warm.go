@@ -27,7 +27,7 @@ type warmShell struct {
 // at most per started step, the one that would take its slot, so a run
 // holds no more waiting shells than it runs steps. The scheduler calls it
 // as it starts n, and through warmJoin. It reports whether it started one.
-func (r *run) warmUp(n *node) bool {
+func (r *taskRun) warmUp(n *node) bool {
 	if n.warmedChild || n.rs.step.Foreach != nil || r.hub != nil {
 		return false // a foreach template's dependents wait for its instances too; a run with a hub starts no process here
 	}
@@ -36,7 +36,7 @@ func (r *run) warmUp(n *node) bool {
 		return false // a test's or another build's executor starts its own processes
 	}
 	for _, c := range n.children {
-		// c.started first: a started step's fields belong to its worker.
+		// c.started first: a started step's fields belong to its step goroutine.
 		if c.started || c.waiting != 1 || c.warm != nil || c.blocked || c.final != "" ||
 			c.rs.step.Command == "" || c.rs.lateVars != nil || c.dirty || c.unclean || c.plan.WaitMS > 0 ||
 			c.rs.step.Cache != nil { // its result may come from the cache: it may run nothing
@@ -58,7 +58,7 @@ func (r *run) warmUp(n *node) bool {
 // warmJoin is called by the scheduler when all of c's dependencies but one
 // have settled: if that one has started, c may be the step its end makes
 // ready (a join), so its shell can be started now.
-func (r *run) warmJoin(c *node) {
+func (r *taskRun) warmJoin(c *node) {
 	for _, d := range c.deps {
 		if !d.satisfies() {
 			if d.started && d.final == "" {
@@ -73,7 +73,7 @@ func (r *run) warmJoin(c *node) {
 // for n's next attempt, or nil when there is none. warmUp makes one only
 // for a step that has not started, and the first attempt takes it, so it
 // is always for that attempt.
-func (r *run) takeWarm(n *node) executor.Ahead {
+func (r *taskRun) takeWarm(n *node) executor.Ahead {
 	w := n.warm
 	if w == nil {
 		return nil
@@ -94,7 +94,7 @@ func (r *run) takeWarm(n *node) executor.Ahead {
 }
 
 // dropWarm ends the held shells no attempt took, once the scheduler is done.
-func (r *run) dropWarm() {
+func (r *taskRun) dropWarm() {
 	for _, n := range r.nodes {
 		r.dropWarmOf(n)
 	}
@@ -102,7 +102,7 @@ func (r *run) dropWarm() {
 
 // dropWarmOf ends n's held shell, if it has one: n will not run (it is
 // blocked), or not in this invocation. The shell has run nothing.
-func (r *run) dropWarmOf(n *node) {
+func (r *taskRun) dropWarmOf(n *node) {
 	if w := n.warm; w != nil {
 		n.warm = nil
 		<-w.ready

@@ -28,7 +28,7 @@ const (
 
 // decideWhen evaluates n's condition. It reports run=true when the step
 // runs; otherwise the step ends here, skipped or failed, and done is its end.
-func (r *run) decideWhen(ctx context.Context, n *node) (run bool, done nodeDone) {
+func (r *taskRun) decideWhen(ctx context.Context, n *node) (run bool, done nodeDone) {
 	s := n.rs.step
 	ok, err := r.evalWhen(ctx, n)
 	if err == nil && ok {
@@ -51,7 +51,7 @@ func (r *run) decideWhen(ctx context.Context, n *node) (run bool, done nodeDone)
 }
 
 // evalWhen runs n's condition in a fresh sandboxed state.
-func (r *run) evalWhen(ctx context.Context, n *node) (bool, error) {
+func (r *taskRun) evalWhen(ctx context.Context, n *node) (bool, error) {
 	s := n.rs.step
 	ctx, cancel := context.WithTimeout(ctx, whenTimeout)
 	defer cancel()
@@ -101,7 +101,7 @@ func (r *run) evalWhen(ctx context.Context, n *node) (bool, error) {
 }
 
 // whenRuntime is the Lua runtime of the run's conditions, made once.
-func (r *run) whenRuntime() *luart.Runtime {
+func (r *taskRun) whenRuntime() *luart.Runtime {
 	r.whenOnce.Do(func() { r.whenRT = luart.New(luart.Options{Root: r.e.opts.Workdir}) })
 	return r.whenRT
 }

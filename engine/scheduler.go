@@ -15,7 +15,7 @@ import (
 
 // buildNodes turns the pipeline and the replayed state into the nodes this
 // invocation schedules.
-func (r *run) buildNodes(sc scope) error {
+func (r *taskRun) buildNodes(sc scope) error {
 	p := r.t.p
 	now := r.e.opts.Clock.Now()
 	r.byID = make(map[string]*node, len(p.Steps))
@@ -47,7 +47,7 @@ func (r *run) buildNodes(sc scope) error {
 
 // newNode is the node of step rs at index idx, its state st replayed from
 // the log and plan what this invocation does with it.
-func (r *run) newNode(rs *renderedStep, idx int, st *eventlog.StepState, plan PlanStep) *node {
+func (r *taskRun) newNode(rs *renderedStep, idx int, st *eventlog.StepState, plan PlanStep) *node {
 	n := &node{rs: rs, idx: idx,
 		plan:     plan,
 		dirty:    st.Dirty,
@@ -77,7 +77,7 @@ func (r *run) newNode(rs *renderedStep, idx int, st *eventlog.StepState, plan Pl
 	return n
 }
 
-// nodeDone is a worker's report to the scheduler.
+// nodeDone is a step goroutine's report to the scheduler.
 type nodeDone struct {
 	n       *node
 	status  string // SUCCESS, FAILED, or RUNNING when a retry is due
@@ -107,18 +107,18 @@ func (q *readyQueue) Pop() any {
 // scheduler runs one invocation's DAG: independent steps in parallel up to
 // the limit, a step once every dependency is satisfied, until nothing more
 // can run. Its loop is the only goroutine that touches the nodes, except a
-// node's own worker while it runs.
+// node's own step goroutine while it runs.
 type scheduler struct {
-	r      *run
+	r      *taskRun
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
 	ready    readyQueue
 	res      *resourcePool // named resources: steps wait here for theirs
-	done     chan nodeDone // workers' ends
+	done     chan nodeDone // step goroutines' ends
 	retryDue chan *node    // steps whose retry delay has passed
 
-	running        int  // workers out
+	running        int  // step goroutines out
 	waitingRetries int  // retry delays armed
 	stopping       bool // interrupted, or the log failed: nothing new starts
 	// phase counts the handler lists started (on_failure, then finally),
@@ -130,8 +130,8 @@ type scheduler struct {
 	logErr       error // the log could not be written: the run stops
 }
 
-// schedule runs the DAG and writes the summary.
-func (r *run) schedule(parent context.Context) error {
+// runSteps runs the DAG through the scheduler and writes the summary.
+func (r *taskRun) runSteps(parent context.Context) error {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	s := &scheduler{r: r, ctx: ctx, cancel: cancel, done: make(chan nodeDone), retryDue: make(chan *node),
@@ -295,7 +295,7 @@ func (s *scheduler) wait() {
 		s.stopping = true
 		// Pending retries will not fire; stop counting them.
 		s.waitingRetries = 0
-		// Keep draining done until every worker is back.
+		// Keep draining done until every step goroutine is back.
 		if s.running == 0 {
 			return
 		}
@@ -414,7 +414,7 @@ func (s *scheduler) after(d time.Duration, n *node) {
 // waits for the fsync; batch lets it share a later one. Either way the
 // STEP_START of a dependent, which is always durable, comes after it in the
 // file, so a STEP_END is on disk before any step that depends on it starts.
-func (r *run) appendFor(s *pipeline.Step, rec *eventlog.Record) error {
+func (r *taskRun) appendFor(s *pipeline.Step, rec *eventlog.Record) error {
 	if s.Durability == pipeline.DurabilityBatch {
 		return r.w.Append(rec)
 	}
@@ -422,7 +422,7 @@ func (r *run) appendFor(s *pipeline.Step, rec *eventlog.Record) error {
 }
 
 // makeDirs creates the folders an attempt writes to, once per run each.
-func (r *run) makeDirs(dirs ...string) error {
+func (r *taskRun) makeDirs(dirs ...string) error {
 	r.dirsMu.Lock()
 	defer r.dirsMu.Unlock()
 	for _, dir := range dirs {
@@ -441,7 +441,7 @@ func (r *run) makeDirs(dirs ...string) error {
 }
 
 // block marks every descendant of a failed required step as blocked.
-func (r *run) block(n *node) {
+func (r *taskRun) block(n *node) {
 	for _, c := range n.children {
 		if !c.blocked && c.final == "" {
 			c.blocked = true
