@@ -141,7 +141,7 @@ steps:
 	}
 	if sh.carriers {
 		lua("items", []string{"fetch"}, "", `return {"a", "b"}`)
-		shell("fe", []string{"items"}, "    foreach: {output: items}\n"+withCleanSh, `echo "$APOLLO_ITEM" > "$APOLLO_ARTIFACTS_DIR/fe-$APOLLO_ITEM.txt"`)
+		shell("fe", []string{"items"}, "    foreach: {output: items}\n", `echo "$APOLLO_ITEM" > "$APOLLO_ARTIFACTS_DIR/fe-$APOLLO_ITEM.txt"`)
 		fmt.Fprintf(&b, "  - id: sub\n    depends_on: [fetch]\n    run: child.yaml\n")
 		shell("cached", []string{"fetch"}, "    cache: true\n    outputs: [cached/out.txt]\n", `mkdir -p cached && echo v > cached/out.txt`)
 	}
