@@ -4,17 +4,21 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"apollo/engine/executor"
 	"apollo/engine/remote"
+	"apollo/engine/textfmt"
 	"apollo/engine/usage"
 	"apollo/eventlog"
 )
@@ -83,6 +87,12 @@ type hubRun struct {
 	pool  string
 	host  string
 	run   string // the task run's id in messages: its log's run_nonce
+	// key is the run's key, of which each attempt's secret is a digest
+	// (remote.AttemptSecret): kept in the state folder, never logged.
+	key []byte
+	// refused counts the reports taken for nobody's (no secret, another
+	// pool): after maxRefusals, they are no longer written to the log.
+	refused int
 
 	mu         sync.Mutex
 	slots      map[string]*slot // by step: its latest attempt
@@ -187,6 +197,9 @@ func (r *run) startHub(ctx context.Context) error {
 		return err
 	}
 	h.run = run
+	if h.key, err = r.runKey(run); err != nil {
+		return err
+	}
 	for id, st := range r.state.Steps {
 		h.recov[id] = st.DirtyRecoveries
 		h.prevRemote[id] = st.Remote
@@ -206,7 +219,7 @@ func (r *run) startHub(ctx context.Context) error {
 	go func() { defer h.otherDone.Done(); h.renew(octx) }()
 	go func() { defer h.otherDone.Done(); h.out.run(octx, c, h) }()
 	// Catch up: what workers reported while no coordinator listened.
-	feed, err := c.NewFeed(ctx, remote.EventsStream, remote.EventSubject(r.t.id), uint64(r.state.LastSrcSeq)+1)
+	feed, err := c.NewFeed(ctx, remote.EventsStream, remote.TaskEvents(r.t.id), uint64(r.state.LastSrcSeq)+1)
 	if err != nil {
 		return &HubError{TaskID: r.t.id, Err: err}
 	}
@@ -220,7 +233,7 @@ func (r *run) startHub(ctx context.Context) error {
 		if m == nil {
 			break
 		}
-		if err := h.ingest(m.Data, int64(m.Sequence)); err != nil {
+		if err := h.ingest(m.Data, int64(m.Sequence), m.Subject); err != nil {
 			feed.Close()
 			return err
 		}
@@ -239,7 +252,7 @@ func (r *run) startHub(ctx context.Context) error {
 				}
 				return
 			}
-			if err := h.ingest(m.Data, int64(m.Sequence)); err != nil {
+			if err := h.ingest(m.Data, int64(m.Sequence), m.Subject); err != nil {
 				h.fail(err)
 				return
 			}
@@ -326,6 +339,68 @@ func logRunID(path string) (string, error) {
 	return rec.Start.RunNonce, nil
 }
 
+// runKey returns the run's key, from which each attempt's secret is
+// derived: created with the run's first dispatch, in the state folder
+// (hub/<task_id>/<run>.key, readable by its owner only), so that a
+// coordinator restarted on the same log checks the reports of the attempts
+// it adopts. The keys of the task's earlier runs are removed: their logs
+// are no longer resumed.
+func (r *run) runKey(run string) ([]byte, error) {
+	dir := filepath.Join(r.t.dir.Root, "hub", r.t.id)
+	path := filepath.Join(dir, run+".key")
+	if b, err := os.ReadFile(path); err == nil {
+		if key, err := hex.DecodeString(strings.TrimSpace(string(b))); err == nil && len(key) >= 32 {
+			return key, nil
+		}
+	}
+	if err := eventlog.MkdirAll(r.e.fs(), dir); err != nil {
+		return nil, fmt.Errorf("hub key folder: %w", err)
+	}
+	old, _ := filepath.Glob(filepath.Join(dir, "*.key"))
+	for _, f := range old {
+		if f != path {
+			os.Remove(f)
+		}
+	}
+	key := make([]byte, 32)
+	rand.Read(key)
+	err := eventlog.WriteFileAtomic(r.e.fs(), path, 0o600, func(w io.Writer) error {
+		_, err := io.WriteString(w, hex.EncodeToString(key)+"\n")
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("hub key: %w", err)
+	}
+	return key, nil
+}
+
+// secret is the secret of attempt n of step in this run.
+func (h *hubRun) secret(step string, n int) string {
+	return remote.AttemptSecret(h.key, remote.DispatchID(h.run, h.r.t.id, step, n))
+}
+
+// maxRefusals bounds the WARNINGs of refused reports in one run: a client
+// that floods the hub with them does not fill the log.
+const maxRefusals = 100
+
+// refuse records a report that is not the attempt's: it lacks the secret
+// of the attempt's dispatch, or came on another pool's subject. A WARNING
+// names the sender as it named itself and the subject it used; nothing
+// else of the report is taken.
+func (h *hubRun) refuse(ev *remote.Event, seq int64, subject, why string) error {
+	h.refused++
+	if h.refused > maxRefusals {
+		return nil
+	}
+	msg := fmt.Sprintf("hub event %q of step %s attempt %d refused: %s; it was sent by a client of the hub calling itself worker %q, on subject %s, "+
+		"and is not recorded", ev.Type, ev.Step, ev.Attempt, why, textfmt.OneLine(ev.Worker, 200), subject)
+	if h.refused == maxRefusals {
+		msg += fmt.Sprintf("; this is the %dth refused event of this run: further ones are not written to the log", maxRefusals)
+	}
+	return h.r.w.AppendUnsynced(&eventlog.Record{EventType: eventlog.Warning, StepID: ev.Step, Status: eventlog.Running,
+		RetryCount: ev.Attempt, Message: bounded(msg), Worker: textfmt.OneLine(ev.Worker, 200), SrcSeq: seq})
+}
+
 // poolOf is the pool a node's attempts go to.
 func (h *hubRun) poolOf(n *node) string {
 	if p := n.rs.step.Pool; p != "" {
@@ -404,7 +479,7 @@ func (h *hubRun) cancelRemote() {
 // the log does not know was set by an attempt that never reported it, so
 // its guarded code never ran.
 func (h *hubRun) syncMarkers(ctx context.Context) error {
-	mk, err := h.c.Markers(ctx, h.r.t.id)
+	mk, err := h.c.Markers(ctx, "", h.r.t.id)
 	if err != nil {
 		return err
 	}
@@ -420,7 +495,7 @@ func (h *hubRun) syncMarkers(ctx context.Context) error {
 		if ok && want.State == m.State && string(want.Result) == string(m.Result) {
 			continue
 		}
-		reset := remote.Marker{Name: m.Name}
+		reset := remote.Marker{Name: m.Name, Pool: m.Pool}
 		if ok {
 			reset.State, reset.Result = want.State, want.Result
 		}
@@ -431,8 +506,11 @@ func (h *hubRun) syncMarkers(ctx context.Context) error {
 	return nil
 }
 
-// ingest appends what one event of the hub means for the log.
-func (h *hubRun) ingest(data []byte, seq int64) error {
+// ingest appends what one event of the hub means for the log. An event of
+// this run is taken only when it carries the secret of its attempt's
+// dispatch, and, for the step's current attempt, came on the subject of
+// the pool it was dispatched to; anything else is a WARNING (refuse).
+func (h *hubRun) ingest(data []byte, seq int64, subject string) error {
 	r := h.r
 	var ev remote.Event
 	if err := json.Unmarshal(data, &ev); err != nil {
@@ -442,10 +520,20 @@ func (h *hubRun) ingest(data []byte, seq int64) error {
 	if ev.Run != h.run {
 		return nil // another run of the same task id (a fresh log, another state folder)
 	}
+	if ev.Task != r.t.id || !remote.SameSecret(ev.Secret, h.secret(ev.Step, ev.Attempt)) {
+		return h.refuse(&ev, seq, subject, "it does not carry the secret of that attempt's dispatch, so it does not come from the worker that was given it")
+	}
 	h.mu.Lock()
 	sl := h.slots[ev.Step]
 	current := sl != nil && sl.open && sl.n == ev.Attempt
+	pool := ""
+	if sl != nil {
+		pool = sl.pool
+	}
 	h.mu.Unlock()
+	if from := remote.SubjectPool(subject); current && pool != "" && from != pool {
+		return h.refuse(&ev, seq, subject, fmt.Sprintf("it came from pool %s, but the attempt was dispatched to pool %s", from, pool))
+	}
 	if ev.Type == remote.EventMarker && ev.Marker != nil {
 		rec := &eventlog.Record{EventType: eventlog.Marker, StepID: ev.Step, Status: eventlog.Running,
 			RetryCount: ev.Attempt, Worker: ev.Worker, SrcSeq: seq,

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -676,4 +677,64 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestHubSecretNeverWritten: the attempts' secrets travel in their
+// messages only: no log, snapshot, output file or line the coordinator or a
+// worker prints holds one. Under -short it runs on one node.
+func TestHubSecretNeverWritten(t *testing.T) {
+	nodes := 3
+	if testing.Short() {
+		nodes = 1
+	}
+	e := newHubEnv(t, nodes)
+	var workerLog, out syncBuffer
+	e.startWorker("w1", e.cl.URLs(), func(o *worker.Options) { o.Log = &workerLog })
+	path := filepath.Join(e.dir, "secret.yaml")
+	os.WriteFile(path, []byte(`task_name: secret
+steps:
+  - id: a
+    command: env; echo done
+  - id: b
+    lua: |
+      local idem = require("apollo.idem")
+      return idem.once("m", function() return "x" end)
+    depends_on: [a]
+`), 0o644)
+	ro := RunOptions{TaskID: e.task, Hub: HubOptions{URLs: e.cl.URLs(), CallTimeout: time.Second, GiveUp: 20 * time.Second, LeaseTTL: 6 * time.Second}}
+	eng := New(Options{StateDir: filepath.Join(e.dir, ".apollo"), Workdir: e.dir, Stdout: &out, Stderr: &out,
+		Progress: ProgressPlain, KillGrace: 500 * time.Millisecond})
+	if err := eng.Run(t.Context(), path, ro); err != nil {
+		t.Fatal(err)
+	}
+	recs := e.logOf(e.task)
+	run := recs[0].Start.RunNonce
+	keyHex, err := os.ReadFile(filepath.Join(e.dir, ".apollo", "hub", e.task, run+".key"))
+	if err != nil {
+		t.Fatalf("the run's key: %v", err)
+	}
+	key, _ := hex.DecodeString(strings.TrimSpace(string(keyHex)))
+	var secrets []string
+	for _, step := range []string{"a", "b"} {
+		secrets = append(secrets, remote.AttemptSecret(key, remote.DispatchID(run, e.task, step, 0)))
+	}
+	look := func(what, text string) {
+		for _, s := range secrets {
+			if strings.Contains(text, s) {
+				t.Errorf("%s holds an attempt's secret", what)
+			}
+		}
+	}
+	look("the run's output", out.String())
+	look("the worker's log", workerLog.String())
+	filepath.WalkDir(e.dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && !strings.HasSuffix(p, ".key") {
+			b, _ := os.ReadFile(p)
+			look(p, string(b))
+		}
+		return nil
+	})
+	if countType(recs, eventlog.StepEnd) != 2 {
+		t.Errorf("%d STEP_ENDs, want 2", countType(recs, eventlog.StepEnd))
+	}
 }
