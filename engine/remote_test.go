@@ -738,3 +738,29 @@ steps:
 		t.Errorf("%d STEP_ENDs, want 2", countType(recs, eventlog.StepEnd))
 	}
 }
+
+// TestHubFreshRun is issue 25 on three nodes: a task run, then a --fresh
+// run of the same task id within the hub's duplicate window, then another
+// in a replaced state folder: each completes, each step started and ended
+// once in each log.
+func TestHubFreshRun(t *testing.T) {
+	needCluster(t)
+	e := newHubEnv(t, 3)
+	e.startWorker("w1", e.cl.URLs(), nil)
+	path := e.dag("fresh", 2, 2, "true")
+	for i, tune := range []func(ro *RunOptions){nil, func(ro *RunOptions) { ro.Fresh = true }, nil} {
+		if i == 2 {
+			os.RemoveAll(filepath.Join(e.dir, ".apollo"))
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		err := e.run(ctx, path, e.cl.URLs(), tune)
+		cancel()
+		if err != nil {
+			t.Fatalf("run %d: %v", i+1, err)
+		}
+		recs := e.logOf(e.task)
+		if s, n := countType(recs, eventlog.StepStart), countType(recs, eventlog.StepEnd); s != 4 || n != 4 {
+			t.Errorf("run %d: %d STEP_STARTs and %d STEP_ENDs, want 4 each", i+1, s, n)
+		}
+	}
+}

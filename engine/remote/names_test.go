@@ -40,6 +40,26 @@ func TestSubjects(t *testing.T) {
 	}
 }
 
+// TestReportIDs: the dedup ids of a worker's events and output pieces hold
+// the run's id, as its dispatch's does: a new run's attempt of the same
+// number is never taken by the hub for a duplicate of an earlier run's.
+func TestReportIDs(t *testing.T) {
+	for _, typ := range []string{EventStarted, EventEnd, EventLost, EventMarker} {
+		a := &Event{Type: typ, Run: "r1", Task: "t", Step: "s", Attempt: 0, Worker: "w"}
+		b := *a
+		b.Run = "r2"
+		if a.MsgID() == b.MsgID() || !strings.HasPrefix(a.MsgID(), DispatchID("r1", "t", "s", 0)+"/") {
+			t.Errorf("%s: ids %q and %q of two runs", typ, a.MsgID(), b.MsgID())
+		}
+	}
+	a := &Output{Run: "r1", Task: "t", Step: "s", Offset: 10}
+	b := *a
+	b.Run = "r2"
+	if a.MsgID() == b.MsgID() || !strings.HasPrefix(a.MsgID(), DispatchID("r1", "t", "s", 0)+"/") {
+		t.Errorf("output ids %q and %q of two runs", a.MsgID(), b.MsgID())
+	}
+}
+
 // TestWorkerPublish: a worker of pool gpu may take gpu's work, report for
 // gpu and keep gpu's markers, never dispatch, report for another pool, touch
 // its markers or take its work, nor read another client's replies.
