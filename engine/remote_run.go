@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -197,15 +198,32 @@ func (r *run) startHub(ctx context.Context) error {
 		return err
 	}
 	h.run = run
-	if h.key, err = r.runKey(run); err != nil {
+	keyPath, created, err := r.runKey(run)
+	if err != nil {
 		return err
 	}
+	var unchecked []string
 	for id, st := range r.state.Steps {
 		h.recov[id] = st.DirtyRecoveries
 		h.prevRemote[id] = st.Remote
+		if st.Remote && st.Dirty && created {
+			// Dispatched under a key that is gone: their reports cannot be
+			// told from forgeries, so they are cut off (cleanup, rerun).
+			unchecked = append(unchecked, fmt.Sprintf("%s (attempt %d)", id, st.RetryCount))
+			continue
+		}
 		if st.Remote && st.Dirty {
 			h.slots[id] = &slot{n: st.RetryCount, open: true, started: st.StartedAt != "", input: st.InputDigest,
 				done: make(chan outcome, 1)}
+		}
+	}
+	if len(unchecked) > 0 {
+		sort.Strings(unchecked)
+		msg := fmt.Sprintf("the run's hub key %s was missing, so the reports of the attempts in flight %v cannot be checked: "+
+			"they are treated as cut off (cleanup, then the next attempt), and their workers' reports are refused", keyPath, unchecked)
+		fmt.Fprintf(r.e.opts.Stderr, "apollo: %s\n", msg)
+		if err := r.warn(nil, msg); err != nil {
+			return err
 		}
 	}
 	// Markers: the log is the authority; the bucket follows it.
@@ -339,22 +357,24 @@ func logRunID(path string) (string, error) {
 	return rec.Start.RunNonce, nil
 }
 
-// runKey returns the run's key, from which each attempt's secret is
-// derived: created with the run's first dispatch, in the state folder
-// (hub/<task_id>/<run>.key, readable by its owner only), so that a
-// coordinator restarted on the same log checks the reports of the attempts
-// it adopts. The keys of the task's earlier runs are removed: their logs
-// are no longer resumed.
-func (r *run) runKey(run string) ([]byte, error) {
+// runKey sets the run's key, from which each attempt's secret is derived,
+// and returns its file and whether it had to be made. It is kept in the
+// state folder (hub/<task_id>/<run>.key, readable by its owner only), so
+// that a coordinator restarted on the same log checks the reports of the
+// attempts it adopts. The keys of the task's earlier runs are removed:
+// their logs are no longer resumed.
+func (r *run) runKey(run string) (path string, created bool, err error) {
+	h := r.hub
 	dir := filepath.Join(r.t.dir.Root, "hub", r.t.id)
-	path := filepath.Join(dir, run+".key")
+	path = filepath.Join(dir, run+".key")
 	if b, err := os.ReadFile(path); err == nil {
 		if key, err := hex.DecodeString(strings.TrimSpace(string(b))); err == nil && len(key) >= 32 {
-			return key, nil
+			h.key = key
+			return path, false, nil
 		}
 	}
 	if err := eventlog.MkdirAll(r.e.fs(), dir); err != nil {
-		return nil, fmt.Errorf("hub key folder: %w", err)
+		return "", false, fmt.Errorf("hub key folder: %w", err)
 	}
 	old, _ := filepath.Glob(filepath.Join(dir, "*.key"))
 	for _, f := range old {
@@ -364,14 +384,15 @@ func (r *run) runKey(run string) ([]byte, error) {
 	}
 	key := make([]byte, 32)
 	rand.Read(key)
-	err := eventlog.WriteFileAtomic(r.e.fs(), path, 0o600, func(w io.Writer) error {
+	err = eventlog.WriteFileAtomic(r.e.fs(), path, 0o600, func(w io.Writer) error {
 		_, err := io.WriteString(w, hex.EncodeToString(key)+"\n")
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("hub key: %w", err)
+		return "", false, fmt.Errorf("hub key: %w", err)
 	}
-	return key, nil
+	h.key = key
+	return path, true, nil
 }
 
 // secret is the secret of attempt n of step in this run.

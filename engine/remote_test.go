@@ -764,3 +764,47 @@ func TestHubFreshRun(t *testing.T) {
 		}
 	}
 }
+
+// TestHubKeyLost: a coordinator restarted on its log whose run key is gone
+// cannot tell its attempts' reports from forgeries: it says so, treats the
+// attempts in flight as cut off (cleanup, next attempt) and completes.
+func TestHubKeyLost(t *testing.T) {
+	needCluster(t)
+	e := newHubEnv(t, 3)
+	tw := e.startWorker("w1", e.cl.URLs(), nil)
+	path := e.dag("keylost", 2, 1, "sleep 1.5")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- e.run(ctx, path, e.cl.URLs(), func(ro *RunOptions) { ro.Hub.detach = true }) }()
+	<-tw.starts
+	cancel()
+	<-done
+	keys, _ := filepath.Glob(filepath.Join(e.dir, ".apollo", "hub", e.task, "*.key"))
+	if len(keys) != 1 {
+		t.Fatalf("run keys %v, want one", keys)
+	}
+	os.Remove(keys[0])
+	rctx, rcancel := context.WithTimeout(t.Context(), time.Minute)
+	defer rcancel()
+	if err := e.run(rctx, path, e.cl.URLs(), nil); err != nil {
+		t.Fatal(err)
+	}
+	recs := e.logOf(e.task)
+	said, cleaned := false, 0
+	for _, r := range recs {
+		said = said || r.EventType == eventlog.Warning && strings.Contains(r.Message, "hub key") &&
+			strings.Contains(r.Message, "treated as cut off")
+		if r.EventType == eventlog.Cleanup && r.Dirty {
+			cleaned++
+		}
+	}
+	if !said {
+		t.Error("no WARNING that the run's key was missing")
+	}
+	if cleaned == 0 {
+		t.Error("no attempt in flight was cleaned up as cut off")
+	}
+	if n := countType(recs, eventlog.StepEnd); n != 2 {
+		t.Errorf("%d STEP_ENDs, want 2", n)
+	}
+}
