@@ -153,25 +153,37 @@ func cmdHubCheck(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // cmdWaitLog waits (up to 30 s) until the task's latest log holds a record
-// of that type (of that step, if given): waitlog TASK TYPE [STEP].
+// of that type (of that step, if given; N of them, if given): waitlog TASK
+// TYPE [STEP [N]].
 func cmdWaitLog(ts *testscript.TestScript, neg bool, args []string) {
-	if len(args) != 2 && len(args) != 3 {
-		ts.Fatalf("usage: waitlog TASK TYPE [STEP]")
+	if len(args) < 2 || len(args) > 4 {
+		ts.Fatalf("usage: waitlog TASK TYPE [STEP [N]]")
+	}
+	want := 1
+	if len(args) == 4 {
+		var err error
+		if want, err = strconv.Atoi(args[3]); err != nil {
+			ts.Fatalf("waitlog: N: %v", err)
+		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		matches, _ := filepath.Glob(ts.MkAbs(filepath.Join(".apollo", "logs", "task_"+args[0]+"_*.jsonl")))
 		if len(matches) > 0 {
 			recs, _, _ := eventlog.ReadAll(matches[len(matches)-1], eventlog.ReadOptions{TaskID: args[0]})
+			n := 0
 			for _, r := range recs {
 				if r.EventType == args[1] && (len(args) == 2 || r.StepID == args[2]) {
-					return
+					n++
 				}
+			}
+			if n >= want {
+				return
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	ts.Fatalf("waitlog: no %s record %v in task %s's log within 30s", args[1], args[2:], args[0])
+	ts.Fatalf("waitlog: not %d %s record(s) %v in task %s's log within 30s", want, args[1], args[2:], args[0])
 }
 
 // hubAuth reads a credentials argument: a token file, an NKey seed
