@@ -413,12 +413,19 @@ func (h *hubRun) refuse(ev *remote.Event, seq int64, subject, why string) error 
 	if h.refused > maxRefusals {
 		return nil
 	}
+	// Everything in it is the sender's word: bounded, and a step this
+	// pipeline does not have is named in the message only.
 	msg := fmt.Sprintf("hub event %q of step %s attempt %d refused: %s; it was sent by a client of the hub calling itself worker %q, on subject %s, "+
-		"and is not recorded", ev.Type, ev.Step, ev.Attempt, why, textfmt.OneLine(ev.Worker, 200), subject)
+		"and is not recorded", textfmt.OneLine(ev.Type, 40), textfmt.OneLine(ev.Step, 200), ev.Attempt, why,
+		textfmt.OneLine(ev.Worker, 200), textfmt.OneLine(subject, 300))
 	if h.refused == maxRefusals {
 		msg += fmt.Sprintf("; this is the %dth refused event of this run: further ones are not written to the log", maxRefusals)
 	}
-	return h.r.w.AppendUnsynced(&eventlog.Record{EventType: eventlog.Warning, StepID: ev.Step, Status: eventlog.Running,
+	step := ev.Step
+	if h.r.t.p.Step(step) == nil && h.r.node(step) == nil {
+		step = ""
+	}
+	return h.r.w.AppendUnsynced(&eventlog.Record{EventType: eventlog.Warning, StepID: step, Status: eventlog.Running,
 		RetryCount: ev.Attempt, Message: bounded(msg), Worker: textfmt.OneLine(ev.Worker, 200), SrcSeq: seq})
 }
 
