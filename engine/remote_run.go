@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"apollo/engine/executor"
 	"apollo/engine/remote"
 	"apollo/engine/textfmt"
@@ -226,6 +228,11 @@ func (r *run) startHub(ctx context.Context) error {
 			return err
 		}
 	}
+	if r.created {
+		if err := h.dropEarlierRuns(ctx); err != nil {
+			return &HubError{TaskID: r.t.id, Err: err}
+		}
+	}
 	// Markers: the log is the authority; the bucket follows it.
 	if err := h.syncMarkers(ctx); err != nil {
 		return &HubError{TaskID: r.t.id, Err: err}
@@ -393,6 +400,39 @@ func (r *run) runKey(run string) (path string, created bool, err error) {
 	}
 	h.key = key
 	return path, true, nil
+}
+
+// dropEarlierRuns removes from the work queue the task's attempts that
+// earlier runs dispatched and no worker finished: a new log of the task
+// (--fresh, after gc, a replaced state folder) means no coordinator follows
+// them any more (this one holds the task's lease), and a worker that took
+// one later would run a step of an abandoned run.
+func (h *hubRun) dropEarlierRuns(ctx context.Context) error {
+	s, err := h.c.Stream(ctx, remote.StepsStream)
+	if err != nil {
+		return err
+	}
+	filter := remote.TaskSteps(h.r.t.id)
+	var queued uint64
+	err = h.c.Do(ctx, "drop the attempts of the task's earlier runs", func(ctx context.Context) error {
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
+		if err != nil {
+			return err
+		}
+		queued = 0
+		for _, n := range info.State.Subjects {
+			queued += n
+		}
+		if queued == 0 {
+			return nil
+		}
+		return s.Purge(ctx, jetstream.WithPurgeSubject(filter))
+	})
+	if err == nil && queued > 0 {
+		fmt.Fprintf(h.r.e.opts.Stderr, "apollo: dropped %d attempt(s) of an earlier run of task %s from the hub's work queue: "+
+			"this new log does not follow them\n", queued, h.r.t.id)
+	}
+	return err
 }
 
 // secret is the secret of attempt n of step in this run.

@@ -808,3 +808,62 @@ func TestHubKeyLost(t *testing.T) {
 		t.Errorf("%d STEP_ENDs, want 2", n)
 	}
 }
+
+// TestHubFreshDropsEarlierRun: an attempt an interrupted run left queued
+// (its pool had no worker) is dropped when a new log of the task starts
+// (--fresh): a worker that comes later runs the new run's attempt only,
+// never the abandoned run's.
+func TestHubFreshDropsEarlierRun(t *testing.T) {
+	nodes := 3
+	if testing.Short() {
+		nodes = 1
+	}
+	e := newHubEnv(t, nodes)
+	path := filepath.Join(e.dir, "late.yaml")
+	os.WriteFile(path, []byte("task_name: late\nsteps:\n  - id: a\n    command: echo ran >> \"$APOLLO_ARTIFACTS_DIR/ran\"\n    pool: late\n"), 0o644)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- e.run(ctx, path, e.cl.URLs(), func(ro *RunOptions) { ro.Hub.detach = true }) }()
+	deadline := time.Now().Add(30 * time.Second)
+	dispatched := func(logs int) {
+		for time.Now().Before(deadline) {
+			found, _ := filepath.Glob(filepath.Join(e.dir, ".apollo", "logs", "task_"+e.task+"_*.jsonl"))
+			if len(found) == logs && countType(e.logOf(e.task), eventlog.Dispatch) > 0 {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatal("no DISPATCH within 30s")
+	}
+	dispatched(1)
+	cancel()
+	<-done
+	rctx, rcancel := context.WithTimeout(t.Context(), time.Minute)
+	defer rcancel()
+	go func() { done <- e.run(rctx, path, e.cl.URLs(), func(ro *RunOptions) { ro.Fresh = true }) }()
+	dispatched(2) // the new log dropped the old attempt before it dispatched its own
+	e.startWorker("late", e.cl.URLs(), func(o *worker.Options) { o.Pool = "late" })
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	ran := filepath.Join(e.dir, ".apollo", "artifacts", e.task, "ran")
+	// The queue is empty once the new run ends unless an old attempt is
+	// still there; give a worker that took one the time to run it.
+	c := e.client(e.cl.URLs())
+	s, err := c.Stream(t.Context(), remote.StepsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for time.Now().Before(deadline.Add(30 * time.Second)) {
+		info, err := s.Info(t.Context(), jetstream.WithSubjectFilter(remote.TaskSteps(e.task)))
+		if err == nil && len(info.State.Subjects) == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	b, _ := os.ReadFile(ran)
+	if n := strings.Count(string(b), "ran"); n != 1 {
+		t.Errorf("step a ran %d times, want once: the abandoned run's attempt ran too", n)
+	}
+}

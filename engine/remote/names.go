@@ -31,6 +31,10 @@ func StepSubject(pool, taskID, step string) string {
 	return "apollo.step." + pool + "." + Token(taskID) + "." + step
 }
 
+// TaskSteps is the filter of a task's attempts in the work queue, all
+// pools'.
+func TaskSteps(taskID string) string { return "apollo.step.*." + Token(taskID) + ".>" }
+
 // PoolFilter is the subject filter of a pool's consumer.
 func PoolFilter(pool string) string { return "apollo.step." + pool + ".>" }
 
