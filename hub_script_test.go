@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -16,11 +17,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"apollo/engine/hubtest"
 	"apollo/engine/remote"
+	"apollo/eventlog"
 )
 
 // cmdPorts sets each named variable to a free loopback port: ports A B C.
@@ -147,4 +150,147 @@ func cmdHubCheck(ts *testscript.TestScript, neg bool, args []string) {
 	if len(errs) > 0 {
 		ts.Fatalf("hubcheck: %d invariant(s) broken", len(errs))
 	}
+}
+
+// cmdWaitLog waits (up to 30 s) until the task's latest log holds a record
+// of that type (of that step, if given; N of them, if given): waitlog TASK
+// TYPE [STEP [N]].
+func cmdWaitLog(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 2 || len(args) > 4 {
+		ts.Fatalf("usage: waitlog TASK TYPE [STEP [N]]")
+	}
+	want := 1
+	if len(args) == 4 {
+		var err error
+		if want, err = strconv.Atoi(args[3]); err != nil {
+			ts.Fatalf("waitlog: N: %v", err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		matches, _ := filepath.Glob(ts.MkAbs(filepath.Join(".apollo", "logs", "task_"+args[0]+"_*.jsonl")))
+		if len(matches) > 0 {
+			recs, _, _ := eventlog.ReadAll(matches[len(matches)-1], eventlog.ReadOptions{TaskID: args[0]})
+			n := 0
+			for _, r := range recs {
+				if r.EventType == args[1] && (len(args) == 2 || r.StepID == args[2]) {
+					n++
+				}
+			}
+			if n >= want {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ts.Fatalf("waitlog: not %d %s record(s) %v in task %s's log within 30s", want, args[1], args[2:], args[0])
+}
+
+// hubAuth reads a credentials argument: a token file, an NKey seed
+// (NAME.seed), or "tls" (ca.pem, client.pem, client.key of tlscerts).
+func hubAuth(ts *testscript.TestScript, arg string) remote.Auth {
+	switch {
+	case arg == "tls":
+		return remote.Auth{TLSCA: ts.MkAbs("ca.pem"), TLSCert: ts.MkAbs("client.pem"), TLSKey: ts.MkAbs("client.key")}
+	case strings.HasSuffix(arg, ".seed"):
+		return remote.Auth{NKeySeed: ts.MkAbs(arg)}
+	}
+	return remote.Auth{TokenFile: ts.MkAbs(arg)}
+}
+
+// cmdForge plays a client that forges a worker's reports: with the
+// credentials it is given, it publishes a started and a succeeded end of
+// attempt 0 of STEP on the event subject of POOL — naming the task run as
+// the coordinator's log does, but without anything the attempt's dispatch
+// carried — and sets an idem marker of POOL's in the task's name. It says
+// for each whether the hub stored it: forge URLS CREDENTIALS TASK STEP POOL.
+func cmdForge(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 5 {
+		ts.Fatalf("usage: forge URLS CREDENTIALS TASK STEP POOL")
+	}
+	task, step, pool := args[2], args[3], args[4]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := remote.Connect(ctx, remote.Config{URLs: args[0], Name: "forger", Auth: hubAuth(ts, args[1]),
+		CallTimeout: time.Second, GiveUp: 5 * time.Second})
+	if err != nil {
+		ts.Fatalf("forge: %v", err)
+	}
+	defer c.Close()
+	// The run's id is no secret: the run_nonce of its log.
+	recs, _, err := eventlog.ReadAll(latestLog(ts, task), eventlog.ReadOptions{TaskID: task})
+	if err != nil || len(recs) == 0 || recs[0].Start == nil {
+		ts.Fatalf("forge: no TASK_START in task %s's log (%v)", task, err)
+	}
+	run := recs[0].Start.RunNonce
+	for _, typ := range []string{remote.EventStarted, remote.EventEnd} {
+		ev := &remote.Event{Type: typ, Run: run, Task: task, Step: step, Pool: pool, Worker: "forger:666",
+			Secret: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", Output: []byte(`{"forged":"yes"}`)}
+		_, err := c.Report(ctx, ev)
+		ts.Logf("forge %s: %v", typ, err)
+		fmt.Fprintf(ts.Stdout(), "%s on pool %s: %s\n", typ, pool, stored(err))
+	}
+	mk, err := c.Markers(ctx, pool, task)
+	if err == nil {
+		err = mk.Set(ctx, remote.Marker{Name: "forged", State: "done", Result: []byte(`"forged"`), Step: step})
+	}
+	ts.Logf("forge marker: %v", err)
+	fmt.Fprintf(ts.Stdout(), "marker of pool %s: %s\n", pool, stored(err))
+}
+
+func stored(err error) string {
+	if err != nil {
+		return "refused"
+	}
+	return "stored"
+}
+
+// cmdSnoop plays a worker of pool MINE that tries to see pool OTHER's work
+// and reports: it subscribes to every reply subject (where the hub delivers
+// the work a worker pulls) and to every event, re-points its pool's
+// consumer at OTHER's work, and reads OTHER's idem marker of the task. It
+// says for each whether the hub let it: snoop URLS CREDENTIALS TASK MINE OTHER.
+func cmdSnoop(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 5 {
+		ts.Fatalf("usage: snoop URLS CREDENTIALS TASK MINE OTHER")
+	}
+	task, mine, other := args[2], args[3], args[4]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := remote.Connect(ctx, remote.Config{URLs: args[0], Name: "snoop", Auth: hubAuth(ts, args[1]),
+		CallTimeout: time.Second, GiveUp: 5 * time.Second})
+	if err != nil {
+		ts.Fatalf("snoop: %v", err)
+	}
+	defer c.Close()
+	for _, subject := range []string{"_INBOX.>", "apollo.ev.>"} {
+		before := c.NC.LastError()
+		sub, err := c.NC.SubscribeSync(subject)
+		if err == nil {
+			err = c.NC.Flush()
+			sub.Unsubscribe()
+		}
+		if last := c.NC.LastError(); err == nil && last != before {
+			err = last
+		}
+		fmt.Fprintf(ts.Stdout(), "subscribe %s: %s\n", subject, allowed(err))
+	}
+	err = c.Do(ctx, "re-point a consumer", func(ctx context.Context) error {
+		_, err := c.JS.CreateOrUpdateConsumer(ctx, remote.StepsStream, jetstream.ConsumerConfig{Durable: remote.PoolConsumer(mine),
+			FilterSubject: remote.PoolFilter(other), AckPolicy: jetstream.AckExplicitPolicy})
+		return err
+	})
+	fmt.Fprintf(ts.Stdout(), "consumer of pool %s on pool %s's work: %s\n", mine, other, allowed(err))
+	mk, err := c.Markers(ctx, other, task)
+	if err == nil {
+		_, _, _, err = mk.Get(ctx, "forged")
+	}
+	fmt.Fprintf(ts.Stdout(), "read marker of pool %s: %s\n", other, allowed(err))
+}
+
+func allowed(err error) string {
+	if err != nil {
+		return "refused"
+	}
+	return "allowed"
 }

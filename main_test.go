@@ -54,6 +54,9 @@ func TestScripts(t *testing.T) {
 			"nkey":     cmdNKey,
 			"tlscerts": cmdTLSCerts,
 			"hubcheck": cmdHubCheck,
+			"waitlog":  cmdWaitLog,
+			"forge":    cmdForge,
+			"snoop":    cmdSnoop,
 		},
 	})
 }

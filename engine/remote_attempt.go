@@ -250,7 +250,8 @@ func (r *taskRun) workFor(n *node, rs *renderedStep, retry int, input, pool stri
 	for _, m := range r.markers.All() {
 		marks = append(marks, remote.Marker{Name: m.Name, State: m.State, Result: m.Result})
 	}
-	return &remote.Work{Task: t.id, Step: s.ID, Attempt: retry, Pool: pool, Run: r.hub.run, Epoch: r.hub.lease.Epoch(),
+	return &remote.Work{Task: t.id, Step: s.ID, Attempt: retry, Pool: pool, Run: r.hub.run, Secret: r.hub.secret(s.ID, retry),
+		Epoch:       r.hub.lease.Epoch(),
 		Coordinator: host + ":" + strconv.Itoa(os.Getpid()), Pipeline: &p, Command: rs.command, Env: env,
 		Vars: vars, Params: rs.with, Upstream: r.upstreamOutputs(n), InputDigest: input,
 		ArtifactsDir: t.dir.Artifacts(t.id), StateDir: t.dir.Root, OutputLimit: max(r.e.opts.MaxOutputBytes, 0),
@@ -274,7 +275,7 @@ func newOutputWriter(r *taskRun) *outputWriter {
 }
 
 func (o *outputWriter) run(ctx context.Context, c *remote.Client, h *hubRun) {
-	feed, err := c.NewFeed(ctx, remote.OutputStream, remote.OutputSubject(o.r.t.id), 1)
+	feed, err := c.NewFeed(ctx, remote.OutputStream, remote.TaskOutput(o.r.t.id), 1)
 	if err != nil {
 		return
 	}
@@ -288,8 +289,9 @@ func (o *outputWriter) run(ctx context.Context, c *remote.Client, h *hubRun) {
 			return
 		}
 		var piece remote.Output
-		if json.Unmarshal(m.Data, &piece) != nil || piece.Run != h.run || o.r.t.p.Step(piece.Step) == nil {
-			continue
+		if json.Unmarshal(m.Data, &piece) != nil || piece.Run != h.run || o.r.t.p.Step(piece.Step) == nil ||
+			piece.Task != o.r.t.id || !remote.SameSecret(piece.Secret, h.secret(piece.Step, piece.Attempt)) {
+			continue // another run's, or not from the attempt's worker
 		}
 		o.write(&piece)
 	}

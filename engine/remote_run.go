@@ -4,17 +4,24 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"apollo/engine/executor"
 	"apollo/engine/remote"
+	"apollo/engine/textfmt"
 	"apollo/engine/usage"
 	"apollo/eventlog"
 )
@@ -83,6 +90,12 @@ type hubRun struct {
 	pool  string
 	host  string
 	run   string // the task run's id in messages: its log's run_nonce
+	// key is the run's key, of which each attempt's secret is a digest
+	// (remote.AttemptSecret): kept in the state folder, never logged.
+	key []byte
+	// refused counts the reports taken for nobody's (no secret, another
+	// pool): after maxRefusals, they are no longer written to the log.
+	refused int
 
 	mu      sync.Mutex
 	slots   map[string]*slot // by step: its latest attempt
@@ -185,10 +198,35 @@ func (r *taskRun) startHub(ctx context.Context) error {
 		return err
 	}
 	h.run = run
+	keyPath, created, err := r.runKey(run)
+	if err != nil {
+		return err
+	}
+	var unchecked []string
 	for id, st := range r.state.Steps {
+		if st.Remote && st.Dirty && created {
+			// Dispatched under a key that is gone: their reports cannot be
+			// told from forgeries, so they are cut off (cleanup, rerun).
+			unchecked = append(unchecked, fmt.Sprintf("%s (attempt %d)", id, st.RetryCount))
+			continue
+		}
 		if st.Remote && st.Dirty {
 			h.slots[id] = &slot{n: st.RetryCount, open: true, started: st.StartedAt != "", input: st.InputDigest,
 				done: make(chan outcome, 1)}
+		}
+	}
+	if len(unchecked) > 0 {
+		sort.Strings(unchecked)
+		msg := fmt.Sprintf("the run's hub key %s was missing, so the reports of the attempts in flight %v cannot be checked: "+
+			"they are treated as cut off (cleanup, then the next attempt), and their workers' reports are refused", keyPath, unchecked)
+		fmt.Fprintf(r.e.opts.Stderr, "apollo: %s\n", msg)
+		if err := r.warn(nil, msg); err != nil {
+			return err
+		}
+	}
+	if r.created {
+		if err := h.dropEarlierRuns(ctx); err != nil {
+			return &HubError{TaskID: r.t.id, Err: err}
 		}
 	}
 	// Markers: the log is the authority; the bucket follows it.
@@ -202,7 +240,7 @@ func (r *taskRun) startHub(ctx context.Context) error {
 	go func() { defer h.otherDone.Done(); h.renew(octx) }()
 	go func() { defer h.otherDone.Done(); h.out.run(octx, c, h) }()
 	// Catch up: what workers reported while no coordinator listened.
-	feed, err := c.NewFeed(ctx, remote.EventsStream, remote.EventSubject(r.t.id), uint64(r.state.LastSrcSeq)+1)
+	feed, err := c.NewFeed(ctx, remote.EventsStream, remote.TaskEvents(r.t.id), uint64(r.state.LastSrcSeq)+1)
 	if err != nil {
 		return &HubError{TaskID: r.t.id, Err: err}
 	}
@@ -216,7 +254,7 @@ func (r *taskRun) startHub(ctx context.Context) error {
 		if m == nil {
 			break
 		}
-		if err := h.ingest(m.Data, int64(m.Sequence)); err != nil {
+		if err := h.ingest(m.Data, int64(m.Sequence), m.Subject); err != nil {
 			feed.Close()
 			return err
 		}
@@ -235,7 +273,7 @@ func (r *taskRun) startHub(ctx context.Context) error {
 				}
 				return
 			}
-			if err := h.ingest(m.Data, int64(m.Sequence)); err != nil {
+			if err := h.ingest(m.Data, int64(m.Sequence), m.Subject); err != nil {
 				h.fail(err)
 				return
 			}
@@ -322,6 +360,111 @@ func logRunID(path string) (string, error) {
 	return rec.Start.RunNonce, nil
 }
 
+// runKey sets the run's key, from which each attempt's secret is derived,
+// and returns its file and whether it had to be made. It is kept in the
+// state folder (hub/<task_id>/<run>.key, readable by its owner only), so
+// that a coordinator restarted on the same log checks the reports of the
+// attempts it adopts. The keys of the task's earlier runs are removed:
+// their logs are no longer resumed.
+func (r *run) runKey(run string) (path string, created bool, err error) {
+	h := r.hub
+	dir := filepath.Join(r.t.dir.Root, "hub", r.t.id)
+	path = filepath.Join(dir, run+".key")
+	if b, err := os.ReadFile(path); err == nil {
+		if key, err := hex.DecodeString(strings.TrimSpace(string(b))); err == nil && len(key) >= 32 {
+			h.key = key
+			return path, false, nil
+		}
+	}
+	if err := eventlog.MkdirAll(r.e.fs(), dir); err != nil {
+		return "", false, fmt.Errorf("hub key folder: %w", err)
+	}
+	old, _ := filepath.Glob(filepath.Join(dir, "*.key"))
+	for _, f := range old {
+		if f != path {
+			os.Remove(f)
+		}
+	}
+	key := make([]byte, 32)
+	rand.Read(key)
+	err = eventlog.WriteFileAtomic(r.e.fs(), path, 0o600, func(w io.Writer) error {
+		_, err := io.WriteString(w, hex.EncodeToString(key)+"\n")
+		return err
+	})
+	if err != nil {
+		return "", false, fmt.Errorf("hub key: %w", err)
+	}
+	h.key = key
+	return path, true, nil
+}
+
+// dropEarlierRuns removes from the work queue the task's attempts that
+// earlier runs dispatched and no worker finished: a new log of the task
+// (--fresh, after gc, a replaced state folder) means no coordinator follows
+// them any more (this one holds the task's lease), and a worker that took
+// one later would run a step of an abandoned run.
+func (h *hubRun) dropEarlierRuns(ctx context.Context) error {
+	s, err := h.c.Stream(ctx, remote.StepsStream)
+	if err != nil {
+		return err
+	}
+	filter := remote.TaskSteps(h.r.t.id)
+	var queued uint64
+	err = h.c.Do(ctx, "drop the attempts of the task's earlier runs", func(ctx context.Context) error {
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
+		if err != nil {
+			return err
+		}
+		queued = 0
+		for _, n := range info.State.Subjects {
+			queued += n
+		}
+		if queued == 0 {
+			return nil
+		}
+		return s.Purge(ctx, jetstream.WithPurgeSubject(filter))
+	})
+	if err == nil && queued > 0 {
+		fmt.Fprintf(h.r.e.opts.Stderr, "apollo: dropped %d attempt(s) of an earlier run of task %s from the hub's work queue: "+
+			"this new log does not follow them\n", queued, h.r.t.id)
+	}
+	return err
+}
+
+// secret is the secret of attempt n of step in this run.
+func (h *hubRun) secret(step string, n int) string {
+	return remote.AttemptSecret(h.key, remote.DispatchID(h.run, h.r.t.id, step, n))
+}
+
+// maxRefusals bounds the WARNINGs of refused reports in one run: a client
+// that floods the hub with them does not fill the log.
+const maxRefusals = 100
+
+// refuse records a report that is not the attempt's: it lacks the secret
+// of the attempt's dispatch, or came on another pool's subject. A WARNING
+// names the sender as it named itself and the subject it used; nothing
+// else of the report is taken.
+func (h *hubRun) refuse(ev *remote.Event, seq int64, subject, why string) error {
+	h.refused++
+	if h.refused > maxRefusals {
+		return nil
+	}
+	// Everything in it is the sender's word: bounded, and a step this
+	// pipeline does not have is named in the message only.
+	msg := fmt.Sprintf("hub event %q of step %s attempt %d refused: %s; it was sent by a client of the hub calling itself worker %q, on subject %s, "+
+		"and is not recorded", textfmt.OneLine(ev.Type, 40), textfmt.OneLine(ev.Step, 200), ev.Attempt, why,
+		textfmt.OneLine(ev.Worker, 200), textfmt.OneLine(subject, 300))
+	if h.refused == maxRefusals {
+		msg += fmt.Sprintf("; this is the %dth refused event of this run: further ones are not written to the log", maxRefusals)
+	}
+	step := ev.Step
+	if h.r.t.p.Step(step) == nil && h.r.node(step) == nil {
+		step = ""
+	}
+	return h.r.w.AppendUnsynced(&eventlog.Record{EventType: eventlog.Warning, StepID: step, Status: eventlog.Running,
+		RetryCount: ev.Attempt, Message: bounded(msg), Worker: textfmt.OneLine(ev.Worker, 200), SrcSeq: seq})
+}
+
 // poolOf is the pool a node's attempts go to.
 func (h *hubRun) poolOf(n *node) string {
 	if p := n.rs.step.Pool; p != "" {
@@ -400,7 +543,7 @@ func (h *hubRun) cancelRemote() {
 // the log does not know was set by an attempt that never reported it, so
 // its guarded code never ran.
 func (h *hubRun) syncMarkers(ctx context.Context) error {
-	mk, err := h.c.Markers(ctx, h.r.t.id)
+	mk, err := h.c.Markers(ctx, "", h.r.t.id)
 	if err != nil {
 		return err
 	}
@@ -416,7 +559,7 @@ func (h *hubRun) syncMarkers(ctx context.Context) error {
 		if ok && want.State == m.State && string(want.Result) == string(m.Result) {
 			continue
 		}
-		reset := remote.Marker{Name: m.Name}
+		reset := remote.Marker{Name: m.Name, Pool: m.Pool}
 		if ok {
 			reset.State, reset.Result = want.State, want.Result
 		}
@@ -427,8 +570,11 @@ func (h *hubRun) syncMarkers(ctx context.Context) error {
 	return nil
 }
 
-// ingest appends what one event of the hub means for the log.
-func (h *hubRun) ingest(data []byte, seq int64) error {
+// ingest appends what one event of the hub means for the log. An event of
+// this run is taken only when it carries the secret of its attempt's
+// dispatch, and, for the step's current attempt, came on the subject of
+// the pool it was dispatched to; anything else is a WARNING (refuse).
+func (h *hubRun) ingest(data []byte, seq int64, subject string) error {
 	r := h.r
 	var ev remote.Event
 	if err := json.Unmarshal(data, &ev); err != nil {
@@ -438,10 +584,20 @@ func (h *hubRun) ingest(data []byte, seq int64) error {
 	if ev.Run != h.run {
 		return nil // another run of the same task id (a fresh log, another state folder)
 	}
+	if ev.Task != r.t.id || !remote.SameSecret(ev.Secret, h.secret(ev.Step, ev.Attempt)) {
+		return h.refuse(&ev, seq, subject, "it does not carry the secret of that attempt's dispatch, so it does not come from the worker that was given it")
+	}
 	h.mu.Lock()
 	sl := h.slots[ev.Step]
 	current := sl != nil && sl.open && sl.n == ev.Attempt
+	pool := ""
+	if sl != nil {
+		pool = sl.pool
+	}
 	h.mu.Unlock()
+	if from := remote.SubjectPool(subject); current && pool != "" && from != pool {
+		return h.refuse(&ev, seq, subject, fmt.Sprintf("it came from pool %s, but the attempt was dispatched to pool %s", from, pool))
+	}
 	if ev.Type == remote.EventMarker && ev.Marker != nil {
 		rec := &eventlog.Record{EventType: eventlog.Marker, StepID: ev.Step, Status: eventlog.Running,
 			RetryCount: ev.Attempt, Worker: ev.Worker, SrcSeq: seq,

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -676,4 +677,193 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestHubSecretNeverWritten: the attempts' secrets travel in their
+// messages only: no log, snapshot, output file or line the coordinator or a
+// worker prints holds one. Under -short it runs on one node.
+func TestHubSecretNeverWritten(t *testing.T) {
+	nodes := 3
+	if testing.Short() {
+		nodes = 1
+	}
+	e := newHubEnv(t, nodes)
+	var workerLog, out syncBuffer
+	e.startWorker("w1", e.cl.URLs(), func(o *worker.Options) { o.Log = &workerLog })
+	path := filepath.Join(e.dir, "secret.yaml")
+	os.WriteFile(path, []byte(`task_name: secret
+steps:
+  - id: a
+    command: env; echo done
+  - id: b
+    lua: |
+      local idem = require("apollo.idem")
+      return idem.once("m", function() return "x" end)
+    depends_on: [a]
+`), 0o644)
+	ro := RunOptions{TaskID: e.task, Hub: HubOptions{URLs: e.cl.URLs(), CallTimeout: time.Second, GiveUp: 20 * time.Second, LeaseTTL: 6 * time.Second}}
+	eng := New(Options{StateDir: filepath.Join(e.dir, ".apollo"), Workdir: e.dir, Stdout: &out, Stderr: &out,
+		Progress: ProgressPlain, KillGrace: 500 * time.Millisecond})
+	if err := eng.Run(t.Context(), path, ro); err != nil {
+		t.Fatal(err)
+	}
+	recs := e.logOf(e.task)
+	run := recs[0].Start.RunNonce
+	keyHex, err := os.ReadFile(filepath.Join(e.dir, ".apollo", "hub", e.task, run+".key"))
+	if err != nil {
+		t.Fatalf("the run's key: %v", err)
+	}
+	key, _ := hex.DecodeString(strings.TrimSpace(string(keyHex)))
+	var secrets []string
+	for _, step := range []string{"a", "b"} {
+		secrets = append(secrets, remote.AttemptSecret(key, remote.DispatchID(run, e.task, step, 0)))
+	}
+	look := func(what, text string) {
+		for _, s := range secrets {
+			if strings.Contains(text, s) {
+				t.Errorf("%s holds an attempt's secret", what)
+			}
+		}
+	}
+	look("the run's output", out.String())
+	look("the worker's log", workerLog.String())
+	filepath.WalkDir(e.dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && !strings.HasSuffix(p, ".key") {
+			b, _ := os.ReadFile(p)
+			look(p, string(b))
+		}
+		return nil
+	})
+	if countType(recs, eventlog.StepEnd) != 2 {
+		t.Errorf("%d STEP_ENDs, want 2", countType(recs, eventlog.StepEnd))
+	}
+}
+
+// TestHubFreshRun is issue 25 on three nodes: a task run, then a --fresh
+// run of the same task id within the hub's duplicate window, then another
+// in a replaced state folder: each completes, each step started and ended
+// once in each log.
+func TestHubFreshRun(t *testing.T) {
+	needCluster(t)
+	e := newHubEnv(t, 3)
+	e.startWorker("w1", e.cl.URLs(), nil)
+	path := e.dag("fresh", 2, 2, "true")
+	for i, tune := range []func(ro *RunOptions){nil, func(ro *RunOptions) { ro.Fresh = true }, nil} {
+		if i == 2 {
+			os.RemoveAll(filepath.Join(e.dir, ".apollo"))
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		err := e.run(ctx, path, e.cl.URLs(), tune)
+		cancel()
+		if err != nil {
+			t.Fatalf("run %d: %v", i+1, err)
+		}
+		recs := e.logOf(e.task)
+		if s, n := countType(recs, eventlog.StepStart), countType(recs, eventlog.StepEnd); s != 4 || n != 4 {
+			t.Errorf("run %d: %d STEP_STARTs and %d STEP_ENDs, want 4 each", i+1, s, n)
+		}
+	}
+}
+
+// TestHubKeyLost: a coordinator restarted on its log whose run key is gone
+// cannot tell its attempts' reports from forgeries: it says so, treats the
+// attempts in flight as cut off (cleanup, next attempt) and completes.
+func TestHubKeyLost(t *testing.T) {
+	needCluster(t)
+	e := newHubEnv(t, 3)
+	tw := e.startWorker("w1", e.cl.URLs(), nil)
+	path := e.dag("keylost", 2, 1, "sleep 1.5")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- e.run(ctx, path, e.cl.URLs(), func(ro *RunOptions) { ro.Hub.detach = true }) }()
+	<-tw.starts
+	cancel()
+	<-done
+	keys, _ := filepath.Glob(filepath.Join(e.dir, ".apollo", "hub", e.task, "*.key"))
+	if len(keys) != 1 {
+		t.Fatalf("run keys %v, want one", keys)
+	}
+	os.Remove(keys[0])
+	rctx, rcancel := context.WithTimeout(t.Context(), time.Minute)
+	defer rcancel()
+	if err := e.run(rctx, path, e.cl.URLs(), nil); err != nil {
+		t.Fatal(err)
+	}
+	recs := e.logOf(e.task)
+	said, cleaned := false, 0
+	for _, r := range recs {
+		said = said || r.EventType == eventlog.Warning && strings.Contains(r.Message, "hub key") &&
+			strings.Contains(r.Message, "treated as cut off")
+		if r.EventType == eventlog.Cleanup && r.Dirty {
+			cleaned++
+		}
+	}
+	if !said {
+		t.Error("no WARNING that the run's key was missing")
+	}
+	if cleaned == 0 {
+		t.Error("no attempt in flight was cleaned up as cut off")
+	}
+	if n := countType(recs, eventlog.StepEnd); n != 2 {
+		t.Errorf("%d STEP_ENDs, want 2", n)
+	}
+}
+
+// TestHubFreshDropsEarlierRun: an attempt an interrupted run left queued
+// (its pool had no worker) is dropped when a new log of the task starts
+// (--fresh): a worker that comes later runs the new run's attempt only,
+// never the abandoned run's.
+func TestHubFreshDropsEarlierRun(t *testing.T) {
+	nodes := 3
+	if testing.Short() {
+		nodes = 1
+	}
+	e := newHubEnv(t, nodes)
+	path := filepath.Join(e.dir, "late.yaml")
+	os.WriteFile(path, []byte("task_name: late\nsteps:\n  - id: a\n    command: echo ran >> \"$APOLLO_ARTIFACTS_DIR/ran\"\n    pool: late\n"), 0o644)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- e.run(ctx, path, e.cl.URLs(), func(ro *RunOptions) { ro.Hub.detach = true }) }()
+	deadline := time.Now().Add(30 * time.Second)
+	dispatched := func(logs int) {
+		for time.Now().Before(deadline) {
+			found, _ := filepath.Glob(filepath.Join(e.dir, ".apollo", "logs", "task_"+e.task+"_*.jsonl"))
+			if len(found) == logs && countType(e.logOf(e.task), eventlog.Dispatch) > 0 {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatal("no DISPATCH within 30s")
+	}
+	dispatched(1)
+	cancel()
+	<-done
+	rctx, rcancel := context.WithTimeout(t.Context(), time.Minute)
+	defer rcancel()
+	go func() { done <- e.run(rctx, path, e.cl.URLs(), func(ro *RunOptions) { ro.Fresh = true }) }()
+	dispatched(2) // the new log dropped the old attempt before it dispatched its own
+	e.startWorker("late", e.cl.URLs(), func(o *worker.Options) { o.Pool = "late" })
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	ran := filepath.Join(e.dir, ".apollo", "artifacts", e.task, "ran")
+	// The queue is empty once the new run ends unless an old attempt is
+	// still there; give a worker that took one the time to run it.
+	c := e.client(e.cl.URLs())
+	s, err := c.Stream(t.Context(), remote.StepsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for time.Now().Before(deadline.Add(30 * time.Second)) {
+		info, err := s.Info(t.Context(), jetstream.WithSubjectFilter(remote.TaskSteps(e.task)))
+		if err == nil && len(info.State.Subjects) == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	b, _ := os.ReadFile(ran)
+	if n := strings.Count(string(b), "ran"); n != 1 {
+		t.Errorf("step a ran %d times, want once: the abandoned run's attempt ran too", n)
+	}
 }

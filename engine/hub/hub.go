@@ -69,8 +69,8 @@ func (e *ConfigError) Error() string { return e.Msg }
 const CredentialsHelp = `set credentials with one of:
   --token-file FILE   a shared secret (one line); coordinators and workers pass the same --token-file
   --nkeys FILE        one client a line: "coordinator PUBLIC_NKEY" or "worker PUBLIC_NKEY [pool,...]";
-                      clients pass --nkey-seed SEED_FILE (a worker may then only pull from its pools
-                      and publish events)
+                      clients pass --nkey-seed SEED_FILE (a worker may then only pull, report and
+                      keep markers for its pools)
   --tls-cert FILE --tls-key FILE --tls-ca FILE
                       TLS, with client certificates signed by the CA; clients pass --tls-ca,
                       --tls-cert and --tls-key`
@@ -431,7 +431,7 @@ func readNKeys(path string) ([]*server.NkeyUser, error) {
 			}
 			u.Permissions = &server.Permissions{
 				Publish:   &server.SubjectPermission{Allow: remote.WorkerPublish(pools)},
-				Subscribe: &server.SubjectPermission{Allow: remote.WorkerSubscribe()},
+				Subscribe: &server.SubjectPermission{Allow: remote.WorkerSubscribe(fields[1])},
 			}
 		default:
 			return nil, fmt.Errorf("--nkeys %s:%d: role %q: expected coordinator or worker", path, n, fields[0])

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 )
 
 // Defaults of Config (docs/spec.md §8.7).
@@ -114,7 +115,13 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("nkey seed %s: %w", a.NKeySeed, err)
 		}
-		opts = append(opts, o)
+		pub, err := nkeyPublic(a.NKeySeed)
+		if err != nil {
+			return nil, err
+		}
+		// apollo hub --nkeys lets a worker read replies under its own
+		// key's prefix only.
+		opts = append(opts, o, nats.CustomInboxPrefix(WorkerInbox(pub)))
 	}
 	if a.TLSCA != "" {
 		opts = append(opts, nats.RootCAs(a.TLSCA))
@@ -150,6 +157,28 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// nkeyPublic is the public key of the NKey seed in a file.
+func nkeyPublic(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("nkey seed: %w", err)
+	}
+	kp, err := nkeys.ParseDecoratedNKey(b)
+	if err != nil {
+		return "", fmt.Errorf("nkey seed %s: %w", path, err)
+	}
+	defer kp.Wipe()
+	return kp.PublicKey()
+}
+
+// orDefault is pool, or the default pool when it is "".
+func orDefault(pool string) string {
+	if pool == "" {
+		return DefaultPool
+	}
+	return pool
 }
 
 // CredentialsError says the hub refused the credentials this client
@@ -388,6 +417,6 @@ func (c *Client) Report(ctx context.Context, ev *Event) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	seq, _, err := c.Publish(ctx, EventSubject(ev.Task), ev.MsgID(), data)
+	seq, _, err := c.Publish(ctx, EventSubject(orDefault(ev.Pool), ev.Task), ev.MsgID(), data)
 	return seq, err
 }

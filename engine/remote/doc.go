@@ -9,11 +9,16 @@
 //
 // The layout on the hub:
 //
-//	APOLLO_STEPS   work queue  apollo.step.<pool>.<task>.<step>   one message per attempt, Msg-Id task/step/n
-//	APOLLO_EVENTS  limits      apollo.ev.<task>                   started, end, lost, marker: in order per task
-//	APOLLO_OUTPUT  limits      apollo.out.<task>                  a remote attempt's output, in chunks at offsets
+//	APOLLO_STEPS   work queue  apollo.step.<pool>.<task>.<step>   one message per attempt, Msg-Id run/task/step/n
+//	APOLLO_EVENTS  limits      apollo.ev.<pool>.<task>            started, end, lost, marker: in order per task
+//	APOLLO_OUTPUT  limits      apollo.out.<pool>.<task>           a remote attempt's output, in chunks at offsets
 //	apollo_leases  KV          task.<task>                        one coordinator per task
-//	apollo_idem    KV          <task>.<marker>                    idem.once gates of remote attempts
+//	apollo_idem    KV          <pool>.<task>.<marker>             idem.once gates of remote attempts
+//
+// Reports and markers are per pool, so that apollo hub --nkeys can let a
+// worker write only its pools' (WorkerPublish). Each dispatch carries a
+// secret of its attempt (AttemptSecret), which the worker's reports carry
+// back: the coordinator takes no report without it.
 //
 // A task id may hold dots, which separate subject tokens, so in subjects and
 // keys it is written with '=' for '.' (Token), a character task ids cannot

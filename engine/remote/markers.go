@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -15,19 +16,27 @@ import (
 // attempt's successor runs). Moving a marker to pending is a
 // compare-and-set: from no key with Create, from cleared with Update on the
 // cleared revision.
+//
+// Each pool's workers have keys of their own (with apollo hub --nkeys, a
+// worker may read and write its pools' only), so the gate holds between
+// attempts of the steps of one pool; steps of two pools that share a marker
+// name see each other's markers as the coordinator's log held them at
+// dispatch.
 type Markers struct {
 	c    *Client
 	kv   jetstream.KeyValue
+	pool string
 	task string
 }
 
-// Markers opens the idem bucket for a task.
-func (c *Client) Markers(ctx context.Context, taskID string) (*Markers, error) {
+// Markers opens the idem bucket for a task's markers in pool ("": every
+// pool's, for All and Reset).
+func (c *Client) Markers(ctx context.Context, pool, taskID string) (*Markers, error) {
 	kv, err := c.kv(ctx, IdemBucket)
 	if err != nil {
 		return nil, err
 	}
-	return &Markers{c: c, kv: kv, task: taskID}, nil
+	return &Markers{c: c, kv: kv, pool: pool, task: taskID}, nil
 }
 
 // ErrMarkerTaken says another attempt moved the marker first.
@@ -37,7 +46,7 @@ var ErrMarkerTaken = errors.New("another attempt holds the marker")
 // none of that name.
 func (m *Markers) Get(ctx context.Context, name string) (mk Marker, rev uint64, ok bool, err error) {
 	err = m.c.Do(ctx, "read marker "+name, func(ctx context.Context) error {
-		e, err := m.kv.Get(ctx, markerKey(m.task, name))
+		e, err := m.kv.Get(ctx, markerKey(m.pool, m.task, name))
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			ok = false
 			return nil
@@ -62,7 +71,7 @@ func (m *Markers) Set(ctx context.Context, mk Marker) error {
 	if err != nil {
 		return err
 	}
-	key := markerKey(m.task, mk.Name)
+	key := markerKey(m.pool, m.task, mk.Name)
 	return m.c.Do(ctx, "record marker "+mk.Name, func(ctx context.Context) error {
 		if mk.State != "pending" {
 			_, err := m.kv.Put(ctx, key, val)
@@ -96,12 +105,12 @@ func (m *Markers) Set(ctx context.Context, mk Marker) error {
 	})
 }
 
-// All returns the task's markers in the bucket.
+// All returns the task's markers in the bucket, each with its pool.
 func (m *Markers) All(ctx context.Context) ([]Marker, error) {
 	var out []Marker
 	err := m.c.Do(ctx, "list markers", func(ctx context.Context) error {
 		out = nil
-		lister, err := m.kv.ListKeysFiltered(ctx, Token(m.task)+".*")
+		lister, err := m.kv.ListKeysFiltered(ctx, "*."+Token(m.task)+".*")
 		if err != nil {
 			return err
 		}
@@ -119,6 +128,7 @@ func (m *Markers) All(ctx context.Context) ([]Marker, error) {
 			}
 			var mk Marker
 			if json.Unmarshal(e.Value(), &mk) == nil {
+				mk.Pool, _, _ = strings.Cut(k, ".")
 				out = append(out, mk)
 			}
 		}
@@ -127,10 +137,11 @@ func (m *Markers) All(ctx context.Context) ([]Marker, error) {
 	return out, err
 }
 
-// Reset makes the bucket's marker name what the log says: state, or no key
-// when state is "" (the log has none, or a recovery script cleared it).
+// Reset makes the bucket's marker name in mk.Pool what the log says: state,
+// or no key when state is "" (the log has none, or a recovery script
+// cleared it).
 func (m *Markers) Reset(ctx context.Context, mk Marker) error {
-	key := markerKey(m.task, mk.Name)
+	key := markerKey(mk.Pool, m.task, mk.Name)
 	if mk.State == "" {
 		return m.c.Do(ctx, "remove marker "+mk.Name, func(ctx context.Context) error {
 			err := m.kv.Purge(ctx, key)

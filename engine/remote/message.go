@@ -19,6 +19,9 @@ type Work struct {
 	// Run names the task run: its log's run_nonce. Events of another run
 	// of the same task id are not this one's.
 	Run string `json:"run"`
+	// Secret is the attempt's secret (AttemptSecret): a worker's reports
+	// of the attempt carry it back. Never logged or printed.
+	Secret string `json:"secret"`
 	// Epoch is the revision of the coordinator's lease when it dispatched.
 	Epoch       uint64 `json:"epoch"`
 	Coordinator string `json:"coordinator"` // host:pid
@@ -63,14 +66,18 @@ const (
 	EventMarker  = "marker"  // an idempotency marker changed (idem.once on a worker)
 )
 
-// Event is what a worker reports about an attempt, on the task's event
-// subject, in order.
+// Event is what a worker reports about an attempt, on its pool's event
+// subject of the task, in order.
 type Event struct {
 	Type    string `json:"type"`
 	Run     string `json:"run"`
 	Task    string `json:"task"`
 	Step    string `json:"step"`
 	Attempt int    `json:"attempt"`
+	Pool    string `json:"pool"`
+	// Secret is the attempt's secret, from its message: the coordinator
+	// takes no report without it.
+	Secret string `json:"secret,omitempty"`
 	// Worker is the reporting worker, host:pid; Delivery the message's
 	// delivery count as it saw it.
 	Worker   string `json:"worker"`
@@ -117,12 +124,16 @@ type Marker struct {
 	// Step and Attempt record what set it, in the idem bucket.
 	Step    string `json:"step,omitempty"`
 	Attempt int    `json:"attempt,omitempty"`
+	// Pool is the pool whose key holds it in the idem bucket (Markers.All).
+	Pool string `json:"-"`
 }
 
 // Output is a piece of a remote attempt's output file, at its offset: a
 // coordinator that reads a piece twice writes the same bytes twice.
 type Output struct {
 	Task    string `json:"task"`
+	Pool    string `json:"pool"`
+	Secret  string `json:"secret,omitempty"` // the attempt's, as in Event
 	Run     string `json:"run"`
 	Step    string `json:"step"`
 	Attempt int    `json:"attempt"`

@@ -1,7 +1,11 @@
 package remote
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
 	"strconv"
 	"strings"
 )
@@ -27,17 +31,40 @@ func StepSubject(pool, taskID, step string) string {
 	return "apollo.step." + pool + "." + Token(taskID) + "." + step
 }
 
+// TaskSteps is the filter of a task's attempts in the work queue, all
+// pools'.
+func TaskSteps(taskID string) string { return "apollo.step.*." + Token(taskID) + ".>" }
+
 // PoolFilter is the subject filter of a pool's consumer.
 func PoolFilter(pool string) string { return "apollo.step." + pool + ".>" }
 
 // PoolConsumer is the durable consumer a pool's workers share.
 func PoolConsumer(pool string) string { return "pool_" + pool }
 
-// EventSubject is the subject of a task's events.
-func EventSubject(taskID string) string { return "apollo.ev." + Token(taskID) }
+// EventSubject is the subject on which the workers of pool report a
+// task's events: with apollo hub --nkeys, only that pool's workers may
+// publish to it.
+func EventSubject(pool, taskID string) string { return "apollo.ev." + pool + "." + Token(taskID) }
 
-// OutputSubject is the subject of a task's remote output.
-func OutputSubject(taskID string) string { return "apollo.out." + Token(taskID) }
+// TaskEvents is the filter of a task's events, all pools': the coordinator
+// reads them in the order the hub stored them.
+func TaskEvents(taskID string) string { return "apollo.ev.*." + Token(taskID) }
+
+// OutputSubject is the subject of a task's remote output from pool's
+// workers.
+func OutputSubject(pool, taskID string) string { return "apollo.out." + pool + "." + Token(taskID) }
+
+// TaskOutput is the filter of a task's remote output, all pools'.
+func TaskOutput(taskID string) string { return "apollo.out.*." + Token(taskID) }
+
+// SubjectPool is the pool of an event or output subject ("" if it has none).
+func SubjectPool(subject string) string {
+	parts := strings.SplitN(subject, ".", 4)
+	if len(parts) != 4 || parts[0] != "apollo" || (parts[1] != "ev" && parts[1] != "out") {
+		return ""
+	}
+	return parts[2]
+}
 
 // CancelSubject is the core subject on which a coordinator asks the
 // workers to end a task's running attempts (it was interrupted).
@@ -46,10 +73,26 @@ func CancelSubject(taskID string) string { return "apollo.cancel." + Token(taskI
 // LeaseKey is a task's key in the lease bucket.
 func LeaseKey(taskID string) string { return "task." + Token(taskID) }
 
-// markerKey is a marker's key in the idem bucket: marker names are free
-// text, so they are written in base64url, which key syntax allows.
-func markerKey(taskID, name string) string {
-	return Token(taskID) + "." + base64.RawURLEncoding.EncodeToString([]byte(name))
+// markerKey is a marker's key in the idem bucket: the pool whose workers
+// may write it (apollo hub --nkeys), the task, and the name, free text
+// written in base64url, which key syntax allows.
+func markerKey(pool, taskID, name string) string {
+	return pool + "." + Token(taskID) + "." + base64.RawURLEncoding.EncodeToString([]byte(name))
+}
+
+// AttemptSecret is the secret of one dispatch: a keyed digest of its
+// dispatch id under the coordinator's run key. The coordinator puts it in
+// the attempt's message and takes a worker's report of the attempt only
+// when it carries it; it is never written to a log or printed.
+func AttemptSecret(key []byte, dispatchID string) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(dispatchID))
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// SameSecret compares two secrets in constant time.
+func SameSecret(a, b string) bool {
+	return a != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
 }
 
 // AttemptID names one attempt of a task, for people: task/step/n.
@@ -82,27 +125,26 @@ func ValidPool(name string) bool {
 	return true
 }
 
-// WorkerPublish lists the subjects a worker of pools may publish to: its
-// reports (events, output), the idem bucket's keys, and the JetStream API
-// calls of its pools' consumers, their acknowledgements and the bucket —
-// never a dispatch, and never another pool's work.
+// WorkerPublish lists the subjects a worker of pools may publish to (apollo
+// hub --nkeys): its pools' reports (events, output) and idem markers, reads
+// of those markers, and the JetStream API calls of its pools' consumers and
+// their acknowledgements — never a dispatch, another pool's reports,
+// markers or work, nor a consumer whose filter is not its pool's.
 func WorkerPublish(pools []string) []string {
 	subs := []string{
-		"apollo.ev.>", "apollo.out.>",
 		"$JS.API.INFO",
 		"$JS.API.STREAM.INFO." + StepsStream, "$JS.API.STREAM.INFO." + EventsStream, "$JS.API.STREAM.INFO." + OutputStream,
-		"$KV." + IdemBucket + ".>",
 		"$JS.API.STREAM.INFO.KV_" + IdemBucket,
-		"$JS.API.STREAM.MSG.GET.KV_" + IdemBucket,
-		"$JS.API.DIRECT.GET.KV_" + IdemBucket + ".>",
-		"$JS.API.CONSUMER.CREATE.KV_" + IdemBucket + ".>",
-		"$JS.API.CONSUMER.DELETE.KV_" + IdemBucket + ".>",
 	}
 	for _, p := range pools {
 		c := StepsStream + "." + PoolConsumer(p)
 		subs = append(subs,
-			"$JS.API.CONSUMER.CREATE."+c, "$JS.API.CONSUMER.CREATE."+c+".>",
-			"$JS.API.CONSUMER.DURABLE.CREATE."+c,
+			"apollo.ev."+p+".>", "apollo.out."+p+".>",
+			"$KV."+IdemBucket+"."+p+".>",
+			"$JS.API.DIRECT.GET.KV_"+IdemBucket+".$KV."+IdemBucket+"."+p+".>",
+			// The create call names its filter in its subject; the hub
+			// refuses a body whose filter differs.
+			"$JS.API.CONSUMER.CREATE."+c+"."+PoolFilter(p),
 			"$JS.API.CONSUMER.INFO."+c,
 			"$JS.API.CONSUMER.MSG.NEXT."+c,
 			"$JS.ACK."+c+".>",
@@ -111,6 +153,14 @@ func WorkerPublish(pools []string) []string {
 	return subs
 }
 
-// WorkerSubscribe lists the subjects a worker may subscribe to: replies
-// to its own calls, and the coordinators' requests to end attempts.
-func WorkerSubscribe() []string { return []string{"_INBOX.>", "apollo.cancel.>"} }
+// WorkerInbox is the prefix of the reply subjects of a client whose NKey is
+// publicKey: a worker may subscribe to its own replies only, never to the
+// deliveries of another pool's work.
+func WorkerInbox(publicKey string) string { return "_INBOX." + publicKey }
+
+// WorkerSubscribe lists the subjects a worker with that NKey may subscribe
+// to: replies to its own calls, and the coordinators' requests to end
+// attempts.
+func WorkerSubscribe(publicKey string) []string {
+	return []string{WorkerInbox(publicKey) + ".>", "apollo.cancel.>"}
+}

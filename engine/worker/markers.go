@@ -28,7 +28,7 @@ type markerStore struct {
 }
 
 func newMarkerStore(ctx context.Context, w *Worker, a *attempt) (*markerStore, error) {
-	hub, err := w.o.Client.Markers(ctx, a.work.Task)
+	hub, err := w.o.Client.Markers(ctx, a.work.Pool, a.work.Task)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +67,7 @@ func (s *markerStore) RecordMarker(step string, retry int, m stdlib.Marker) erro
 	seq := s.seq
 	s.mu.Unlock()
 	ev := &remote.Event{Type: remote.EventMarker, Run: work.Run, Task: work.Task, Step: work.Step, Attempt: work.Attempt,
-		Worker: s.w.id, Marker: &mk, Seq: seq}
+		Pool: work.Pool, Secret: work.Secret, Worker: s.w.id, Marker: &mk, Seq: seq}
 	if _, err := s.w.o.Client.Report(ctx, ev); err != nil {
 		return fmt.Errorf("marker %q set in the hub, but not reported: %w", m.Name, err)
 	}

@@ -65,9 +65,10 @@ func (s *streamer) send(final bool) {
 	for {
 		n, rerr := f.ReadAt(buf, s.sent)
 		if n > 0 {
-			o := remote.Output{Task: s.work.Task, Run: s.work.Run, Step: s.work.Step, Attempt: s.work.Attempt, Offset: s.sent, Data: buf[:n]}
+			o := remote.Output{Task: s.work.Task, Pool: s.work.Pool, Secret: s.work.Secret, Run: s.work.Run, Step: s.work.Step,
+				Attempt: s.work.Attempt, Offset: s.sent, Data: buf[:n]}
 			data, _ := json.Marshal(o)
-			if _, _, err := s.c.Publish(context.Background(), remote.OutputSubject(s.work.Task), o.MsgID(), data); err != nil {
+			if _, _, err := s.c.Publish(context.Background(), remote.OutputSubject(s.work.Pool, s.work.Task), o.MsgID(), data); err != nil {
 				s.err = err
 				return
 			}

@@ -262,7 +262,7 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, deliveredAt time.T
 		// and its successor is the coordinator's to dispatch (after its
 		// cleanup). Never run it here.
 		ev := &remote.Event{Type: remote.EventLost, Run: work.Run, Task: work.Task, Step: work.Step, Attempt: work.Attempt,
-			Worker: w.id, Delivery: delivery}
+			Pool: work.Pool, Secret: work.Secret, Worker: w.id, Delivery: delivery}
 		if _, err := w.o.Client.Report(context.Background(), ev); err != nil {
 			w.logf("%s: cannot report it lost: %v", id, err)
 			return // redelivered again later
@@ -361,7 +361,7 @@ func (b *beats) end() {
 func (a *attempt) begin(ctx context.Context, delivery uint64, id string, pgid int, b *beats) error {
 	w, work := a.w, a.work
 	ev := &remote.Event{Type: remote.EventStarted, Run: work.Run, Task: work.Task, Step: work.Step, Attempt: work.Attempt,
-		Worker: w.id, Delivery: delivery, PGID: pgid}
+		Pool: work.Pool, Secret: work.Secret, Worker: w.id, Delivery: delivery, PGID: pgid}
 	// The start is stored (replicated, fsynced) before the body runs,
 	// and only while the message is surely still this worker's.
 	rctx, cancel := context.WithDeadline(ctx, a.fenceAt())
@@ -424,7 +424,8 @@ func (a *attempt) finish(ctx context.Context, delivery uint64, id string, res ex
 func (a *attempt) endEvent(ctx context.Context, delivery uint64, res executor.Result, out *streamer, began time.Time) *remote.Event {
 	w, work := a.w, a.work
 	sent, outErr := out.stop(true)
-	ev := &remote.Event{Type: remote.EventEnd, Run: work.Run, Task: work.Task, Step: work.Step, Attempt: work.Attempt, Worker: w.id,
+	ev := &remote.Event{Type: remote.EventEnd, Run: work.Run, Task: work.Task, Step: work.Step, Attempt: work.Attempt,
+		Pool: work.Pool, Secret: work.Secret, Worker: w.id,
 		Delivery: delivery, ExitCode: res.ExitCode, OutputDigest: res.OutputDigest, Output: res.Output,
 		TimedOut: res.TimedOut, Interrupted: res.Interrupted, NotStarted: res.NotStarted, Note: res.Note,
 		DurationMS: time.Since(began).Milliseconds(), OutBytes: sent}
