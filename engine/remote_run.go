@@ -366,7 +366,7 @@ func logRunID(path string) (string, error) {
 // that a coordinator restarted on the same log checks the reports of the
 // attempts it adopts. The keys of the task's earlier runs are removed:
 // their logs are no longer resumed.
-func (r *run) runKey(run string) (path string, created bool, err error) {
+func (r *taskRun) runKey(run string) (path string, created bool, err error) {
 	h := r.hub
 	dir := filepath.Join(r.t.dir.Root, "hub", r.t.id)
 	path = filepath.Join(dir, run+".key")
