@@ -18,6 +18,8 @@ func TestSubjects(t *testing.T) {
 		EventSubject("daily.2026-12-04"): "apollo.ev.daily=2026-12-04",
 		StepSubject("gpu", "a.b", "s1"):  "apollo.step.gpu.a=b.s1",
 		LeaseKey("a.b"):                  "task.a=b",
+		LeaseKey("p~load.x"):             "task.p/load=x", // a sub-pipeline's task: '~' is no key character
+		markerKey("p~load", "m"):         "p/load.bQ",
 		PoolFilter("gpu"):                "apollo.step.gpu.>",
 		AttemptID("t", "s", 2):           "t/s/2",
 	} {
