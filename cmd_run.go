@@ -53,7 +53,7 @@ func newRunOptions(fs *pflag.FlagSet) *runOptions {
 	fs.StringVar(&o.resumeFrom, "resume-from", "", "run STEP and its descendants again; skip other unfinished steps")
 	fs.StringVar(&o.only, "only", "", "run STEP alone (again, if it succeeded); leave every other step as it is")
 	fs.StringVar(&o.until, "until", "", "run STEP and the steps it depends on that are not done yet; leave the rest as it is")
-	fs.BoolVar(&o.acceptChanges, "accept-changes", false, "keep the results of succeeded steps whose definition changed")
+	fs.BoolVar(&o.acceptChanges, "accept-changes", false, "keep the results of succeeded steps whose definition changed, and take the pipeline file at a new path for the task's, moved")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the plan (keep / clean+rerun / rerun / skip) and write nothing")
 	fs.BoolVar(&o.json, "json", false, "with --dry-run: print the plan as JSON")
 	fs.IntVar(&o.parallel, "parallel", 0, "most steps running at once (default: the pipeline's parallelism, else CPU count)")

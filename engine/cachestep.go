@@ -20,12 +20,14 @@ import (
 // cleanup has run. Its key covers its input digest (rendered body, env,
 // with, upstream output digests, secrets, Lua files), its cache.key, its
 // folder, the content of its inputs: files and the names of its outputs:.
-// A hit restores the outputs (each atomically, checked against its digest)
-// and only then appends a STEP_END SUCCESS with cached_from, so a resume
+// A hit restores the outputs (each atomically, checked against its digest;
+// only those the step declares, never through a symbolic link) and only
+// then appends a STEP_END SUCCESS with cached_from, so a resume
 // keeps it like any success; a crash before that leaves the step to decide
 // again, its restored files being what the result says anyway. A miss runs
 // the step, and a success is saved once its STEP_END is durable: the
-// blobs, then the entry.
+// blobs, then the entry, which names secrets as the log does ("***" in
+// paths, a hash of cache.key).
 
 // cacheProbe is what a cached step's key is made of, read just before the
 // step would run.

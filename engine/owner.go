@@ -18,20 +18,17 @@ import (
 // place with the same task_name — moved, renamed, or a copy — is another
 // pipeline too, unless --accept-changes says it moved: the run then
 // records the move and the log is bound to the new place. The same file
-// given by another path (relative, through a linked folder) is the same
-// pipeline. A log of an older apollo records no file: its task_name alone
+// given by another relative path is the same pipeline. A log of an older apollo records no file: its task_name alone
 // is checked. A sub-pipeline's task (its id holds statedir.ChildSep, which
 // no user's may) is apollo's: when a step starts it anew, earlier logs of
 // another pipeline (the step's run: changed) are passed over, not refused.
 
-// pipelineFile is the absolute path of p's file, the symbolic links of its
-// folder resolved, so that one file given by two paths is one pipeline.
+// pipelineFile is the absolute path of p's file (p.Dir is absolute), so
+// that a.yaml, ./a.yaml and ../w/a.yaml are one pipeline. Symbolic links
+// are not resolved: a file reached through a link a deployment moves
+// (current -> releases/42) keeps its path from one release to the next.
 func pipelineFile(p *pipeline.Pipeline) string {
-	dir := p.Dir
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		dir = real
-	}
-	return filepath.Join(dir, filepath.Base(p.Path))
+	return filepath.Join(p.Dir, filepath.Base(p.Path))
 }
 
 // ownership is what claim found of a log's pipeline.

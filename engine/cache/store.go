@@ -92,9 +92,26 @@ func (s *Store) entryPath(taskName, step, key string) string {
 	return filepath.Join(s.entries(taskName, step), strings.TrimPrefix(key, "sha256:")+".json")
 }
 
-// Blob is the file that holds the content with digest.
+// Blob is the file that holds the content with digest, a valid one
+// (ValidDigest): another digest is no file's name.
 func (s *Store) Blob(digest string) string {
 	return filepath.Join(s.Root, "blobs", strings.TrimPrefix(digest, "sha256:"))
+}
+
+// ValidDigest reports whether d is sha256:<64 lower-case hex digits>: an
+// entry's digest names a blob, so one that is anything else
+// (sha256:../../x) must never reach a path.
+func ValidDigest(d string) bool {
+	hexPart, ok := strings.CutPrefix(d, "sha256:")
+	if !ok || len(hexPart) != 2*sha256.Size {
+		return false
+	}
+	for i := 0; i < len(hexPart); i++ {
+		if c := hexPart[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // nameFor makes a task name or a step id (convert[eu,x]) a folder name:
@@ -177,6 +194,11 @@ func readEntry(path string) (*Entry, error) {
 	}
 	if e.V != entryVersion {
 		return nil, &fs.PathError{Op: "cache entry", Path: path, Err: fmt.Errorf("format %d, not %d", e.V, entryVersion)}
+	}
+	for _, f := range e.Outputs {
+		if !ValidDigest(f.Digest) {
+			return nil, &fs.PathError{Op: "cache entry", Path: path, Err: fmt.Errorf("output %q: digest %q is not sha256:<hex>", f.Path, f.Digest)}
+		}
 	}
 	e.File = path
 	return e, nil
@@ -347,7 +369,10 @@ func copyChecked(w io.Writer, path, digest string) error {
 
 // Has reports whether the blob of digest is there.
 func (s *Store) Has(digest string) bool {
-	fi, err := os.Stat(s.Blob(digest))
+	if !ValidDigest(digest) {
+		return false
+	}
+	fi, err := os.Lstat(s.Blob(digest))
 	return err == nil && fi.Mode().IsRegular()
 }
 
@@ -370,6 +395,9 @@ func Holds(root string, f File) bool {
 // link (it is refused, not written through). Only f's permission bits are
 // applied: a setuid or sticky bit an edited entry names is dropped.
 func (s *Store) Restore(root string, f File) (bool, error) {
+	if !ValidDigest(f.Digest) {
+		return false, fmt.Errorf("%s: digest %q is not sha256:<hex>", f.Path, f.Digest)
+	}
 	dst, err := under(s.FS, root, f.Path, true)
 	if err != nil {
 		return false, err

@@ -156,6 +156,35 @@ func TestOutsideRefused(t *testing.T) {
 	}
 }
 
+// A digest is sha256:<64 hex digits>: an edited entry whose digest is a
+// path (sha256:../../victim) neither reads nor removes the file it names.
+func TestDigestNotAPath(t *testing.T) {
+	dir := t.TempDir()
+	s := New(filepath.Join(dir, "state"), nil)
+	e := saved(t, s, dir, "p", "make", "sha256:aa", "hello\n", t0)
+	victim := filepath.Join(dir, "victim")
+	os.WriteFile(victim, []byte("keep\n"), 0o644)
+	f := e.Outputs[0]
+	f.Digest = "sha256:../../../victim"
+	f.Path = "again.out"
+	if s.Has(f.Digest) {
+		t.Errorf("Has(%q) = true, want false", f.Digest)
+	}
+	if changed, err := s.Restore(dir, f); changed || err == nil {
+		t.Errorf("Restore(digest %q) = %v, %v; want false and an error", f.Digest, changed, err)
+	}
+	if b, err := os.ReadFile(victim); string(b) != "keep\n" || err != nil {
+		t.Errorf("victim after the restore = %q, %v; want it kept", b, err)
+	}
+	e.Outputs[0].Digest = f.Digest
+	if err := s.Put(e); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get("p", "make", "sha256:aa"); got != nil || err == nil {
+		t.Errorf("Get(entry with a bad digest) = %v, %v; want nil and an error", got, err)
+	}
+}
+
 // A restored file gets its entry's permission bits only: an edited entry
 // cannot make a setuid file.
 func TestRestoreModePermOnly(t *testing.T) {

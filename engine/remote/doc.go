@@ -22,5 +22,6 @@
 //
 // A task id may hold dots, which separate subject tokens, so in subjects and
 // keys it is written with '=' for '.' (Token), a character task ids cannot
-// hold.
+// hold; the '~' of a sub-pipeline's task id, which no key may hold, is
+// written '/'.
 package remote

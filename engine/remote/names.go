@@ -22,9 +22,12 @@ const (
 // DefaultPool is the pool of a step that names none, when the run names none.
 const DefaultPool = "default"
 
-// Token writes a task id as one subject token: '.' becomes '=', which a task
-// id cannot hold, so distinct ids stay distinct.
-func Token(taskID string) string { return strings.ReplaceAll(taskID, ".", "=") }
+// Token writes a task id as one subject token and key part: '.' becomes
+// '=' and the '~' of a sub-pipeline's task id (which a key may not hold)
+// '/', neither of which a task id can hold, so distinct ids stay distinct.
+func Token(taskID string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(taskID, ".", "="), "~", "/")
+}
 
 // StepSubject is the subject of a step's attempts in pool.
 func StepSubject(pool, taskID, step string) string {

@@ -25,6 +25,8 @@ func TestSubjects(t *testing.T) {
 		LeaseKey("a.b"):                         "task.a=b",
 		PoolFilter("gpu"):                       "apollo.step.gpu.>",
 		AttemptID("t", "s", 2):                  "t/s/2",
+		LeaseKey("p~load.x"):                    "task.p/load=x", // a sub-pipeline's task: '~' is no key character
+		markerKey("gpu", "p~load", "m"):         "gpu.p/load.bQ",
 	} {
 		if got != want {
 			t.Errorf("got %q, want %q", got, want)
