@@ -107,13 +107,6 @@ func commands() []subcommand {
 func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	// A closed stdout or stderr must not kill a run: with SIGPIPE caught
-	// (not ignored, which the steps' processes would inherit), a write to
-	// a pipe without a reader fails with EPIPE, which the outlets absorb.
-	pipes := make(chan os.Signal, 1)
-	signal.Notify(pipes, syscall.SIGPIPE)
-	defer signal.Stop(pipes)
-	stdout, stderr = newOutlet(stdout), newOutlet(stderr)
 	cmds := commands()
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		if len(args) > 1 && args[0] == "help" {
@@ -125,9 +118,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	if args[0] == executor.IsolatedCommand {
+	if args[0] == executor.IsolatedCommand { // its stdout is its runner's pipe: SIGPIPE ends it as before
 		return runIsolatedChild(ctx, stdout, stderr)
 	}
+	// A closed stdout or stderr must not kill a run: with SIGPIPE caught
+	// (not ignored, which the steps' processes would inherit), a write to
+	// a pipe without a reader fails with EPIPE, which the outlets absorb.
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
+	stdout, stderr = newOutlet(stdout), newOutlet(stderr)
 	if args[0] == "--version" {
 		args[0] = "version"
 	}
