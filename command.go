@@ -151,7 +151,7 @@ func (c *about) parse(fs *pflag.FlagSet, args []string, stdout io.Writer) error 
 		if c.json != "" {
 			fmt.Fprintf(stdout, "%s\n", c.json)
 		}
-		fmt.Fprint(stdout, exitCodeTable)
+		fmt.Fprint(stdout, exitCodesOf(c.name))
 		return errHelp
 	}
 	return nil

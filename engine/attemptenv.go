@@ -113,16 +113,30 @@ func (r *taskRun) stepDir(s *pipeline.Step) string {
 // have looked for a file in the wrong folder: it runs in the workspace, the
 // pipeline lies elsewhere, and its output says a file was not found.
 func (r *taskRun) workspaceHint(s *pipeline.Step, msg string) string {
-	if s.Command == "" || s.WorkingDir != "" || absPath(r.e.opts.Workdir) == r.t.p.Dir {
+	if s.Command == "" || !fileNotFound(msg) {
 		return ""
 	}
-	for _, sign := range []string{"No such file or directory", "cannot stat", "can't open", "not found"} {
-		if strings.Contains(msg, sign) {
-			return fmt.Sprintf(" (the step ran in the workspace %s, not in the pipeline's folder %s; "+
-				"set working_dir: . in the pipeline to run its steps there)", absPath(r.e.opts.Workdir), r.t.p.Dir)
-		}
+	switch {
+	case s.WorkingDir != "":
+		return fmt.Sprintf(" (the step ran in %s, its working_dir)", absPath(r.stepDir(s)))
+	case absPath(r.e.opts.Workdir) != r.t.p.Dir:
+		return fmt.Sprintf(" (the step ran in the workspace %s, not in the pipeline's folder %s; "+
+			"set working_dir: . in the pipeline to run its steps there)", absPath(r.e.opts.Workdir), r.t.p.Dir)
 	}
 	return ""
+}
+
+// fileNotFound reports whether a failed shell step's message says a file
+// was not found, in the words of bash, dash ("sh: 0: cannot open x: No
+// such file"), coreutils and others.
+func fileNotFound(msg string) bool {
+	msg = strings.ToLower(msg)
+	for _, sign := range []string{"no such file", "cannot stat", "can't open", "cannot open", "not found"} {
+		if strings.Contains(msg, sign) {
+			return true
+		}
+	}
+	return false
 }
 
 // appendStepEnv appends the step's own env (sorted by name) and the

@@ -152,22 +152,26 @@ type TaskFailedError struct {
 	Blocked []string
 }
 
+// Error reads "task t failed at step a; blocked: b, c" ("at steps a, d"
+// for several; "did not complete: blocked: ..." when none failed).
 func (e *TaskFailedError) Error() string {
-	verb := "failed"
+	msg := "task " + e.TaskID
+	switch len(e.Failed) {
+	case 0:
+		msg += " did not complete"
+	case 1:
+		msg += " failed at step " + e.Failed[0]
+	default:
+		msg += " failed at steps " + nameList(e.Failed)
+	}
+	if len(e.Blocked) == 0 {
+		return msg
+	}
+	sep := "; "
 	if len(e.Failed) == 0 {
-		verb = "did not complete"
+		sep = ": "
 	}
-	var parts []string
-	if len(e.Failed) > 0 {
-		parts = append(parts, "failed: "+nameList(e.Failed))
-	}
-	if len(e.Blocked) > 0 {
-		parts = append(parts, "blocked: "+nameList(e.Blocked))
-	}
-	if len(parts) == 0 {
-		return fmt.Sprintf("task %s %s", e.TaskID, verb)
-	}
-	return fmt.Sprintf("task %s %s: %s", e.TaskID, verb, strings.Join(parts, "; "))
+	return msg + sep + "blocked: " + nameList(e.Blocked)
 }
 
 // maxNames is the most step ids one line of an error names.

@@ -17,10 +17,10 @@ func TestTaskFailedErrorMessage(t *testing.T) {
 		failed, blocked []string
 		want            string
 	}{
-		{[]string{"a"}, nil, "task t failed: failed: a"},
-		{[]string{"a"}, []string{"b", "c"}, "task t failed: failed: a; blocked: b, c"},
+		{[]string{"a"}, nil, "task t failed at step a"},
+		{[]string{"a"}, []string{"b", "c"}, "task t failed at step a; blocked: b, c"},
 		{nil, []string{"b"}, "task t did not complete: blocked: b"},
-		{many, nil, "task t failed: failed: s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15, s16, s17, s18, s19 and 5 more"},
+		{many, nil, "task t failed at steps s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15, s16, s17, s18, s19 and 5 more"},
 	}
 	for _, tt := range tests {
 		e := &TaskFailedError{TaskID: "t", Failed: tt.failed, Blocked: tt.blocked}

@@ -157,7 +157,7 @@ func (r *taskRun) connectHub(ctx context.Context) error {
 		h.pool = remote.DefaultPool
 	}
 	c, err := remote.Connect(ctx, remote.Config{URLs: ho.URLs, Name: fmt.Sprintf("apollo run %s (pid %d)", r.t.id, os.Getpid()),
-		Auth: ho.Auth, CallTimeout: ho.CallTimeout, GiveUp: ho.GiveUp})
+		Auth: ho.Auth, CallTimeout: ho.CallTimeout, GiveUp: ho.GiveUp, Waiting: hubWaiting(r.e.opts.Stderr, "apollo")})
 	if err != nil {
 		return &HubError{TaskID: r.t.id, Err: err}
 	}
@@ -693,4 +693,13 @@ func (h *hubRun) stale(ev *remote.Event, seq int64, sl *slot) error {
 	}
 	return r.w.AppendUnsynced(&eventlog.Record{EventType: eventlog.Warning, StepID: ev.Step, Status: eventlog.Running,
 		RetryCount: ev.Attempt, Message: bounded(msg), Worker: ev.Worker, SrcSeq: seq})
+}
+
+// hubWaiting returns what a client of the hub says when a call has had no
+// answer for a few seconds: what it waits for, instead of nothing.
+func hubWaiting(w io.Writer, who string) func(what string, waited time.Duration, cause error) {
+	return func(what string, waited time.Duration, cause error) {
+		fmt.Fprintf(w, "%s: waiting for the hub: no answer to %q for %s (%v); still trying, until APOLLO_HUB_GIVE_UP\n",
+			who, what, waited.Round(time.Second), cause)
+	}
 }

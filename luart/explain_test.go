@@ -111,7 +111,7 @@ func TestCompileAt(t *testing.T) {
 	}{
 		{"runtime", "local t = {}\nreturn t.a.b\n", "p.yaml:11: attempt to index nil value 't.a' with key 'b'"},
 		{"in a function", "local function f()\n  error('boom')\nend\nf()\n", "p.yaml:11: boom"},
-		{"syntax", "local x = 1\nreturn x +\n", "p.yaml:12: syntax error near <eof>"},
+		{"syntax", "local x = 1\nreturn x +\n", "p.yaml:11: syntax error near <eof>"}, // the line of the "+"
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -272,10 +272,70 @@ func syntaxPosition(source string, err error) (int, string) {
 	if !errors.As(err, &pe) {
 		return 0, strings.TrimSpace(err.Error())
 	}
+	lines := strings.Split(source, "\n")
 	if pe.Pos.Line == parse.EOF {
-		return strings.Count(source, "\n") + 1, pe.Message + " near <eof>"
+		line, msg := strings.Count(source, "\n")+1, pe.Message+" near <eof>"
+		// An expression or argument list left open at the end: its line,
+		// not the one past the end.
+		if last := lastCodeLine(lines, len(lines)); last > 0 {
+			c := codeOf(lines[last-1])
+			if danglingOperator(c) != "" || strings.HasSuffix(c, ",") || strings.HasSuffix(c, "(") {
+				return last, msg
+			}
+		}
+		return line, msg
 	}
-	return pe.Pos.Line, fmt.Sprintf("%s near '%s'", pe.Message, pe.Token)
+	line, msg := pe.Pos.Line, fmt.Sprintf("%s near '%s'", pe.Message, pe.Token)
+	// The parser notices an expression left unfinished by a trailing
+	// operator only at the next statement: name the line that holds it.
+	if line >= 1 && line <= len(lines) && strings.HasPrefix(strings.TrimSpace(lines[line-1]), pe.Token) {
+		if prev := lastCodeLine(lines, line-1); prev > 0 {
+			if op := danglingOperator(lines[prev-1]); op != "" {
+				return prev, fmt.Sprintf("%s: the expression ends in '%s' with nothing after it", msg, op)
+			}
+		}
+	}
+	return line, msg
+}
+
+// lastCodeLine is the number of the last of the first n lines that holds
+// code (not blank, not only a -- comment), or 0.
+func lastCodeLine(lines []string, n int) int {
+	for i := min(n, len(lines)); i > 0; i-- {
+		if t := codeOf(lines[i-1]); t != "" {
+			return i
+		}
+	}
+	return 0
+}
+
+// codeOf is a line without its -- comment and surrounding space (a "--"
+// inside a string cuts it too, which only makes danglingOperator miss).
+func codeOf(line string) string {
+	if i := strings.Index(line, "--"); i >= 0 {
+		line = line[:i]
+	}
+	return strings.TrimSpace(line)
+}
+
+// danglingOperators are the operators an expression cannot end with.
+var danglingOperators = []string{"..", "==", "~=", "<=", ">=", "+", "-", "*", "/", "%", "^", "<", ">", "="}
+
+// danglingOperator returns the operator a line of code ends with ("+",
+// "..", "and"), or "".
+func danglingOperator(line string) string {
+	code := codeOf(line)
+	for _, op := range danglingOperators {
+		if strings.HasSuffix(code, op) {
+			return op
+		}
+	}
+	for _, kw := range []string{"and", "or", "not"} {
+		if code == kw || strings.HasSuffix(code, " "+kw) || strings.HasSuffix(code, ")"+kw) {
+			return kw
+		}
+	}
+	return ""
 }
 
 // CheckSyntax compiles source without running or caching it, as a step's

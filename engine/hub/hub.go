@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -469,15 +470,58 @@ func tlsConfig(cert, key, ca string) (*tls.Config, error) {
 }
 
 // logger passes the server's warnings and errors on, and its notices when
-// verbose.
+// verbose. A notice the server repeats (a route that cannot connect, every
+// second while a peer is down) is printed the first time, then at most
+// once every repeatEvery with how many were held back.
 type logger struct {
 	w       io.Writer
 	name    string
 	verbose bool
+	now     func() time.Time // nil: time.Now
+
+	mu   sync.Mutex
+	seen map[string]*repeated // by level and format
 }
 
+// repeated is what the logger knows of one kind of notice.
+type repeated struct {
+	printed time.Time
+	held    int
+}
+
+// repeatEvery is how often a repeated notice is printed.
+const repeatEvery = time.Minute
+
 func (l *logger) printf(level, format string, v ...any) {
-	fmt.Fprintf(l.w, "apollo hub %s: %s%s\n", l.name, level, fmt.Sprintf(format, v...))
+	now := time.Now
+	if l.now != nil {
+		now = l.now
+	}
+	t := now()
+	// The server may put a connection's name (and its numbers) into the
+	// format itself: notices that differ only in numbers are one kind.
+	key := level + strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return '#'
+		}
+		return r
+	}, format)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen == nil || len(l.seen) > 1000 {
+		l.seen = map[string]*repeated{}
+	}
+	r := l.seen[key]
+	if r != nil && t.Sub(r.printed) < repeatEvery {
+		r.held++
+		return
+	}
+	suffix := ""
+	if r != nil && r.held > 0 {
+		suffix = fmt.Sprintf(" (%d more like it in the last %s)", r.held, t.Sub(r.printed).Round(time.Second))
+	}
+	l.seen[key] = &repeated{printed: t}
+	fmt.Fprintf(l.w, "apollo hub %s: %s%s%s\n", l.name, level, fmt.Sprintf(format, v...), suffix)
 }
 func (l *logger) Noticef(format string, v ...any) {
 	if l.verbose {

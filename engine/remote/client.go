@@ -49,6 +49,11 @@ type Config struct {
 	// call fails with an *UnreachableError.
 	CallTimeout time.Duration
 	GiveUp      time.Duration
+	// Waiting, when set, is told once per call that the hub has not
+	// answered for WaitNotice (default 5s) while the call is retried: what
+	// the call is for, how long it has waited and the last error.
+	Waiting    func(what string, waited time.Duration, cause error)
+	WaitNotice time.Duration
 }
 
 // UnreachableError says the hub did not answer for longer than the limit.
@@ -269,6 +274,7 @@ func Final(err error) error {
 func (c *Client) Do(ctx context.Context, what string, fn func(ctx context.Context) error) error {
 	start := time.Now()
 	wait := 20 * time.Millisecond
+	said := false
 	for {
 		before := c.NC.LastError()
 		cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
@@ -297,6 +303,10 @@ func (c *Client) Do(ctx context.Context, what string, fn func(ctx context.Contex
 		if time.Since(start) >= c.cfg.GiveUp {
 			return &UnreachableError{URLs: c.cfg.URLs, What: what, For: time.Since(start), Cause: err}
 		}
+		if waited := time.Since(start); !said && c.cfg.Waiting != nil && waited >= c.waitNotice() {
+			said = true
+			c.cfg.Waiting(what, waited, err)
+		}
 		// Jitter spreads the retries of many clients after a fail-over.
 		sleep := wait/2 + rand.N(wait/2+1)
 		select {
@@ -306,6 +316,14 @@ func (c *Client) Do(ctx context.Context, what string, fn func(ctx context.Contex
 		}
 		wait = min(wait*2, time.Second)
 	}
+}
+
+// waitNotice is how long a call waits before Waiting is told.
+func (c *Client) waitNotice() time.Duration {
+	if c.cfg.WaitNotice > 0 {
+		return c.cfg.WaitNotice
+	}
+	return 5 * time.Second
 }
 
 // Stream returns a handle of a stream, looked up once.
