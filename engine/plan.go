@@ -34,6 +34,7 @@ type PlanStep struct {
 	Command    string   `json:"command,omitempty"`
 	Body       string   `json:"body,omitempty"`
 	Cleanup    string   `json:"cleanup,omitempty"`
+	Shell      string   `json:"shell,omitempty"` // the interpreter of its shell bodies, when not the default sh
 	When       string   `json:"when,omitempty"`
 	Resources  []string `json:"resources,omitempty"`
 	WaitMS     int64    `json:"wait_ms,omitempty"`
