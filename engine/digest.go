@@ -31,7 +31,7 @@ func sha256Hex(b []byte) string {
 }
 
 // definitionDigest digests what a step does, as rendered for this task: its
-// body, cleanup, environment, parameters, timeout and retry settings, and
+// body, cleanup, shell, environment, parameters, timeout and retry settings, and
 // the content of the Lua files it loads (filesDigest). It
 // leaves out the graph (depends_on, optional), which TASK_START records on
 // its own: a new dependency does not make a finished result wrong.
@@ -71,6 +71,10 @@ func definitionDigest(rs *renderedStep) string {
 	number(`,"memory_mb":`, int64(s.MemoryMB))
 	field(`,"retry_policy":`, s.RetryPolicy)
 	field(`,"script":`, s.Script)
+	if s.Shell != nil { // keys added since the first format: only when set
+		b = append(b, `,"shell":`...)
+		b = appendStrings(b, s.Shell)
+	}
 	number(`,"timeout_ms":`, s.Timeout.Milliseconds())
 	field(`,"uses":`, s.Uses)
 	if s.When != "" { // keys added since the first format: only when set (see below)
@@ -101,6 +105,18 @@ func appendParams(b []byte, with map[string]any) ([]byte, bool) {
 		return b, false
 	}
 	return append(b, w...), true
+}
+
+// appendStrings appends a list of strings as json.Marshal writes it.
+func appendStrings(b []byte, list []string) []byte {
+	b = append(b, '[')
+	for i, v := range list {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, v)
+	}
+	return append(b, ']')
 }
 
 // appendStringMap appends m as json.Marshal writes it: keys sorted, null
@@ -174,6 +190,9 @@ func definitionMap(rs *renderedStep) map[string]any {
 	if rs.filesDigest != "" {
 		m["files"] = rs.filesDigest
 	}
+	if s.Shell != nil {
+		m["shell"] = s.Shell
+	}
 	return m
 }
 
@@ -212,6 +231,10 @@ func inputDigest(rs *renderedStep, upstream map[string]string, secrets string) s
 	if secrets != "" { // only when set, as in definitionDigest
 		b = append(b, `,"secrets":`...)
 		b = appendJSONString(b, secrets)
+	}
+	if rs.step.Shell != nil { // only when set, as in definitionDigest
+		b = append(b, `,"shell":`...)
+		b = appendStrings(b, rs.step.Shell)
 	}
 	b = append(b, `,"upstream":[`...)
 	for i, id := range ids {
@@ -254,6 +277,9 @@ func inputMap(rs *renderedStep, upstream map[string]string, secrets string) map[
 	}
 	if secrets != "" {
 		m["secrets"] = secrets
+	}
+	if rs.step.Shell != nil {
+		m["shell"] = rs.step.Shell
 	}
 	return m
 }

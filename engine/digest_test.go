@@ -60,6 +60,39 @@ var digestSteps = []*renderedStep{
 		CleanupLua: "\u2028\u2029\xff\xfe\x7f", RetryPolicy: "\U0001F600"},
 		command: "echo '{{x}}' \"$y\" > out & wait", cleanupCommand: "\x00",
 		env: map[string]string{"\u00e9": "\xc3", "K": "", "<": ">"}},
+	{step: &pipeline.Step{ID: "bash", Command: "x", Shell: []string{"bash"}}, command: "x"},
+	{step: &pipeline.Step{ID: "interpreter", Command: "x", Shell: []string{"/opt/\u00e9 \"py\"", "-c"}}, command: "x"},
+}
+
+// TestShellDigests: a step's shell is part of its definition and input
+// digests, and a step with the default shell (sh) digests as it did before
+// shell: existed, so logs written then resume without a changed definition.
+func TestShellDigests(t *testing.T) {
+	plain := &renderedStep{step: &pipeline.Step{ID: "a", Command: "echo"}, command: "echo"}
+	// The digests of this step as apollo wrote them before shell: existed.
+	const oldDefinition = "sha256:3181349ea90bd90fbf65de04f8fb0abc75bdae7ca19cdf23f2d796733e0bd6cc"
+	const oldInput = "sha256:4d4c212dcd69468237d3064982250351358033f2ea3f5fdbab7c6b16872dd66c"
+	if got := definitionDigest(plain); got != oldDefinition {
+		t.Errorf("definition digest %s, want %s as before", got, oldDefinition)
+	}
+	if got := inputDigest(plain, nil, ""); got != oldInput {
+		t.Errorf("input digest %s, want %s as before", got, oldInput)
+	}
+	if _, has := definitionMap(plain)["shell"]; has {
+		t.Errorf("the default shell adds a shell key to the definition digest")
+	}
+	if _, has := inputMap(plain, nil, "")["shell"]; has {
+		t.Errorf("the default shell adds a shell key to the input digest")
+	}
+	for _, shell := range [][]string{{"bash"}, {"sh", "-c"}, {"python3", "-c"}} {
+		rs := &renderedStep{step: &pipeline.Step{ID: "a", Command: "echo", Shell: shell}, command: "echo"}
+		if definitionDigest(rs) == definitionDigest(plain) {
+			t.Errorf("shell %q: same definition digest as the default", shell)
+		}
+		if inputDigest(rs, nil, "") == inputDigest(plain, nil, "") {
+			t.Errorf("shell %q: same input digest as the default", shell)
+		}
+	}
 }
 
 // nanStep has a parameter JSON cannot hold.

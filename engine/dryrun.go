@@ -176,6 +176,9 @@ func describe(ps *PlanStep, rs *renderedStep, mask *textfmt.Masker) {
 	case s.CleanupScript != "":
 		ps.Cleanup = "script:" + s.CleanupScript
 	}
+	if s.Shell != nil {
+		ps.Shell = pipeline.ShellText(s.Shell)
+	}
 	if mask != nil {
 		ps.Command, ps.Body, ps.Cleanup = mask.String(ps.Command), mask.String(ps.Body), mask.String(ps.Cleanup)
 	}
@@ -273,7 +276,11 @@ func writePlan(w io.Writer, pl *Plan) {
 		if ps.When != "" {
 			fmt.Fprintf(w, "       when: %s (decided when it is ready)\n", textfmt.OneLine(ps.When, 300))
 		}
-		if ps.Action == ActionCleanRerun && ps.Cleanup != "" {
+		cleanup := ps.Action == ActionCleanRerun && ps.Cleanup != ""
+		if ps.Shell != "" && (ps.Command != "" || cleanup) {
+			fmt.Fprintf(w, "       shell: %s\n", textfmt.OneLine(ps.Shell, 300))
+		}
+		if cleanup {
 			fmt.Fprintf(w, "       cleanup: %s\n", textfmt.OneLine(ps.Cleanup, 300))
 		}
 		if ps.Command != "" {

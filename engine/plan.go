@@ -34,6 +34,7 @@ type PlanStep struct {
 	Command    string   `json:"command,omitempty"`
 	Body       string   `json:"body,omitempty"`
 	Cleanup    string   `json:"cleanup,omitempty"`
+	Shell      string   `json:"shell,omitempty"` // the interpreter of its shell bodies, when not the default sh
 	When       string   `json:"when,omitempty"`
 	Resources  []string `json:"resources,omitempty"`
 	WaitMS     int64    `json:"wait_ms,omitempty"`
@@ -228,6 +229,7 @@ const PlanJSONDoc = `JSON (--dry-run --json), one object:
    "steps": [{"id", "action": "run"|"keep"|"rerun"|"clean+rerun"|"skip"|"fail"|"leave"|"cached", "reason",
               "status", "next_retry_count", "depends_on": [ids], "optional": bool,
               "command"? (rendered shell), "body"? (Lua), "cleanup"?, "when"? (its condition),
+               "shell"? (its shell: when not sh),
                "resources"? [names it holds], "wait_ms"?,
                "cached_from"? (the task run a cached step's result comes from),
                "restores"? [the outputs files it would restore: missing or changed],

@@ -13,11 +13,14 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"apollo/engine/pipeline"
 	"apollo/engine/textfmt"
 	"apollo/stdlib"
 )
@@ -29,7 +32,68 @@ import (
 // the body. It stays on the body's first line so error line numbers match.
 const holdPrefix = "read _ <&3 || exit 125; exec 3<&-; "
 
-// Shell runs bodies with /bin/sh -c, each attempt in its own process group.
+// errexit makes /bin/sh stop at the first command that fails (set -e), and
+// a pipeline fail when any of its commands does (pipefail) where the shell
+// has it: dash before 0.5.13 refuses set -o pipefail, which `command` keeps
+// from ending the shell. It follows holdPrefix on the body's first line,
+// so error line numbers still match, and adds no process.
+const errexit = "command set -o pipefail 2>/dev/null; set -e; "
+
+// holdExec holds a program that is no POSIX shell (python3 -c) the same
+// way: /bin/sh waits for the go-ahead, then execs the program, with the
+// body as its last argument, in its own place (same process, same group).
+const holdExec = `read _ <&3 || exit 125; exec "$@" 3<&-`
+
+// bashArgs are what shell: bash runs a body with.
+var bashArgs = []string{"-e", "-o", "pipefail", "-c"}
+
+// heldCommand returns the program and arguments that run body as shell (a
+// pipeline.Step.Shell) names, held before the body until released:
+//
+//   - the default (nil): /bin/sh -c, with errexit;
+//   - bash: bash -e -o pipefail -c;
+//   - a command line: exactly its words and the body; a POSIX shell's
+//     body (sh, bash, dash, ash, ksh, mksh ending in a -c flag) is held
+//     by holdPrefix, any other program by a /bin/sh that execs it.
+func heldCommand(shell []string, body string) (string, []string) {
+	switch {
+	case len(shell) == 0:
+		return "/bin/sh", []string{"-c", holdPrefix + errexit + body}
+	case len(shell) == 1 && shell[0] == pipeline.ShellBash:
+		return shell[0], append(slices.Clone(bashArgs), holdPrefix+body)
+	case posixShell(shell):
+		return shell[0], append(slices.Clone(shell[1:]), holdPrefix+body)
+	}
+	args := append([]string{"-c", holdExec, "apollo"}, shell...)
+	return "/bin/sh", append(args, body)
+}
+
+// posixShell reports whether a command line runs a POSIX shell that reads
+// its body as the argument of a last -c flag (-c, -ec, -euc).
+func posixShell(shell []string) bool {
+	switch filepath.Base(shell[0]) {
+	case "sh", "bash", "dash", "ash", "ksh", "mksh":
+	default:
+		return false
+	}
+	last := shell[len(shell)-1]
+	return len(shell) > 1 && strings.HasPrefix(last, "-") && !strings.HasPrefix(last, "--") && strings.HasSuffix(last, "c")
+}
+
+// shell is the interpreter of a's step: nil (sh) when a has no step.
+func (a *Attempt) shell() []string {
+	if a.Step == nil {
+		return nil
+	}
+	return a.Step.Shell
+}
+
+// FindShell returns why the interpreter of a's step (shell:) cannot run
+// here, or nil: a worker checks it before it starts an attempt.
+func FindShell(a *Attempt) error { return pipeline.FindShell(a.shell(), a.Dir) }
+
+// Shell runs shell bodies as their step's shell: names (heldCommand), each
+// attempt in its own process group.
 type Shell struct{}
 
 // heldShell is a shell body's process: started in its own process group and
@@ -58,7 +122,8 @@ func startHeld(a *Attempt) (*heldShell, error) {
 		holdW.Close()
 		return nil, fmt.Errorf("start: %w", err)
 	}
-	h.cmd = exec.Command("/bin/sh", "-c", holdPrefix+a.Command)
+	prog, args := heldCommand(a.shell(), a.Command)
+	h.cmd = exec.Command(prog, args...)
 	h.cmd.Dir = a.Dir
 	h.cmd.Env = a.Env
 	h.cmd.Stdout = h.pipes.w[0]
@@ -71,7 +136,7 @@ func startHeld(a *Attempt) (*heldShell, error) {
 	if err != nil {
 		holdW.Close()
 		h.pipes.close()
-		return nil, fmt.Errorf("start /bin/sh: %w", err)
+		return nil, fmt.Errorf("start %s: %w", pipeline.ShellText(a.shell()), err)
 	}
 	h.hold = holdW
 	return h, nil

@@ -150,6 +150,7 @@ var stepFields = []stepField{
 			si.s.WorkingDir = filepath.Clean(d)
 		}
 	}},
+	{"shell", roleOther, (*stepInfo).shell}, // shell.go
 	{"cache", roleOther, (*stepInfo).cache}, // cache.go
 	{"inputs", roleOther, (*stepInfo).inputs},
 	{"outputs", roleOther, (*stepInfo).outputs},
@@ -165,7 +166,7 @@ var stepFields = []stepField{
 }
 
 // defaultKeys are the step keys that defaults: may set.
-var defaultKeys = []string{"retry_policy", "max_retries", "timeout_seconds", "env", "memory_mb", "working_dir", "allow"}
+var defaultKeys = []string{"retry_policy", "max_retries", "timeout_seconds", "env", "memory_mb", "working_dir", "allow", "shell"}
 
 // Keys, from the tables.
 var (
@@ -209,7 +210,7 @@ var (
 	topAliases = map[string]string{"name": "task_name", "task": "task_name", "tasks": "steps", "jobs": "steps",
 		"parallel": "parallelism", "concurrency": "parallelism", "retries": "max_retries",
 		"retry_delay": "retry_delay_seconds", "variables": "vars"}
-	stepAliases = map[string]string{"name": "id", "cmd": "command", "shell": "command",
+	stepAliases = map[string]string{"name": "id", "cmd": "command", "interpreter": "shell",
 		"needs": "depends_on", "depends": "depends_on", "deps": "depends_on", "after": "depends_on",
 		"requires": "depends_on", "timeout": "timeout_seconds", "retries": "max_retries", "retry": "retry_policy",
 		"environment": "env", "params": "with", "parameters": "with", "args": "with", "cleanup": "cleanup_command",
@@ -482,7 +483,7 @@ func (l *loader) step(index int, n *yaml.Node) {
 	d := &l.p.Defaults
 	*s = Step{RetryPolicy: RetryNone, MaxRetries: l.p.MaxRetries, Durability: l.p.Durability,
 		Timeout: d.Timeout, MemoryMB: d.MemoryMB, WorkingDir: d.WorkingDir,
-		Allow: slices.Clone(d.Allow), HTTPHosts: slices.Clone(d.HTTPHosts)}
+		Allow: slices.Clone(d.Allow), HTTPHosts: slices.Clone(d.HTTPHosts), Shell: d.Shell}
 	if d.RetryPolicy != "" {
 		s.RetryPolicy = d.RetryPolicy
 	}

@@ -1013,6 +1013,12 @@ func (l *loader) checkStepShape(si *stepInfo) {
 	if s.Run != "" {
 		s.WorkingDir, s.Env = "", nil // the sub-pipeline's steps have their own
 	}
+	if s.Command == "" && s.CleanupCommand == "" {
+		if line, ok := si.lineOf("shell"); ok {
+			at.errf(line, "shell applies to shell bodies (command, cleanup_command); remove it from this step")
+		}
+		s.Shell = nil // a default shell is for shell bodies
+	}
 	l.checkForeach(si)
 	// retry_policy defaults to none, which never retries: a step that asks
 	// for retries without a policy would silently get none.

@@ -74,6 +74,7 @@ type Defaults struct {
 	MemoryMB    int
 	Env         map[string]string // defaults.env, then the top-level env:
 	WorkingDir  string
+	Shell       []string // defaults.shell (see Step)
 	// Allow and HTTPHosts are defaults.allow (see Step).
 	Allow     []string
 	HTTPHosts []string
@@ -119,6 +120,12 @@ type Step struct {
 	// WorkingDir is where a shell body runs, relative to the pipeline's
 	// folder (or absolute); "" is the workspace.
 	WorkingDir string
+	// Shell is the interpreter of the step's shell bodies (command and
+	// cleanup_command), as shell: names it: nil for sh, the default
+	// (/bin/sh with errexit, and pipefail where it has it); ShellBash; or
+	// an explicit command line, which gets the body as its last argument
+	// and nothing else (docs/spec.md §2).
+	Shell []string
 	// Foreach makes the step the template of instances (foreach:, matrix:);
 	// nil for a plain step. Expand turns it into its instances.
 	Foreach *Foreach

@@ -120,7 +120,8 @@ const pipelineSchema = `{
         "env": {"$ref": "#/$defs/env"},
         "memory_mb": {"$ref": "#/$defs/memoryMB"},
         "working_dir": {"$ref": "#/$defs/workingDir"},
-        "allow": {"$ref": "#/$defs/allow"}
+        "allow": {"$ref": "#/$defs/allow"},
+        "shell": {"$ref": "#/$defs/shell"}
       },
       "if": {"required": ["max_retries"], "properties": {"max_retries": {"minimum": 1}}},
       "then": {"required": ["retry_policy"]}
@@ -190,6 +191,14 @@ const pipelineSchema = `{
     "retryPolicy": {"description": "none (default), fixed or exponential.", "enum": ["none", "fixed", "exponential"]},
     "memoryMB": {"description": "Memory bound of a Lua step (default 256).", "type": "integer", "minimum": 1, "maximum": 1048576},
     "workingDir": {"description": "A folder, relative to the pipeline file's folder.", "$ref": "#/$defs/nonEmpty"},
+    "shell": {
+      "description": "The interpreter of shell bodies: sh (default: /bin/sh -c with set -e, and pipefail where sh has it), bash (bash -e -o pipefail -c), or a command line that gets the body as its last argument, as written (\"sh -c\" for plain sh, \"python3 -c\", [bash, -eu, -c]).",
+      "oneOf": [
+        {"type": "string", "pattern": "^\\s*(sh|bash)\\s*$"},
+        {"type": "string", "pattern": "\\S\\s+\\S"},
+        {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/nonEmpty"}}
+      ]
+    },
     "allow": {
       "description": "Capabilities a Lua step gets beyond fs, idem, json, log and digest: exec, and http (any host, or {http: [hosts]}, *.example.com for a domain).",
       "type": ["array", "null"],
@@ -229,7 +238,7 @@ const pipelineSchema = `{
           "pattern": "^[A-Za-z0-9_-]+$",
           "maxLength": 128
         },
-        "command": {"description": "A shell command, run by /bin/sh -c in the workspace. Templates: {{name}}.", "$ref": "#/$defs/nonEmpty"},
+        "command": {"description": "A shell command, run by /bin/sh -c with set -e (see shell) in the workspace. Templates: {{name}}.", "$ref": "#/$defs/nonEmpty"},
         "lua": {"description": "An inline Lua body; its return value is the step's output.", "$ref": "#/$defs/nonEmpty"},
         "script": {"description": "A .lua file, relative to the pipeline file.", "$ref": "#/$defs/luaFile"},
         "uses": {
@@ -262,6 +271,7 @@ const pipelineSchema = `{
         "memory_mb": {"$ref": "#/$defs/memoryMB"},
         "isolation": {"description": "Lua steps run in pooled worker processes with a hard memory limit; process: a fresh worker of its own; inprocess: in the runner, without a hard bound.", "enum": ["", "inprocess", "process"]},
         "working_dir": {"description": "Where this shell step runs, relative to the pipeline file's folder.", "$ref": "#/$defs/workingDir"},
+        "shell": {"$ref": "#/$defs/shell"},
         "uses_resource": {
           "description": "A resource (or a list) the step holds while it runs; declared under resources.",
           "oneOf": [{"$ref": "#/$defs/nonEmpty"}, {"type": "array", "uniqueItems": true, "items": {"$ref": "#/$defs/nonEmpty"}}]
@@ -328,6 +338,10 @@ const pipelineSchema = `{
               {"required": ["working_dir"]}, {"required": ["cleanup_command"]}, {"required": ["cleanup_lua"]}, {"required": ["cleanup_script"]}]},
             "properties": {"with": {"type": ["object", "null"], "additionalProperties": {"type": ["string", "number", "boolean"]}}}
           }
+        },
+        {
+          "if": {"required": ["shell"]},
+          "then": {"anyOf": [{"required": ["command"]}, {"required": ["cleanup_command"]}]}
         },
         {
           "if": {"required": ["working_dir"]},

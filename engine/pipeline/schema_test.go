@@ -550,6 +550,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"memory", "task_name: t\nsteps: [{id: a, lua: x, memory_mb: 0}]\n", "minimum"},
 		{"module name", "task_name: t\nsteps: [{id: a, uses: ../x}]\n", "does not match"},
 		{"dependency twice", "task_name: t\nsteps: [{id: a, command: x}, {id: b, command: y, depends_on: [a, a]}]\n", "are equal"},
+		{"shell on a Lua step", "task_name: t\nsteps: [{id: a, lua: x, shell: bash}]\n", "matches none of anyOf"},
+		{"shell as a mapping", "task_name: t\nsteps: [{id: a, command: x, shell: {bash: -c}}]\n", "matches 0 of oneOf"},
 		{"parallelism 0", "task_name: t\nparallelism: 0\nsteps: [{id: a, command: x}]\n", "minimum"},
 	}
 	for _, tt := range tests {

@@ -412,6 +412,7 @@ func (l *loader) checkRefs() {
 		}
 	}
 	l.checkWorkingDirs()
+	l.checkShells()
 	l.checkRuns()
 	if len(l.refs) == 0 {
 		return

@@ -34,6 +34,11 @@ func (w *Worker) prepare(ctx context.Context, a *attempt, dir string) (executor.
 	}
 	switch {
 	case s.Command != "":
+		if err := executor.FindShell(exa); err != nil {
+			// Not a lost attempt to hand to another worker: a failed one,
+			// which says on which worker, and retries as the step says.
+			return missingShell{fmt.Errorf("shell: %v on worker %s", err, w.id)}, exa, nil
+		}
 		return w.shell, exa, nil
 	case s.Isolation == "process":
 		// The child asks this worker for its markers, as a runner's child
@@ -46,4 +51,16 @@ func (w *Worker) prepare(ctx context.Context, a *attempt, dir string) (executor.
 	default:
 		return w.lua, exa, nil
 	}
+}
+
+// missingShell is the executor of an attempt whose step's shell is not
+// installed on this worker: the attempt starts, runs nothing and fails,
+// with exit status 127 as a shell gives for a command it cannot find.
+type missingShell struct{ err error }
+
+func (m missingShell) Run(ctx context.Context, a *executor.Attempt) executor.Result {
+	if err := a.Started(0); err != nil {
+		return executor.Result{Err: err, ExitCode: -1, NotStarted: true}
+	}
+	return executor.Result{Err: m.err, ExitCode: 127}
 }
