@@ -48,6 +48,7 @@ func (l *loader) applyDefaults() {
 		d.RetryPolicy, d.MaxRetries, d.Timeout, d.MemoryMB = si.s.RetryPolicy, si.s.MaxRetries, si.s.Timeout, si.s.MemoryMB
 		d.Env, d.WorkingDir = maps.Clone(si.s.Env), si.s.WorkingDir
 		d.Allow, d.HTTPHosts = si.s.Allow, si.s.HTTPHosts
+		d.Container = si.s.Container
 	}
 	for _, top := range []struct {
 		si  *stepInfo

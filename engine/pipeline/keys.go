@@ -84,7 +84,8 @@ var topFields = []topField{
 	{"steps", func(l *loader, kv keyValue) { l.stepsNode, l.stepsLine = kv.v, kv.k.Line }},
 	{HandlerOnFailure, func(l *loader, kv keyValue) { l.handlerNodes[0] = kv }},
 	{HandlerFinally, func(l *loader, kv keyValue) { l.handlerNodes[1] = kv }},
-	{"schedule", (*loader).schedule}, // schedule.go
+	{"schedule", (*loader).schedule},      // schedule.go
+	{"container", (*loader).containerTop}, // container.go
 }
 
 // Roles of step keys.
@@ -151,6 +152,7 @@ var stepFields = []stepField{
 		}
 	}},
 	{"cache", roleOther, (*stepInfo).cache}, // cache.go
+	{"image", roleOther, (*stepInfo).image}, // container.go
 	{"inputs", roleOther, (*stepInfo).inputs},
 	{"outputs", roleOther, (*stepInfo).outputs},
 	{"pool", roleOther, func(si *stepInfo, kv keyValue) {
@@ -165,7 +167,7 @@ var stepFields = []stepField{
 }
 
 // defaultKeys are the step keys that defaults: may set.
-var defaultKeys = []string{"retry_policy", "max_retries", "timeout_seconds", "env", "memory_mb", "working_dir", "allow"}
+var defaultKeys = []string{"retry_policy", "max_retries", "timeout_seconds", "env", "memory_mb", "working_dir", "allow", "image"}
 
 // Keys, from the tables.
 var (
@@ -482,7 +484,7 @@ func (l *loader) step(index int, n *yaml.Node) {
 	d := &l.p.Defaults
 	*s = Step{RetryPolicy: RetryNone, MaxRetries: l.p.MaxRetries, Durability: l.p.Durability,
 		Timeout: d.Timeout, MemoryMB: d.MemoryMB, WorkingDir: d.WorkingDir,
-		Allow: slices.Clone(d.Allow), HTTPHosts: slices.Clone(d.HTTPHosts)}
+		Allow: slices.Clone(d.Allow), HTTPHosts: slices.Clone(d.HTTPHosts), Container: d.Container}
 	if d.RetryPolicy != "" {
 		s.RetryPolicy = d.RetryPolicy
 	}
