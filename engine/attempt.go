@@ -68,8 +68,9 @@ func (r *run) recoverPrevious(ctx context.Context, n *node) (nodeDone, bool) {
 		// A process that left the attempt's process group (setsid, a
 		// daemon) is found by its APOLLO_ATTEMPT tag: an old attempt's
 		// processes never run beside its cleanup or its rerun.
+		// A container is ended through its engine first (container.go).
+		removed = r.endContainer(n)
 		ended = executor.EndLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace)
-		removed = r.endContainer(n) // container.go
 	}
 	if n.dirty && n.retry > 0 {
 		// What the cut-off attempt wrote to $APOLLO_OUTPUT was never

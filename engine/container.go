@@ -143,7 +143,7 @@ func (c containerRun) carry(ctx context.Context, at *attemptRun) (executor.Resul
 	}
 	a.Command = "exec " + shellJoin(argv)
 	actx, cancel := executor.WithTimeout(ctx, s.Timeout)
-	stopped := make(chan struct{})
+	bodyDone, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		// A timeout or a stop ends the container itself: the engine's
 		// client, which the executor signals, is not the container.
@@ -151,16 +151,12 @@ func (c containerRun) carry(ctx context.Context, at *attemptRun) (executor.Resul
 		select {
 		case <-actx.Done():
 			r.removeContainer(name, r.e.opts.KillGrace)
-		case <-stopped:
+		case <-bodyDone:
 		}
 	}()
 	res := r.e.opts.Executors["shell"].Run(actx, &a)
-	select {
-	case <-stopped:
-	default:
-		stopped <- struct{}{}
-		<-stopped
-	}
+	close(bodyDone)
+	<-stopped
 	cancel()
 	r.e.crash("body:after")
 	if res.NotStarted {
