@@ -5,11 +5,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,8 +26,8 @@ import (
 // §2.13), from APOLLO_CONTAINER_ENGINE, APOLLO_CONTAINER_FLAGS and
 // APOLLO_CONTAINER_RUN_FLAGS.
 type ContainerConfig struct {
-	// Engine is "podman" or "docker"; "" is podman. A pipeline's
-	// container.engine takes precedence.
+	// Engine is "podman" or "docker" (or the path of one's binary); "" is
+	// podman. A pipeline's container.engine takes precedence.
 	Engine string
 	// Flags go before the engine's subcommand (podman --runtime runc ...),
 	// RunFlags after `run` (--ulimit nofile=1024:1024 ...): what a machine's
@@ -63,8 +66,8 @@ func (r *run) engineCmd(ctx context.Context, args ...string) (string, error) {
 	eng := r.containerEngine()
 	bin, err := exec.LookPath(eng)
 	if err != nil {
-		return "", fmt.Errorf("container engine %s is not installed (%s not found in PATH): install it, or choose the other "+
-			"engine with container: {engine: ...} or APOLLO_CONTAINER_ENGINE", eng, eng)
+		return "", fmt.Errorf("container engine %s is not installed (%v): install it, or choose the other "+
+			"engine with container: {engine: ...} or APOLLO_CONTAINER_ENGINE", eng, err)
 	}
 	cmd := exec.CommandContext(ctx, bin, append(append([]string(nil), r.e.opts.Container.Flags...), args...)...)
 	var out, errb bytes.Buffer
@@ -228,7 +231,10 @@ func (r *run) containerArgv(a *executor.Attempt, imageID, name string, retry int
 		if _, err := os.Stat(m.Source); err != nil {
 			return nil, fmt.Errorf("container: mount %s: %w", m.Source, err)
 		}
-		mount(m.Source, m.Target, m.Writable)
+		if !mounted[m.Target] {
+			mounted[m.Target] = true
+			argv = append(argv, "-v", mountSpec(m))
+		}
 	}
 	argv = append(argv, "-w", dir)
 	for _, kv := range a.Env[len(r.baseEnv):] {
@@ -236,6 +242,17 @@ func (r *run) containerArgv(a *executor.Attempt, imageID, name string, retry int
 			argv = append(argv, "-e", k)
 		}
 	}
+	argv = append(argv, containerOptions(c)...)
+	ref := imageID
+	if ref == "" {
+		ref = c.Image
+	}
+	return append(argv, ref, "sh", "-c", a.Command), nil
+}
+
+// containerOptions are the engine's flags for the step's settings.
+func containerOptions(c *pipeline.Container) []string {
+	var argv []string
 	if c.User != "" {
 		argv = append(argv, "--user", c.User)
 	}
@@ -248,11 +265,47 @@ func (r *run) containerArgv(a *executor.Attempt, imageID, name string, retry int
 	if c.Network != "" {
 		argv = append(argv, "--network", map[string]string{"none": "none", "host": "host", "default": "bridge"}[c.Network])
 	}
-	ref := imageID
-	if ref == "" {
-		ref = c.Image
+	return argv
+}
+
+func mountSpec(m pipeline.Mount) string {
+	if m.Writable {
+		return m.Source + ":" + m.Target + ":rw"
 	}
-	return append(argv, ref, "sh", "-c", a.Command), nil
+	return m.Source + ":" + m.Target + ":ro"
+}
+
+// containerPlan is what a dry run shows of a container step: the engine's
+// command line as an attempt runs it, the attempt's own names and paths
+// left as placeholders, the body (shown on its own) as <command>. Secrets
+// are passed by name only: none shows here.
+func (r *run) containerPlan(rs *renderedStep) string {
+	s := rs.step
+	c := s.Container
+	argv := append([]string{r.containerEngine()}, r.e.opts.Container.Flags...)
+	argv = append(argv, "run", "--rm", "--name", "apollo-<attempt>", "--pull", "never",
+		"--label", "apollo.task="+r.t.id, "--label", "apollo.step="+s.ID, "--label", "apollo.attempt=<n>")
+	argv = append(argv, r.e.opts.Container.RunFlags...)
+	ws, _ := filepath.Abs(r.e.opts.Workdir)
+	argv = append(argv, "-v", ws+":"+ws+":rw", "-v", "<outputs>:<outputs>:rw")
+	for _, m := range c.Mounts {
+		argv = append(argv, "-v", mountSpec(m))
+	}
+	dir, _ := filepath.Abs(r.stepDir(s))
+	argv = append(argv, "-w", dir)
+	names := []string{"APOLLO_TASK_ID", "APOLLO_STEP_ID", "APOLLO_RETRY_COUNT", "APOLLO_OUTPUT"}
+	for _, k := range slices.Sorted(maps.Keys(rs.env)) {
+		names = append(names, k)
+	}
+	for _, sec := range r.t.p.Secrets {
+		names = append(names, sec.Name)
+	}
+	for _, k := range names {
+		argv = append(argv, "-e", k)
+	}
+	argv = append(argv, containerOptions(c)...)
+	argv = append(argv, c.Image, "sh", "-c")
+	return shellJoin(argv) + " <command>"
 }
 
 // within reports whether path is dir or under it.
@@ -309,11 +362,24 @@ func engineMessage(path string) string {
 	return msg
 }
 
-// shellJoin quotes argv for sh.
+// shellJoin quotes argv for sh, each word that needs it.
 func shellJoin(argv []string) string {
 	q := make([]string, len(argv))
 	for i, a := range argv {
-		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		q[i] = a
+		if a == "" || strings.ContainsFunc(a, func(c rune) bool {
+			return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_./:=@,+%", c))
+		}) {
+			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
 	}
 	return strings.Join(q, " ")
+}
+
+// containerDigestText is what the definition digest holds of a container
+// step: its image as written and every setting (the id the image resolves
+// to is in each STEP_START).
+func containerDigestText(c *pipeline.Container) string {
+	b, _ := json.Marshal(c)
+	return string(b)
 }
