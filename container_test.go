@@ -21,29 +21,30 @@ const testImage = "localhost/apollo-test-busybox:1"
 var containerSetup struct {
 	once     sync.Once
 	skip     string // why container scripts skip, "" when they run
+	flags    string // APOLLO_CONTAINER_FLAGS this machine needs
 	runFlags string // APOLLO_CONTAINER_RUN_FLAGS this machine needs
 }
 
 // containerReady builds the test image and finds the run flags this
 // machine's engine needs, once.
-func containerReady() (skip, runFlags string) {
+func containerReady() (skip, flags, runFlags string) {
 	c := &containerSetup
 	c.once.Do(func() {
-		c.skip, c.runFlags = buildTestImage()
+		c.skip, c.flags, c.runFlags = buildTestImage()
 		if c.skip != "" {
 			fmt.Fprintf(os.Stderr, "container scripts skip: %s\n", c.skip)
 		}
 	})
-	return c.skip, c.runFlags
+	return c.skip, c.flags, c.runFlags
 }
 
-func buildTestImage() (skip, runFlags string) {
+func buildTestImage() (skip, flags, runFlags string) {
 	if _, err := exec.LookPath("podman"); err != nil {
-		return "podman is not installed (.ci/run installs it: apt-get install podman runc busybox-static)", ""
+		return "podman is not installed (.ci/run installs it: apt-get install podman runc busybox-static)", "", ""
 	}
 	bb, err := os.ReadFile("/bin/busybox")
 	if err != nil {
-		return "no /bin/busybox to build the test image from (apt-get install busybox-static)", ""
+		return "no /bin/busybox to build the test image from (apt-get install busybox-static)", "", ""
 	}
 	var tb bytes.Buffer
 	tw := tar.NewWriter(&tb)
@@ -60,37 +61,42 @@ func buildTestImage() (skip, runFlags string) {
 	imp := exec.Command("podman", "import", "-", testImage)
 	imp.Stdin = &tb
 	if out, err := imp.CombinedOutput(); err != nil {
-		return fmt.Sprintf("podman import failed: %v: %s", err, out), ""
+		return fmt.Sprintf("podman import failed: %v: %s", err, out), "", ""
 	}
 	// This machine's engine may refuse its own default resource limits
-	// (a hard RLIMIT_NOFILE or RLIMIT_NPROC under the default): try
-	// without flags, then with explicit limits.
-	for _, flags := range []string{"", "--ulimit nofile=1024:1024 --ulimit nproc=1024:1024"} {
-		args := append([]string{"run", "--rm"}, strings.Fields(flags)...)
-		out, err := exec.Command("podman", append(args, testImage, "true")...).CombinedOutput()
-		if err == nil {
-			return "", flags
+	// (a hard RLIMIT_NOFILE or RLIMIT_NPROC under the default), and crun
+	// the hybrid cgroup layout: try without flags, then with explicit
+	// limits, then with runc.
+	for _, global := range []string{"", "--runtime runc"} {
+		for _, run := range []string{"", "--ulimit nofile=1024:1024 --ulimit nproc=1024:1024"} {
+			args := append(strings.Fields(global), "run", "--rm")
+			args = append(args, strings.Fields(run)...)
+			out, err := exec.Command("podman", append(args, testImage, "true")...).CombinedOutput()
+			if err == nil {
+				return "", global, run
+			}
+			skip = fmt.Sprintf("podman cannot run a container here: %v: %s", err, bytes.TrimSpace(out))
 		}
-		skip = fmt.Sprintf("podman cannot run a container here: %v: %s", err, bytes.TrimSpace(out))
 	}
-	return skip, ""
+	return skip, "", ""
 }
 
 // containerCondition is the scripts' [container] condition: podman can
 // run the test image here. Scripts skip on [!container]; why is logged once.
 func containerCondition() bool {
-	skip, _ := containerReady()
+	skip, _, _ := containerReady()
 	return skip == ""
 }
 
-// cmdNeedContainer sets a container script's environment up: the run flags
+// cmdNeedContainer sets a container script's environment up: the flags
 // this machine's engine needs.
 func cmdNeedContainer(ts *testscript.TestScript, neg bool, args []string) {
-	skip, flags := containerReady()
+	skip, flags, runFlags := containerReady()
 	if skip != "" {
 		ts.Fatalf("no container engine: %s", skip)
 	}
-	ts.Setenv("APOLLO_CONTAINER_RUN_FLAGS", flags)
+	ts.Setenv("APOLLO_CONTAINER_FLAGS", flags)
+	ts.Setenv("APOLLO_CONTAINER_RUN_FLAGS", runFlags)
 }
 
 // cmdContainers prints the containers of a task, running or not, one name
