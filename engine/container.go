@@ -23,7 +23,7 @@ import (
 )
 
 // ContainerConfig is how this machine runs image: steps (docs/spec.md
-// §2.13), from APOLLO_CONTAINER_ENGINE, APOLLO_CONTAINER_FLAGS and
+// §2.12), from APOLLO_CONTAINER_ENGINE, APOLLO_CONTAINER_FLAGS and
 // APOLLO_CONTAINER_RUN_FLAGS.
 type ContainerConfig struct {
 	// Engine is "podman" or "docker" (or the path of one's binary); "" is

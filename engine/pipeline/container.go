@@ -16,7 +16,7 @@ const (
 )
 
 // Container runs a shell step's body in a container of Image through an
-// OCI engine's CLI (image:; docs/spec.md §2.13).
+// OCI engine's CLI (image:; docs/spec.md §2.12).
 type Container struct {
 	// Image is NAME[:TAG|@DIGEST], as written.
 	Image string
