@@ -19,6 +19,7 @@ import (
 
 	"apollo/engine/executor"
 	"apollo/engine/pipeline"
+	"apollo/engine/usage"
 	"apollo/eventlog"
 )
 
@@ -382,4 +383,17 @@ func shellJoin(argv []string) string {
 func containerDigestText(c *pipeline.Container) string {
 	b, _ := json.Marshal(c)
 	return string(b)
+}
+
+// refuseContainersOnHub refuses a run with a hub of a pipeline with
+// container steps: a worker would run their bodies on its host instead of
+// in their image, and no worker says yet which engine it has.
+func refuseContainersOnHub(p *pipeline.Pipeline) error {
+	for _, s := range p.Steps {
+		if s.Container != nil {
+			return usage.Errorf("%s: step %q runs in a container (image: %s), which workers do not run yet; run it without --hub",
+				p.Path, s.ID, s.Container.Image)
+		}
+	}
+	return nil
 }
