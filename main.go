@@ -252,8 +252,18 @@ func runsIn(stateDir string, in invocation) history.Runs {
 	return history.Runs{Dir: statedir.Dir{Root: stateDir}, Stdout: in.stdout, Stderr: in.stderr}
 }
 
+// containerConfig is how this machine runs container steps:
+// APOLLO_CONTAINER_ENGINE, and the engine flags APOLLO_CONTAINER_FLAGS and
+// APOLLO_CONTAINER_RUN_FLAGS (separated by spaces).
+func containerConfig() engine.ContainerConfig {
+	return engine.ContainerConfig{Engine: os.Getenv("APOLLO_CONTAINER_ENGINE"),
+		Flags:    strings.Fields(os.Getenv("APOLLO_CONTAINER_FLAGS")),
+		RunFlags: strings.Fields(os.Getenv("APOLLO_CONTAINER_RUN_FLAGS"))}
+}
+
 // newEngine returns the engine a command works with, set up from the
-// environment (APOLLO_KILL_GRACE, APOLLO_MAX_OUTPUT_MB, NO_COLOR, TERM).
+// environment (APOLLO_KILL_GRACE, APOLLO_MAX_OUTPUT_MB, NO_COLOR, TERM,
+// APOLLO_CONTAINER_*).
 func newEngine(stateDir, progress string, stdout, stderr io.Writer) *engine.Engine {
 	grace := 5 * time.Second
 	if g, err := time.ParseDuration(os.Getenv("APOLLO_KILL_GRACE")); err == nil && g > 0 {
@@ -268,5 +278,6 @@ func newEngine(stateDir, progress string, stdout, stderr io.Writer) *engine.Engi
 	}
 	color := os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
 	return engine.New(engine.Options{StateDir: stateDir, Stdout: stdout, Stderr: stderr, Progress: progress,
-		Color: color, KillGrace: grace, MaxOutputBytes: maxOutput, Version: version(), Bundled: scripts.Modules()})
+		Color: color, KillGrace: grace, MaxOutputBytes: maxOutput, Version: version(), Bundled: scripts.Modules(),
+		Container: containerConfig()})
 }

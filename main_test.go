@@ -43,6 +43,12 @@ func TestScripts(t *testing.T) {
 			env.Setenv("NO_COLOR", "1")
 			return nil
 		},
+		Condition: func(cond string) (bool, error) {
+			if cond == "container" {
+				return containerCondition(), nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"waitfile": cmdWaitFile,
 			"records":  cmdRecords,
@@ -57,6 +63,9 @@ func TestScripts(t *testing.T) {
 			"waitlog":  cmdWaitLog,
 			"forge":    cmdForge,
 			"snoop":    cmdSnoop,
+			// container_test.go
+			"needcontainer": cmdNeedContainer,
+			"containers":    cmdContainers,
 		},
 	})
 }
@@ -143,6 +152,9 @@ func cmdRecords(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		if r.CachedFrom != "" {
 			fmt.Fprintf(&b, " cached_from=%s", r.CachedFrom)
+		}
+		if r.Image != "" {
+			fmt.Fprintf(&b, " image=%s image_id=%s", r.Image, r.ImageID)
 		}
 		b.WriteString("\n")
 	}

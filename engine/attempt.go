@@ -63,11 +63,13 @@ func (r *taskRun) work(ctx context.Context, n *node) nodeDone {
 // off by a crash, or failed) and cleans up after it. It returns ok=false
 // with the step's end when the step must not run again.
 func (r *taskRun) recoverPrevious(ctx context.Context, n *node) (nodeDone, bool) {
-	ended := 0
+	ended, removed := 0, ""
 	if (n.dirty || n.unclean) && n.prevToken != "" {
 		// A process that left the attempt's process group (setsid, a
 		// daemon) is found by its APOLLO_ATTEMPT tag: an old attempt's
 		// processes never run beside its cleanup or its rerun.
+		// A container is ended through its engine first (container.go).
+		removed = r.endContainer(n)
 		ended = executor.EndLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace)
 	}
 	if n.dirty && n.retry > 0 {
@@ -75,13 +77,13 @@ func (r *taskRun) recoverPrevious(ctx context.Context, n *node) (nodeDone, bool)
 		// read, and may hold a secret in clear.
 		os.Remove(r.t.publishPath(n.id(), n.retry-1))
 	}
-	if !n.dirty && !(n.unclean && n.rs.step.HasCleanup()) && ended == 0 {
+	if !n.dirty && !(n.unclean && n.rs.step.HasCleanup()) && ended == 0 && removed == "" {
 		if n.attempts == 0 && (n.plan.Action == ActionRerun || n.plan.Action == ActionCleanRerun) {
 			r.rep.event(n.id(), "rerun: "+n.plan.Reason)
 		}
 		return nodeDone{}, true
 	}
-	d, ok := r.cleanup(ctx, n, ended)
+	d, ok := r.cleanup(ctx, n, ended, removed)
 	if ok {
 		n.recovered++ // a CLEANUP was recorded, or none was needed
 	}
@@ -89,17 +91,21 @@ func (r *taskRun) recoverPrevious(ctx context.Context, n *node) (nodeDone, bool)
 }
 
 // cleanup runs before a rerun, after ended leftover processes of the
-// previous attempt were ended. It returns ok=false with the step's end when
+// previous attempt were ended, and its container removed (removed names
+// it, "" when none was left). It returns ok=false with the step's end when
 // the step must not run.
-func (r *taskRun) cleanup(ctx context.Context, n *node, ended int) (nodeDone, bool) {
+func (r *taskRun) cleanup(ctx context.Context, n *node, ended int, removed string) (nodeDone, bool) {
 	s := n.rs.step
 	var notes []string
+	which := "the failed attempt"
+	if n.dirty {
+		which = "the cut-off attempt"
+	}
 	if ended > 0 {
-		which := "the failed attempt"
-		if n.dirty {
-			which = "the cut-off attempt"
-		}
 		notes = append(notes, fmt.Sprintf("ended %d process(es) left running by %s", ended, which))
+	}
+	if removed != "" {
+		notes = append(notes, fmt.Sprintf("removed container %s left by %s", removed, which))
 	}
 	rec := &eventlog.Record{EventType: eventlog.Cleanup, StepID: s.ID, Status: eventlog.Pending,
 		RetryCount: max(n.retry-1, 0), Dirty: n.dirty}
@@ -125,7 +131,7 @@ func (r *taskRun) cleanup(ctx context.Context, n *node, ended int) (nodeDone, bo
 		} else {
 			notes = append(notes, "cleanup hook succeeded")
 		}
-	} else if n.dirty || ended > 0 {
+	} else if n.dirty || ended > 0 || removed != "" {
 		notes = append(notes, "no cleanup hook")
 	}
 	if n.dirty {
@@ -216,14 +222,15 @@ func (r *taskRun) attempt(ctx context.Context, n *node, c carrier) (d nodeDone, 
 
 // attemptRun is one attempt of a step while it is carried.
 type attemptRun struct {
-	n     *node
-	retry int
-	input string            // its input digest
-	pre   *prepared         // n rendered with its upstream outputs, when its carrier has it already
-	a     *executor.Attempt // what a local executor runs (and a child or an expansion reports to)
-	ahead executor.Ahead    // its shell, started ahead (warmUp), or nil
-	began time.Time         // when its body was released
-	pgid  int               // its process group, once it runs
+	n       *node
+	retry   int
+	input   string            // its input digest
+	pre     *prepared         // n rendered with its upstream outputs, when its carrier has it already
+	a       *executor.Attempt // what a local executor runs (and a child or an expansion reports to)
+	ahead   executor.Ahead    // its shell, started ahead (warmUp), or nil
+	imageID string            // its container's image, resolved by containerRun.begin
+	began   time.Time         // when its body was released
+	pgid    int               // its process group, once it runs
 	// lateErr says why the step's upstream outputs could not be rendered
 	// into it: the attempt fails without running.
 	lateErr error

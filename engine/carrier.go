@@ -16,6 +16,7 @@ import (
 //	subpipe.go         a child pipeline (run:), run as a task of its own
 //	foreach.go         the expansion of a foreach over an upstream output
 //	remote_attempt.go  a dispatch through the hub to a worker (--hub)
+//	container.go       a command in a container of its image (image:)
 //	cachestep.go       a cache hit, around any of the others (cache:)
 type carrier interface {
 	// begin makes the attempt begin: it numbers it and records its
@@ -46,6 +47,8 @@ func (r *taskRun) carrierFor(n *node) carrier {
 		c = childPipeline{r}
 	case r.hub != nil:
 		c = hubDispatch{r}
+	case s.Container != nil:
+		c = containerRun{r}
 	default:
 		c = localExecutor{r}
 	}

@@ -61,6 +61,9 @@ func definitionDigest(rs *renderedStep) string {
 	if rs.filesDigest != "" { // keys added since the first format: only when set
 		field(`,"files":`, rs.filesDigest)
 	}
+	if s.Container != nil { // keys added since the first format: only when set
+		field(`,"image":`, containerDigestText(s.Container))
+	}
 	field(`,"isolation":`, s.Isolation)
 	if s.Item != nil { // keys added since the first format: only when set
 		b = append(b, `,"item":`...)
@@ -192,6 +195,9 @@ func definitionMap(rs *renderedStep) map[string]any {
 	}
 	if s.Shell != nil {
 		m["shell"] = s.Shell
+	}
+	if s.Container != nil {
+		m["image"] = containerDigestText(s.Container)
 	}
 	return m
 }

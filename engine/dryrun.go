@@ -66,6 +66,9 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 			fc.decide(rs, st, &ps)
 		}
 		describe(&ps, rs, mask)
+		if rs.step.Container != nil && ps.Command != "" {
+			ps.Container = r.containerPlan(rs) // container.go
+		}
 		if rs.step.Run != "" && rs.step.Foreach == nil && willRun(ps.Action) {
 			log := t.childLog(pipeline.ChildTaskID(t.id, rs.step.ID), ps.NextRetry == 0 || endedOK(st), st.ChildLog, pl.Log, now)
 			if ps.Child, err = e.childPlan(t, rs, ro, log, mask); err != nil {
@@ -282,6 +285,9 @@ func writePlan(w io.Writer, pl *Plan) {
 		}
 		if cleanup {
 			fmt.Fprintf(w, "       cleanup: %s\n", textfmt.OneLine(ps.Cleanup, 300))
+		}
+		if ps.Container != "" {
+			fmt.Fprintf(w, "       in: %s\n", textfmt.OneLine(ps.Container, 2000))
 		}
 		if ps.Command != "" {
 			fmt.Fprintf(w, "       $ %s\n", textfmt.OneLine(ps.Command, 300))

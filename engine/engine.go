@@ -49,6 +49,8 @@ type Options struct {
 	// Crash is called at named crash points (see crash.go); nil means the
 	// one APOLLO_CRASH_AT asks for, if any.
 	Crash func(point string)
+	// Container is how this machine runs container steps (container.go).
+	Container ContainerConfig
 }
 
 // Engine loads pipelines and runs, plans and inspects tasks.

@@ -32,6 +32,7 @@ type PlanStep struct {
 	DependsOn  []string `json:"depends_on"`
 	Optional   bool     `json:"optional"`
 	Command    string   `json:"command,omitempty"`
+	Container  string   `json:"container,omitempty"` // the engine's command line that runs Command (image:)
 	Body       string   `json:"body,omitempty"`
 	Cleanup    string   `json:"cleanup,omitempty"`
 	Shell      string   `json:"shell,omitempty"` // the interpreter of its shell bodies, when not the default sh

@@ -150,6 +150,9 @@ func (r *taskRun) connectHub(ctx context.Context) error {
 		// messages on disk: secrets are never written.
 		return usage.Errorf("%s declares secrets, which are not sent to workers (the hub stores what it carries); run it without --hub", r.t.p.Path)
 	}
+	if err := refuseContainersOnHub(r.t.p); err != nil { // container.go
+		return err
+	}
 	host, _ := os.Hostname()
 	h := &hubRun{r: r, pool: ho.Pool, host: host, slots: map[string]*slot{},
 		adopted: map[string]*slot{}, failed: make(chan struct{})}

@@ -39,7 +39,8 @@ func (r *taskRun) warmUp(n *node) bool {
 		// c.started first: a started step's fields belong to its step goroutine.
 		if c.started || c.waiting != 1 || c.warm != nil || c.blocked || c.final != "" ||
 			c.rs.step.Command == "" || c.rs.lateVars != nil || c.dirty || c.unclean || c.plan.WaitMS > 0 ||
-			c.rs.step.Cache != nil { // its result may come from the cache: it may run nothing
+			c.rs.step.Cache != nil || // its result may come from the cache: it may run nothing
+			c.rs.step.Container != nil { // its engine starts it, not a held shell
 			continue
 		}
 		w := &warmShell{ready: make(chan struct{})}

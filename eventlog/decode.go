@@ -851,7 +851,7 @@ var (
 	recordNames = []string{"seq", "timestamp", "task_id", "step_id", "event_type", "status", "retry_count",
 		"input_digest", "output_digest", "error_message", "duration_ms", "message", "pgid", "exit_code",
 		"next_delay_ms", "interrupted", "timed_out", "dirty", "output", "start", "summary", "marker", "intervention",
-		"worker", "pool", "src_seq", "cached_from", "child_log"}
+		"worker", "pool", "src_seq", "cached_from", "child_log", "image", "image_id"}
 	startNames = []string{"v", "task_name", "pipeline", "pipeline_digest", "steps", "vars", "pid", "host",
 		"run_nonce", "invocation", "durability", "parallelism", "apollo_version", "pipeline_file"}
 	stepNames         = []string{"id", "depends_on", "optional", "definition_digest", "has_cleanup", "child", "handler"}
@@ -928,6 +928,10 @@ func (d *decoder) record(r *Record) {
 			r.CachedFrom = d.str()
 		case 27: // child_log
 			r.ChildLog = d.str()
+		case 28: // image
+			r.Image = d.str()
+		case 29: // image_id
+			r.ImageID = d.str()
 		}
 	}
 }

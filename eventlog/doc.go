@@ -50,7 +50,7 @@ fields, in this order, are always present:
 
 then optional fields (message, pgid, exit_code, next_delay_ms, interrupted,
 timed_out, dirty, output, start, summary, marker, intervention, worker, pool,
-src_seq, cached_from, child_log), and last:
+src_seq, cached_from, child_log, image, image_id), and last:
 
 	crc            8 lower-case hex digits of the CRC-32C (Castagnoli) of the
 	               line as it would read without this field: for a line

@@ -128,6 +128,12 @@ func appendRecord(b []byte, r *Record) ([]byte, bool) {
 	if r.ChildLog != "" {
 		b = appendField(b, `,"child_log":`, r.ChildLog)
 	}
+	if r.Image != "" {
+		b = appendField(b, `,"image":`, r.Image)
+	}
+	if r.ImageID != "" {
+		b = appendField(b, `,"image_id":`, r.ImageID)
+	}
 	return b, true
 }
 

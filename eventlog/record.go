@@ -116,6 +116,10 @@ type Record struct {
 	// docs/spec.md §2.11): written before the child starts, so that a
 	// crash leaves no doubt which of the child's logs is the attempt's.
 	ChildLog string `json:"child_log,omitempty"`
+	// Image and ImageID are the image a container step's attempt runs, as
+	// the step names it and as the engine resolved it (STEP_START).
+	Image   string `json:"image,omitempty"`
+	ImageID string `json:"image_id,omitempty"`
 }
 
 // StartInfo makes the log self-describing: with it, inspect needs nothing

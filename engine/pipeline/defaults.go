@@ -49,6 +49,7 @@ func (l *loader) applyDefaults() {
 		d.Env, d.WorkingDir = maps.Clone(si.s.Env), si.s.WorkingDir
 		d.Allow, d.HTTPHosts = si.s.Allow, si.s.HTTPHosts
 		d.Shell = si.s.Shell
+		d.Container = si.s.Container
 	}
 	for _, top := range []struct {
 		si  *stepInfo

@@ -84,7 +84,8 @@ var topFields = []topField{
 	{"steps", func(l *loader, kv keyValue) { l.stepsNode, l.stepsLine = kv.v, kv.k.Line }},
 	{HandlerOnFailure, func(l *loader, kv keyValue) { l.handlerNodes[0] = kv }},
 	{HandlerFinally, func(l *loader, kv keyValue) { l.handlerNodes[1] = kv }},
-	{"schedule", (*loader).schedule}, // schedule.go
+	{"schedule", (*loader).schedule},      // schedule.go
+	{"container", (*loader).containerTop}, // container.go
 }
 
 // Roles of step keys.
@@ -152,6 +153,7 @@ var stepFields = []stepField{
 	}},
 	{"shell", roleOther, (*stepInfo).shell}, // shell.go
 	{"cache", roleOther, (*stepInfo).cache}, // cache.go
+	{"image", roleOther, (*stepInfo).image}, // container.go
 	{"inputs", roleOther, (*stepInfo).inputs},
 	{"outputs", roleOther, (*stepInfo).outputs},
 	{"pool", roleOther, func(si *stepInfo, kv keyValue) {
@@ -166,7 +168,7 @@ var stepFields = []stepField{
 }
 
 // defaultKeys are the step keys that defaults: may set.
-var defaultKeys = []string{"retry_policy", "max_retries", "timeout_seconds", "env", "memory_mb", "working_dir", "allow", "shell"}
+var defaultKeys = []string{"retry_policy", "max_retries", "timeout_seconds", "env", "memory_mb", "working_dir", "allow", "shell", "image"}
 
 // Keys, from the tables.
 var (
@@ -483,7 +485,8 @@ func (l *loader) step(index int, n *yaml.Node) {
 	d := &l.p.Defaults
 	*s = Step{RetryPolicy: RetryNone, MaxRetries: l.p.MaxRetries, Durability: l.p.Durability,
 		Timeout: d.Timeout, MemoryMB: d.MemoryMB, WorkingDir: d.WorkingDir,
-		Allow: slices.Clone(d.Allow), HTTPHosts: slices.Clone(d.HTTPHosts), Shell: d.Shell}
+		Allow: slices.Clone(d.Allow), HTTPHosts: slices.Clone(d.HTTPHosts), Shell: d.Shell,
+		Container: d.Container}
 	if d.RetryPolicy != "" {
 		s.RetryPolicy = d.RetryPolicy
 	}

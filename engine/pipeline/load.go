@@ -992,6 +992,7 @@ func (l *loader) checkStepShape(si *stepInfo) {
 		}
 	}
 	body := checkBodies(si)
+	checkImage(si, body)
 	if body == "run" {
 		l.checkRunShape(si)
 	}

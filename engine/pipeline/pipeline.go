@@ -63,6 +63,9 @@ type Pipeline struct {
 	// max_steps:; docs/spec.md §2.9); 0 when the file does not set them,
 	// read through InstanceLimit.
 	MaxInstances, MaxSteps int
+	// ContainerEngine is container.engine: "podman", "docker", or "" for
+	// the machine's (APOLLO_CONTAINER_ENGINE, else podman).
+	ContainerEngine string
 }
 
 // Defaults are what the top level sets for every step that does not set it
@@ -80,6 +83,8 @@ type Defaults struct {
 	HTTPHosts []string
 	// EnvFile holds the variables of env_file:, under every step's env.
 	EnvFile map[string]string
+	// Container is defaults.image, for command steps.
+	Container *Container
 }
 
 // Step is one node of the DAG.
@@ -168,6 +173,9 @@ type Step struct {
 	Cache   *Cache
 	Inputs  []string
 	Outputs []string
+	// Container, when set, runs the command in a container (image:); it is
+	// shared with defaults: and never changed once loaded.
+	Container *Container
 
 	// depIdx holds the indexes in Pipeline.Steps of DependsOn, as Load
 	// resolved them.

@@ -121,7 +121,8 @@ const pipelineSchema = `{
         "memory_mb": {"$ref": "#/$defs/memoryMB"},
         "working_dir": {"$ref": "#/$defs/workingDir"},
         "allow": {"$ref": "#/$defs/allow"},
-        "shell": {"$ref": "#/$defs/shell"}
+        "shell": {"$ref": "#/$defs/shell"},
+        "image": {"$ref": "#/$defs/image"}
       },
       "if": {"required": ["max_retries"], "properties": {"max_retries": {"minimum": 1}}},
       "then": {"required": ["retry_policy"]}
@@ -133,6 +134,11 @@ const pipelineSchema = `{
     "working_dir": {
       "description": "Where shell steps run, relative to the pipeline file's folder (default: the folder apollo runs in).",
       "$ref": "#/$defs/workingDir"
+    },
+    "container": {
+      "description": "The OCI engine that runs image: steps (default: $APOLLO_CONTAINER_ENGINE, else podman).",
+      "type": ["object", "null"], "additionalProperties": false,
+      "properties": {"engine": {"enum": ["podman", "docker"]}}
     },
     "schedule": {
       "description": "When apollo serve runs the pipeline: a cron expression (minute hour day-of-month month day-of-week, or @daily, @hourly, ...) or a mapping.",
@@ -170,6 +176,22 @@ const pipelineSchema = `{
     }
   },
   "$defs": {
+    "image": {
+      "description": "Run this command step in a container of the image: NAME[:TAG|@DIGEST], or {name, pull, mounts, user, cpus, memory, network}.",
+      "oneOf": [
+        {"$ref": "#/$defs/imageName"},
+        {"type": "object", "additionalProperties": false, "required": ["name"], "properties": {
+          "name": {"$ref": "#/$defs/imageName"},
+          "pull": {"enum": ["missing", "always", "never"]},
+          "mounts": {"type": ["array", "null"], "items": {"type": "string", "pattern": "^[^:]+:/[^:]*(:(rw|ro|outside)(,(rw|ro|outside))*)?$"}},
+          "user": {"type": "string", "pattern": "^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$"},
+          "cpus": {"type": ["number", "string"]},
+          "memory": {"type": ["string", "integer"], "pattern": "^[0-9]+[bkmgBKMG]?$"},
+          "network": {"enum": ["none", "host", "default"]}
+        }}
+      ]
+    },
+    "imageName": {"type": "string", "maxLength": 255, "pattern": "^[a-z0-9][a-z0-9._/-]*(:[0-9]+)?(/[a-z0-9._-]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$"},
     "text": {
       "description": "A string (a number or a boolean keeps its text).",
       "type": ["string", "number", "boolean"]
@@ -297,6 +319,7 @@ const pipelineSchema = `{
           "items": {"type": "object", "additionalProperties": {"$ref": "#/$defs/text"}}
         },
         "allow": {"$ref": "#/$defs/allow"},
+        "image": {"$ref": "#/$defs/image"},
         "when": {"description": "A Lua expression over ctx.vars, ctx.outputs and ctx.status, evaluated when the step is ready: false skips it.", "$ref": "#/$defs/nonEmpty"},
         "pool": {"description": "With apollo run --hub: the worker pool that runs the step (default: default, or --pool).", "$ref": "#/$defs/name", "pattern": "^[A-Za-z0-9_-]+$", "maxLength": 128},
         "cache": {
@@ -330,6 +353,10 @@ const pipelineSchema = `{
         {
           "if": {"required": ["command"]},
           "then": {"not": {"anyOf": [{"required": ["with"]}, {"required": ["memory_mb"]}, {"required": ["isolation"]}, {"required": ["allow"]}]}}
+        },
+        {
+          "if": {"not": {"required": ["command"]}},
+          "then": {"not": {"required": ["image"]}}
         },
         {
           "if": {"required": ["run"]},
