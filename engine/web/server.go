@@ -357,6 +357,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/schedule", s.apiSchedule)
 	mux.HandleFunc("POST /runs/{sd}/{log}/act", s.actRun)
 	mux.HandleFunc("POST /pipelines/{rel...}", s.actPipeline)
+	mux.HandleFunc("POST /api/runs/{sd}/{log}/{action}", s.apiActRun)
+	mux.HandleFunc("POST /api/pipelines/{rel...}", s.apiStartRun)
 	mux.HandleFunc("GET /login", s.pageLogin)
 	mux.HandleFunc("POST /login", s.postLogin)
 	mux.Handle("GET /metrics", s.metricsHandler())
