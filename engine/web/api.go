@@ -129,7 +129,20 @@ func (s *Server) apiStartRun(w http.ResponseWriter, r *http.Request) {
 	}
 	r = s.apiRequest(w, r, form)
 	r.SetPathValue("rel", rel)
-	s.startRun(w, r, body.TaskID, body.Vars)
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" || !isAPI(r) {
+		s.startRun(w, r, body.TaskID, body.Vars)
+		return
+	}
+	if len(key) > 255 {
+		apiError(w, http.StatusBadRequest, "Idempotency-Key", "an Idempotency-Key is at most 255 characters")
+		return
+	}
+	request, _ := json.Marshal(struct {
+		Pipeline string
+		Body     any
+	}{rel, body})
+	s.once(w, userOf(r), key, request, func(w http.ResponseWriter) { s.startRun(w, r, body.TaskID, body.Vars) })
 }
 
 // decodeJSON reads r's body, one JSON object with known fields only.

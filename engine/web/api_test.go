@@ -72,6 +72,25 @@ func TestAPIForOtherSystems(t *testing.T) {
 	if j := <-jobs; j.TaskID != "demo-2026-12-01" || j.TaskDate != "2026-12-01" || j.Vars["region"] != "eu" || !strings.HasPrefix(j.By, "token via apollo serve") {
 		t.Errorf("job = %+v", j)
 	}
+	// A retried request with its Idempotency-Key gets the same run, no second
+	// one; the key with another body is refused.
+	idem := append([]string{"Idempotency-Key", "k-1"}, bearer...)
+	code, first := h.postJSON(t, "/api/pipelines/demo.yaml/runs", `{"task_date":"2026-12-02"}`, idem...)
+	if code != http.StatusCreated {
+		t.Fatalf("start with a key = %d %s", code, first)
+	}
+	<-jobs
+	if code, again := h.postJSON(t, "/api/pipelines/demo.yaml/runs", `{"task_date":"2026-12-02"}`, idem...); code != http.StatusOK || again != first {
+		t.Errorf("replay = %d %s, want 200 with %s", code, again, first)
+	}
+	if code, body := h.postJSON(t, "/api/pipelines/demo.yaml/runs", `{"task_date":"2026-12-03"}`, idem...); code != http.StatusUnprocessableEntity || !strings.Contains(body, "Idempotency-Key") {
+		t.Errorf("same key, another body = %d %s, want 422", code, body)
+	}
+	select {
+	case j := <-jobs:
+		t.Errorf("a replay started %+v", j)
+	default:
+	}
 	if code, body := h.postJSON(t, "/api/pipelines/nope.yaml/runs", `{}`, bearer...); code != http.StatusNotFound {
 		t.Errorf("unknown pipeline = %d %s, want 404", code, body)
 	}

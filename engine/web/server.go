@@ -78,6 +78,8 @@ type Server struct {
 	wmu     sync.Mutex
 	watched map[string]watchTarget
 
+	idem idempotency // the API's Idempotency-Key answers
+
 	bg sync.WaitGroup // the goroutines Start started
 }
 
