@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"mime"
@@ -15,6 +16,17 @@ import (
 // The API for other systems: the same actions as the pages' forms, sent as
 // JSON by a client that proves who it is on each request (a Bearer token or
 // HTTP basic auth), so without the forms' CSRF token (docs/spec.md §9).
+
+// openAPI is the OpenAPI 3 document of every /api route, served at
+// /api/openapi.json.
+//
+//go:embed openapi.json
+var openAPI []byte
+
+func (s *Server) apiOpenAPI(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(openAPI)
+}
 
 type apiKey struct{}
 

@@ -35,34 +35,8 @@ func (h *harness) postJSON(t *testing.T, path, body string, hdr ...string) (int,
 // only a session cookie still needs the CSRF token; without sign-in
 // configured the API's POSTs are refused.
 func TestAPIForOtherSystems(t *testing.T) {
-	dir := fixture(t)
-	pipes := filepath.Join(t.TempDir(), "pipelines")
-	os.MkdirAll(pipes, 0o755)
-	os.WriteFile(filepath.Join(pipes, "demo.yaml"), []byte("task_name: demo\nsteps:\n  - id: a\n    command: echo {{task_date}}\n"), 0o644)
-	jobs := make(chan cron.Job, 4)
-	sched, err := cron.New(cron.Options{StateDir: dir, Launch: func(j cron.Job, _, _ string) (*cron.Process, error) {
-		jobs <- j
-		return &cron.Process{PID: 4242, Wait: func() int { return 0 }}, nil
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sched.Close()
-	token := "0123456789abcdef0123"
-	s, err := New(Options{StateDirs: []string{dir}, Pipelines: pipes, Auth: &Auth{Token: []byte(token)}, Scheduler: sched, Host: "h"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.Start(ctx)
-	hs := httptest.NewServer(s.Handler())
-	defer func() { hs.Close(); cancel(); s.Wait() }()
-	for ; ; time.Sleep(10 * time.Millisecond) {
-		if _, p := s.ix.progress(); p == 0 {
-			break
-		}
-	}
-	h := &harness{srv: s, http: hs, dir: dir}
+	h, jobs, token := apiServer(t)
+	s, dir := h.srv, h.dir
 	bearer := []string{"Authorization", "Bearer " + token}
 
 	code, body := h.postJSON(t, "/api/pipelines/demo.yaml/runs", `{"task_date":"2026-12-01","vars":{"region":"eu"}}`, bearer...)
@@ -153,4 +127,37 @@ func TestAPIForOtherSystems(t *testing.T) {
 	if code, body := h2.postJSON(t, "/api/pipelines/demo.yaml/runs", `{}`, bearer...); code != http.StatusForbidden {
 		t.Errorf("no auth configured = %d %s, want 403", code, body)
 	}
+}
+
+// apiServer is a serve with the token, a pipelines folder with demo.yaml
+// and a scheduler whose launches are sent on jobs.
+func apiServer(t *testing.T) (*harness, chan cron.Job, string) {
+	dir := fixture(t)
+	pipes := filepath.Join(t.TempDir(), "pipelines")
+	os.MkdirAll(pipes, 0o755)
+	os.WriteFile(filepath.Join(pipes, "demo.yaml"), []byte("task_name: demo\nsteps:\n  - id: a\n    command: echo {{task_date}}\n"), 0o644)
+	jobs := make(chan cron.Job, 4)
+	sched, err := cron.New(cron.Options{StateDir: dir, Launch: func(j cron.Job, _, _ string) (*cron.Process, error) {
+		jobs <- j
+		return &cron.Process{PID: 4242, Wait: func() int { return 0 }}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sched.Close() })
+	token := "0123456789abcdef0123"
+	s, err := New(Options{StateDirs: []string{dir}, Pipelines: pipes, Auth: &Auth{Token: []byte(token)}, Scheduler: sched, Host: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.Start(ctx)
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { hs.Close(); cancel(); s.Wait() })
+	for ; ; time.Sleep(10 * time.Millisecond) {
+		if _, p := s.ix.progress(); p == 0 {
+			break
+		}
+	}
+	return &harness{srv: s, http: hs, dir: dir}, jobs, token
 }

@@ -359,6 +359,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/schedule", s.apiSchedule)
 	mux.HandleFunc("POST /runs/{sd}/{log}/act", s.actRun)
 	mux.HandleFunc("POST /pipelines/{rel...}", s.actPipeline)
+	mux.HandleFunc("GET /api/openapi.json", s.apiOpenAPI)
 	mux.HandleFunc("POST /api/runs/{sd}/{log}/{action}", s.apiActRun)
 	mux.HandleFunc("POST /api/pipelines/{rel...}", s.apiStartRun)
 	mux.HandleFunc("GET /login", s.pageLogin)
