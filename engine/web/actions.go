@@ -32,6 +32,9 @@ func (s *Server) allowed(w http.ResponseWriter, r *http.Request) (string, bool) 
 		s.refuse(w, r, http.StatusUnauthorized, "sign in first")
 		return "", false
 	}
+	if isAPI(r) {
+		return user, true // an Authorization header and a JSON body: no form can send that
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if err := s.opts.Auth.checkCSRF(r, user); err != nil {
 		s.refuse(w, r, http.StatusForbidden, err.Error())
@@ -207,7 +210,11 @@ func (s *Server) relOf(path string) string {
 }
 
 // actPipeline starts a pipeline now, or queues a backfill of dates.
-func (s *Server) actPipeline(w http.ResponseWriter, r *http.Request) {
+func (s *Server) actPipeline(w http.ResponseWriter, r *http.Request) { s.startRun(w, r, "", nil) }
+
+// startRun is actPipeline, and the API's start of a run with its task id
+// (default task_name-date) and variables.
+func (s *Server) startRun(w http.ResponseWriter, r *http.Request, taskID string, vars map[string]string) {
 	if why := s.readOnly(0); why != "" {
 		s.refuse(w, r, http.StatusForbidden, fmt.Sprintf("the state folder %s is read-only (%s): no run starts there", s.dirs[0].Root, why))
 		return
@@ -250,10 +257,18 @@ func (s *Server) actPipeline(w http.ResponseWriter, r *http.Request) {
 			s.done(w, r, back, fmt.Errorf("date %q is not a date YYYY-MM-DD", date), "")
 			return
 		}
-		en, err := s.opts.Scheduler.StartNow(cron.Job{Pipe: e.Pipe, TaskID: e.TaskName + "-" + date, TaskDate: date,
+		if taskID == "" {
+			taskID = e.TaskName + "-" + date
+		}
+		en, err := s.opts.Scheduler.StartNow(cron.Job{Pipe: e.Pipe, TaskID: taskID, TaskDate: date, Vars: vars,
 			Fresh: r.PostFormValue("fresh") != "", Trigger: cron.TriggerManual, By: by})
 		if err != nil {
 			s.done(w, r, back, err, "")
+			return
+		}
+		if isAPI(r) {
+			writeJSON(w, http.StatusCreated, map[string]any{"task_id": en.TaskID, "task_date": en.TaskDate, "pid": en.PID,
+				"url": "/api/runs?q=" + url.QueryEscape(en.TaskID), "page": "/?q=" + url.QueryEscape(en.TaskID)})
 			return
 		}
 		s.done(w, r, back, nil, fmt.Sprintf("started task %s (apollo run, pid %d)", en.TaskID, en.PID))

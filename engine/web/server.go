@@ -78,6 +78,8 @@ type Server struct {
 	wmu     sync.Mutex
 	watched map[string]watchTarget
 
+	idem idempotency // the API's Idempotency-Key answers
+
 	bg sync.WaitGroup // the goroutines Start started
 }
 
@@ -357,6 +359,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/schedule", s.apiSchedule)
 	mux.HandleFunc("POST /runs/{sd}/{log}/act", s.actRun)
 	mux.HandleFunc("POST /pipelines/{rel...}", s.actPipeline)
+	mux.HandleFunc("GET /api/openapi.json", s.apiOpenAPI)
+	mux.HandleFunc("POST /api/runs/{sd}/{log}/{action}", s.apiActRun)
+	mux.HandleFunc("POST /api/pipelines/{rel...}", s.apiStartRun)
 	mux.HandleFunc("GET /login", s.pageLogin)
 	mux.HandleFunc("POST /login", s.postLogin)
 	mux.Handle("GET /metrics", s.metricsHandler())
