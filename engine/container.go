@@ -40,10 +40,10 @@ type ContainerConfig struct {
 // image (image:), through the engine's CLI run by the local shell
 // executor: the container is named from the attempt's tag, so that a timeout,
 // a stop or the next run after a crash finds it and removes it.
-type containerRun struct{ r *run }
+type containerRun struct{ r *taskRun }
 
 // containerEngine is the engine that runs the pipeline's container steps.
-func (r *run) containerEngine() string {
+func (r *taskRun) containerEngine() string {
 	if e := r.t.p.ContainerEngine; e != "" {
 		return e
 	}
@@ -63,7 +63,7 @@ func containerName(token string) string {
 
 // engineCmd runs the engine's CLI with args, bounded by ctx, and returns
 // its trimmed stdout, or an error holding its stderr.
-func (r *run) engineCmd(ctx context.Context, args ...string) (string, error) {
+func (r *taskRun) engineCmd(ctx context.Context, args ...string) (string, error) {
 	eng := r.containerEngine()
 	bin, err := exec.LookPath(eng)
 	if err != nil {
@@ -85,7 +85,7 @@ func (r *run) engineCmd(ctx context.Context, args ...string) (string, error) {
 
 // resolveImage makes the step's image present as its pull: says and
 // returns its id, so that the STEP_START says exactly what runs.
-func (r *run) resolveImage(ctx context.Context, c *pipeline.Container) (string, error) {
+func (r *taskRun) resolveImage(ctx context.Context, c *pipeline.Container) (string, error) {
 	eng := r.containerEngine()
 	inspect := func() (string, error) { return r.engineCmd(ctx, "image", "inspect", "--format", "{{.Id}}", c.Image) }
 	if c.Pull == "always" {
@@ -182,7 +182,7 @@ func (c containerRun) carry(ctx context.Context, at *attemptRun) (executor.Resul
 // container: the workspace mounted at its own path, the step's
 // environment passed by name only (the engine reads the values from its
 // own environment: no value shows in ps).
-func (r *run) containerArgv(a *executor.Attempt, imageID, name string, retry int) ([]string, error) {
+func (r *taskRun) containerArgv(a *executor.Attempt, imageID, name string, retry int) ([]string, error) {
 	s := a.Step
 	c := s.Container
 	eng := r.containerEngine()
@@ -280,7 +280,7 @@ func mountSpec(m pipeline.Mount) string {
 // command line as an attempt runs it, the attempt's own names and paths
 // left as placeholders, the body (shown on its own) as <command>. Secrets
 // are passed by name only: none shows here.
-func (r *run) containerPlan(rs *renderedStep) string {
+func (r *taskRun) containerPlan(rs *renderedStep) string {
 	s := rs.step
 	c := s.Container
 	argv := append([]string{r.containerEngine()}, r.e.opts.Container.Flags...)
@@ -317,7 +317,7 @@ func within(dir, path string) bool {
 
 // removeContainer ends and removes a container by name (stop with grace,
 // then kill), and reports whether there was one.
-func (r *run) removeContainer(name string, grace time.Duration) bool {
+func (r *taskRun) removeContainer(name string, grace time.Duration) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), grace+30*time.Second)
 	defer cancel()
 	ids, err := r.engineCmd(ctx, "ps", "-aq", "--filter", "name=^"+name+"$")
@@ -333,7 +333,7 @@ func (r *run) removeContainer(name string, grace time.Duration) bool {
 // endContainer ends and removes the container a previous attempt of n
 // left (a crash, a timeout the engine outlived), before its cleanup and its
 // rerun, and returns its name ("" when there was none).
-func (r *run) endContainer(n *node) string {
+func (r *taskRun) endContainer(n *node) string {
 	if n.rs.step.Container == nil || n.prevToken == "" {
 		return ""
 	}
