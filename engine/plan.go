@@ -230,11 +230,11 @@ const PlanJSONDoc = `JSON (--dry-run --json), one object:
    "steps": [{"id", "action": "run"|"keep"|"rerun"|"clean+rerun"|"skip"|"fail"|"leave"|"cached", "reason",
               "status", "next_retry_count", "depends_on": [ids], "optional": bool,
               "command"? (rendered shell), "body"? (Lua), "cleanup"?, "when"? (its condition),
-               "shell"? (its shell: when not sh),
-               "resources"? [names it holds], "wait_ms"?,
-               "cached_from"? (the task run a cached step's result comes from),
-               "restores"? [the outputs files it would restore: missing or changed],
-               "cache"? (why a step with cache: runs instead),
-               "child"? (a run step's sub-pipeline: its plan, this object)}]}
+              "shell"? (its shell: when not sh), "container"? (the engine command line of an image: step),
+              "resources"? [names it holds], "wait_ms"?,
+              "cached_from"? (the task run a cached step's result comes from),
+              "restores"? [the outputs files it would restore: missing or changed],
+              "cache"? (why a step with cache: runs instead),
+              "child"? (a run step's sub-pipeline: its plan, this object)}]}
   steps are in dependency order.
 `
