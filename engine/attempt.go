@@ -79,7 +79,7 @@ func (r *taskRun) recoverPrevious(ctx context.Context, n *node) (nodeDone, bool)
 	}
 	if !n.dirty && !(n.unclean && n.rs.step.HasCleanup()) && ended == 0 && removed == "" {
 		if n.attempts == 0 && (n.plan.Action == ActionRerun || n.plan.Action == ActionCleanRerun) {
-			r.rep.event(n.id(), "rerun: "+n.plan.Reason)
+			r.rep.Event(n.id(), "rerun: "+n.plan.Reason)
 		}
 		return nodeDone{}, true
 	}
@@ -116,7 +116,7 @@ func (r *taskRun) cleanup(ctx context.Context, n *node, ended int, removed strin
 		if err := r.w.Sync(); err != nil {
 			return nodeDone{n: n, logErr: err}, false
 		}
-		r.rep.event(s.ID, "cleanup before rerun")
+		r.rep.Event(s.ID, "cleanup before rerun")
 		r.e.crash("cleanup:before")
 		res := r.runCleanup(ctx, n)
 		r.e.crash("cleanup:after")
@@ -144,7 +144,7 @@ func (r *taskRun) cleanup(ctx context.Context, n *node, ended int, removed strin
 	}
 	n.dirty, n.unclean = false, rec.Status == eventlog.Failed
 	if rec.Status == eventlog.Failed {
-		r.rep.ended(s.ID, eventlog.Failed, rec.RetryCount, 0, rec.ErrorMessage, 0)
+		r.rep.Ended(s.ID, eventlog.Failed, rec.RetryCount, 0, rec.ErrorMessage, 0)
 		return nodeDone{n: n, status: eventlog.Failed, err: errors.New(rec.ErrorMessage)}, false
 	}
 	if n.attempts == 0 { // what the resume found, said where it is dealt with
@@ -152,7 +152,7 @@ func (r *taskRun) cleanup(ctx context.Context, n *node, ended int, removed strin
 		if why == "" {
 			why = n.plan.Reason
 		}
-		r.rep.event(s.ID, "rerun: "+why)
+		r.rep.Event(s.ID, "rerun: "+why)
 	}
 	return nodeDone{}, true
 }
@@ -343,7 +343,7 @@ func (r *taskRun) appendStart(at *attemptRun, decorate func(*eventlog.Record)) e
 			return err
 		}
 		at.began = r.e.opts.Clock.Now()
-		r.rep.started(s.ID, at.retry)
+		r.rep.Started(s.ID, at.retry)
 		return nil
 	}
 	at.a.Running = func(pgid int) {
@@ -405,7 +405,7 @@ func (r *taskRun) recordEnd(ctx context.Context, at *attemptRun, res executor.Re
 	if at.cachedFrom != "" {
 		note = rec.Message
 	}
-	r.rep.ended(s.ID, shownStatus(rec.Status), at.retry, dur, note, d.delay)
+	r.rep.Ended(s.ID, shownStatus(rec.Status), at.retry, dur, note, d.delay)
 	return d
 }
 
@@ -486,7 +486,7 @@ func (r *taskRun) endWithoutRunning(n *node, status, msg string) error {
 	}
 	n.final = status
 	n.lastErr = msg
-	r.rep.ended(n.id(), status, rec.RetryCount, 0, msg, 0)
+	r.rep.Ended(n.id(), status, rec.RetryCount, 0, msg, 0)
 	return nil
 }
 

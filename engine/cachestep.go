@@ -190,7 +190,7 @@ func (c cached) begin(ctx context.Context, at *attemptRun) error {
 			at.hit = e
 			return nil
 		}
-		r.rep.event(n.id(), "not from the cache: "+r.mask.String(why))
+		r.rep.Event(n.id(), "not from the cache: "+r.mask.String(why))
 	}
 	return c.inner.begin(ctx, at)
 }
@@ -233,7 +233,7 @@ func (r *taskRun) restore(at *attemptRun) (executor.Result, bool) {
 	for _, f := range e.Outputs {
 		changed, err := r.store.Restore(dir, f)
 		if err != nil {
-			r.rep.event(s.ID, r.mask.String(fmt.Sprintf("not from the cache: %s cannot be restored: %v", f.Path, err)))
+			r.rep.Event(s.ID, r.mask.String(fmt.Sprintf("not from the cache: %s cannot be restored: %v", f.Path, err)))
 			return executor.Result{}, false
 		}
 		if changed {
@@ -302,7 +302,7 @@ func userKeyDigest(key string) string {
 // take from the cache: those whose upstream results the run will know
 // before they start (kept from the log, or themselves from the cache).
 type planCache struct {
-	r       *taskRun            // for its task, options, step folders and store; it writes nothing
+	r       *taskRun        // for its task, options, step folders and store; it writes nothing
 	mask    *textfmt.Masker // the secret vars, as the dry run masks them
 	results map[string]*planResult
 }

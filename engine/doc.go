@@ -2,14 +2,14 @@
 // log: it plans what a run must do from the log alone (keep, clean and
 // rerun, rerun, skip), schedules steps in parallel with retries and
 // timeouts, hands their bodies to executors, records every attempt durably,
-// writes snapshots and shows progress. It is built in main with its
-// options; nothing in it is global.
+// writes snapshots and tells package progress what happens. It is built in
+// main with its options; nothing in it is global.
 //
 // The packages under engine/ each have one job, and their imports point one
 // way: down this list, never up (TestImportArrows checks these lines
 // against the code).
 //
-//	engine     → cache, clock, executor, markers, pipeline, remote, statedir, template, textfmt, usage; eventlog, luart
+//	engine     → cache, clock, executor, markers, pipeline, progress, remote, statedir, template, textfmt, usage; eventlog, luart
 //	history    → pipeline, statedir, textfmt, usage; eventlog
 //	worker     → executor, remote; stdlib
 //	hub        → listen, remote
@@ -28,6 +28,7 @@
 //	luaproc    → (nothing of apollo)
 //	template   → (nothing of apollo)
 //	clock      → (nothing of apollo)
+//	progress   → clock, textfmt
 //	textfmt    → (nothing of apollo)
 //	listen     → (nothing of apollo)
 //	usage      → (nothing of apollo)
@@ -47,7 +48,7 @@
 // pipeline the pipeline language; statedir the state
 // folder's files; cache the store of cached step results (cache: true);
 // template the {{name}} renderer; clock the injected time;
-// textfmt what people read; e2e the end-to-end tests; listen the rule a listening address follows (loopback, or
+// textfmt what people read; progress the board and the line reporter of apollo run; e2e the end-to-end tests; listen the rule a listening address follows (loopback, or
 // credentials); usage the command-line error. Outside engine/,
 // eventlog (the log format), luart (the Lua sandbox), stdlib (apollo.*
 // modules) and scripts (bundled Lua modules) import nothing of engine.

@@ -13,6 +13,7 @@ import (
 	"apollo/engine/clock"
 	"apollo/engine/executor"
 	"apollo/engine/pipeline"
+	"apollo/engine/progress"
 	"apollo/eventlog"
 )
 
@@ -213,3 +214,12 @@ func absPath(p string) string {
 	}
 	return p
 }
+
+// The progress modes of Options.Progress: how apollo run shows a run
+// (package progress).
+const (
+	ProgressAuto  = progress.Auto
+	ProgressPlain = progress.Plain
+	ProgressQuiet = progress.Quiet
+	ProgressBoard = progress.Board
+)

@@ -173,7 +173,7 @@ wait:
 	case <-h.failed:
 		return outcome{}, &nodeDone{n: n, logErr: h.failErr}
 	case <-t.C:
-		r.rep.event(n.id(), fmt.Sprintf("attempt %d still running on its worker; the next run adopts it", sl.n))
+		r.rep.Event(n.id(), fmt.Sprintf("attempt %d still running on its worker; the next run adopts it", sl.n))
 		return outcome{}, &nodeDone{n: n, status: eventlog.Running}
 	}
 }
@@ -199,7 +199,7 @@ func (h *hubRun) sayUntaken(ctx context.Context, n *node, sl *slot) error {
 	msg := fmt.Sprintf("attempt %d was dispatched to pool %s %s ago and no worker has taken it yet: %s",
 		sl.n, pool, textfmt.Duration(time.Since(since)), why)
 	if h.r.rep != nil {
-		h.r.rep.event(n.id(), msg)
+		h.r.rep.Event(n.id(), msg)
 	}
 	if said {
 		return nil
@@ -226,7 +226,7 @@ func (h *hubRun) end(ev *remote.Event, seq int64, sl *slot) error {
 		return err
 	}
 	if r.rep != nil {
-		r.rep.ended(ev.Step, shownStatus(rec.Status), ev.Attempt, time.Duration(ev.DurationMS)*time.Millisecond, rec.ErrorMessage, o.delay)
+		r.rep.Ended(ev.Step, shownStatus(rec.Status), ev.Attempt, time.Duration(ev.DurationMS)*time.Millisecond, rec.ErrorMessage, o.delay)
 	}
 	h.close(sl, o)
 	return nil

@@ -628,7 +628,7 @@ func (h *hubRun) ingest(data []byte, seq int64, subject string) error {
 		sl.started = true
 		h.mu.Unlock()
 		if r.rep != nil {
-			r.rep.started(ev.Step, ev.Attempt)
+			r.rep.Started(ev.Step, ev.Attempt)
 		}
 	case remote.EventEnd:
 		h.out.wait(ev.Step, ev.Attempt, ev.OutBytes)
@@ -642,7 +642,7 @@ func (h *hubRun) ingest(data []byte, seq int64, subject string) error {
 			return err
 		}
 		if r.rep != nil {
-			r.rep.event(ev.Step, fmt.Sprintf("attempt %d LOST (worker silent)", ev.Attempt))
+			r.rep.Event(ev.Step, fmt.Sprintf("attempt %d LOST (worker silent)", ev.Attempt))
 		}
 		h.close(sl, outcome{lost: true, err: errors.New(msg)})
 	}

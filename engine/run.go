@@ -18,6 +18,7 @@ import (
 	"apollo/engine/executor"
 	"apollo/engine/markers"
 	"apollo/engine/pipeline"
+	"apollo/engine/progress"
 	"apollo/engine/statedir"
 	"apollo/engine/textfmt"
 	"apollo/engine/usage"
@@ -170,7 +171,7 @@ type taskRun struct {
 	state   *eventlog.State // the snapshotter's, which the writer's callbacks change: read it before the steps start
 	logPath string
 	created bool // this invocation created the log (with its TASK_START)
-	rep     reporter
+	rep     progress.Reporter
 
 	nodes []*node
 	byID  map[string]*node

@@ -10,6 +10,7 @@ import (
 
 	"apollo/engine/executor"
 	"apollo/engine/pipeline"
+	"apollo/engine/progress"
 	"apollo/eventlog"
 )
 
@@ -142,8 +143,8 @@ func (r *taskRun) runSteps(parent context.Context) error {
 			kept++
 		}
 	}
-	r.rep = newReporter(r.e.opts.Progress, r.e.opts.Stdout, r.e.opts.Color, r.e.opts.Clock)
-	r.rep.begin(r.t.id, r.logPath, len(r.nodes), kept, resumeNews(r.nodes))
+	r.rep = progress.New(r.e.opts.Progress, r.e.opts.Stdout, r.e.opts.Color, r.e.opts.Clock)
+	r.rep.Begin(r.t.id, r.logPath, len(r.nodes), kept, resumeNews(r.nodes))
 
 	s.settleUnrun()
 	s.stopping = s.logErr != nil
@@ -153,7 +154,7 @@ func (r *taskRun) runSteps(parent context.Context) error {
 	r.dropWarm()
 	r.quiesce() // a hub's events: none is recorded after the summary
 	if s.logErr != nil {
-		r.rep.finish("")
+		r.rep.Finish("")
 		return s.logErr
 	}
 	return r.summarize(parent.Err() != nil)

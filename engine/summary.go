@@ -61,11 +61,11 @@ func (r *taskRun) summarize(interrupted bool) error {
 	r.e.crash("summary:before")
 	if err := r.w.AppendDurable(rec); err != nil {
 		// The board must not say SUCCESS for a run the log does not end.
-		r.rep.finish(fmt.Sprintf("task %s: its TASK_SUMMARY could not be written (%v); log: %s\n"+
+		r.rep.Finish(fmt.Sprintf("task %s: its TASK_SUMMARY could not be written (%v); log: %s\n"+
 			"run the same command again once the cause is fixed: finished steps are kept.\n", r.t.id, err, r.logPath))
 		return err
 	}
-	r.rep.finish(r.summaryText(status, info, textfmt.Duration(dur)))
+	r.rep.Finish(r.summaryText(status, info, textfmt.Duration(dur)))
 	switch {
 	case interrupted:
 		return &InterruptedError{TaskID: r.t.id}

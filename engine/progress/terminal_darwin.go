@@ -1,10 +1,10 @@
-package engine
+package progress
 
 import "golang.org/x/sys/unix"
 
 // isTerminalFd reports whether fd is a terminal: whether it has terminal
-// attributes to read (the TCGETS ioctl).
+// attributes to read (the TIOCGETA ioctl).
 func isTerminalFd(fd int) bool {
-	_, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	_, err := unix.IoctlGetTermios(fd, unix.TIOCGETA)
 	return err == nil
 }

@@ -1,4 +1,4 @@
-package engine
+package progress
 
 import (
 	"strings"
@@ -30,11 +30,11 @@ func (l *lockedBuffer) String() string {
 // TestBoardTicks checks that the live board redraws a running step's
 // elapsed time as its clock ticks, without waiting in real time.
 func TestBoardTicks(t *testing.T) {
-	clk := clock.NewFake(testEpoch)
+	clk := clock.NewFake(time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC))
 	var out lockedBuffer
 	b := newBoard(&out, false, clk)
-	b.begin("t", "log.jsonl", 2, 0, "")
-	b.started("slow", 0)
+	b.Begin("t", "log.jsonl", 2, 0, "")
+	b.Started("slow", 0)
 	clk.Advance(90 * time.Second)
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(out.String(), "slow                     1m30s") {
@@ -43,7 +43,7 @@ func TestBoardTicks(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	b.finish("done\n")
+	b.Finish("done\n")
 	if !strings.HasSuffix(out.String(), "done\n") {
 		t.Errorf("finish did not print the summary last:\n%s", out.String())
 	}

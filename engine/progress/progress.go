@@ -1,4 +1,4 @@
-package engine
+package progress
 
 import (
 	"fmt"
@@ -13,23 +13,23 @@ import (
 	"apollo/engine/textfmt"
 )
 
-// Progress modes for apollo run's output.
+// The progress modes of apollo run's output.
 const (
-	ProgressAuto  = "auto"  // a live board on a terminal, plain lines otherwise
-	ProgressPlain = "plain" // one line per step event
-	ProgressQuiet = "quiet" // nothing but the final summary's failures
-	ProgressBoard = "board" // the live board, even when not a terminal
+	Auto  = "auto"  // a live board on a terminal, plain lines otherwise
+	Plain = "plain" // one line per step event
+	Quiet = "quiet" // nothing but the final summary's failures
+	Board = "board" // the live board, even when not a terminal
 )
 
-// reporter shows a run to a person. Methods are called from many goroutines.
-type reporter interface {
+// Reporter shows a run to a person. Methods are called from many goroutines.
+type Reporter interface {
 	// begin opens the run; resume, when not "", is what a resume found
 	// (resumeNews).
-	begin(taskID, logPath string, total, kept int, resume string)
-	event(id, what string) // a one-off line: cleanup, skip, crash loop
-	started(id string, retry int)
-	ended(id, status string, retry int, dur time.Duration, errMsg string, retryIn time.Duration)
-	finish(summary string)
+	Begin(taskID, logPath string, total, kept int, resume string)
+	Event(id, what string) // a one-off line: cleanup, skip, crash loop
+	Started(id string, retry int)
+	Ended(id, status string, retry int, dur time.Duration, errMsg string, retryIn time.Duration)
+	Finish(summary string)
 }
 
 // isTerminal reports whether w is a terminal: a file (or a writer over
@@ -39,13 +39,14 @@ func isTerminal(w io.Writer) bool {
 	return ok && f.Fd() <= uintptr(math.MaxInt32) && isTerminalFd(int(f.Fd()))
 }
 
-func newReporter(mode string, w io.Writer, color bool, clk clock.Clock) reporter {
+// New returns the Reporter of a progress mode, writing to w.
+func New(mode string, w io.Writer, color bool, clk clock.Clock) Reporter {
 	switch mode {
-	case ProgressQuiet:
+	case Quiet:
 		return quietReporter{}
-	case ProgressBoard:
+	case Board:
 		return newBoard(w, color, clk)
-	case ProgressAuto:
+	case Auto:
 		if isTerminal(w) {
 			return newBoard(w, color, clk)
 		}
@@ -55,11 +56,11 @@ func newReporter(mode string, w io.Writer, color bool, clk clock.Clock) reporter
 
 type quietReporter struct{}
 
-func (quietReporter) begin(string, string, int, int, string)                          {}
-func (quietReporter) event(string, string)                                            {}
-func (quietReporter) started(string, int)                                             {}
-func (quietReporter) ended(string, string, int, time.Duration, string, time.Duration) {}
-func (quietReporter) finish(string)                                                   {}
+func (quietReporter) Begin(string, string, int, int, string)                          {}
+func (quietReporter) Event(string, string)                                            {}
+func (quietReporter) Started(string, int)                                             {}
+func (quietReporter) Ended(string, string, int, time.Duration, string, time.Duration) {}
+func (quietReporter) Finish(string)                                                   {}
 
 // lineReporter writes one plain line per event: for logs, pipes and CI.
 type lineReporter struct {
@@ -74,20 +75,20 @@ func (r *lineReporter) printf(format string, args ...any) {
 	fmt.Fprintf(r.w, "%s "+format+"\n", append([]any{r.now().Format("15:04:05")}, args...)...)
 }
 
-func (r *lineReporter) begin(taskID, logPath string, total, kept int, resume string) {
+func (r *lineReporter) Begin(taskID, logPath string, total, kept int, resume string) {
 	r.printf("task %s: %d steps, %d already done; log %s", taskID, total, kept, logPath)
 	if resume != "" {
 		r.printf("resuming: %s", resume)
 	}
 }
 
-func (r *lineReporter) event(id, what string) { r.printf("%-20s %s", id, what) }
+func (r *lineReporter) Event(id, what string) { r.printf("%-20s %s", id, what) }
 
-func (r *lineReporter) started(id string, retry int) {
+func (r *lineReporter) Started(id string, retry int) {
 	r.printf("%-20s START   attempt %d", id, retry)
 }
 
-func (r *lineReporter) ended(id, status string, retry int, dur time.Duration, errMsg string, retryIn time.Duration) {
+func (r *lineReporter) Ended(id, status string, retry int, dur time.Duration, errMsg string, retryIn time.Duration) {
 	line := fmt.Sprintf("%-20s %-7s attempt %d, %s", id, status, retry, textfmt.Duration(dur))
 	if status == "RETRY" {
 		line += fmt.Sprintf(", next attempt in %s", textfmt.Duration(retryIn))
@@ -98,7 +99,7 @@ func (r *lineReporter) ended(id, status string, retry int, dur time.Duration, er
 	r.printf("%s", line)
 }
 
-func (r *lineReporter) finish(summary string) {
+func (r *lineReporter) Finish(summary string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	fmt.Fprint(r.w, summary)
@@ -127,7 +128,7 @@ func newBoard(w io.Writer, color bool, clk clock.Clock) *board {
 		stop: make(chan struct{}), stopped: make(chan struct{})}
 }
 
-func (b *board) begin(taskID, logPath string, total, kept int, resume string) {
+func (b *board) Begin(taskID, logPath string, total, kept int, resume string) {
 	b.mu.Lock()
 	b.taskID, b.total, b.done = taskID, total, kept
 	fmt.Fprintf(b.w, "task %s: %d steps, %d already done; log %s\n", taskID, total, kept, logPath)
@@ -201,20 +202,20 @@ func (b *board) line(s string) {
 	b.redrawLocked()
 }
 
-func (b *board) event(id, what string) {
+func (b *board) Event(id, what string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.line(fmt.Sprintf("  · %-24s %s", id, what))
 }
 
-func (b *board) started(id string, retry int) {
+func (b *board) Started(id string, retry int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.running[id] = b.clock.Now()
 	b.redrawLocked()
 }
 
-func (b *board) ended(id, status string, retry int, dur time.Duration, errMsg string, retryIn time.Duration) {
+func (b *board) Ended(id, status string, retry int, dur time.Duration, errMsg string, retryIn time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.running, id)
@@ -242,7 +243,7 @@ func (b *board) ended(id, status string, retry int, dur time.Duration, errMsg st
 	b.line(s)
 }
 
-func (b *board) finish(summary string) {
+func (b *board) Finish(summary string) {
 	close(b.stop)
 	<-b.stopped
 	b.mu.Lock()

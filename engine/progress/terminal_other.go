@@ -1,6 +1,6 @@
 //go:build !linux && !darwin
 
-package engine
+package progress
 
 // isTerminalFd says false where apollo does not know how to ask: apollo
 // run then prints plain lines unless --progress board asks for the board.
