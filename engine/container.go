@@ -295,9 +295,7 @@ func (r *taskRun) containerPlan(rs *renderedStep) string {
 	dir, _ := filepath.Abs(r.stepDir(s))
 	argv = append(argv, "-w", dir)
 	names := []string{"APOLLO_TASK_ID", "APOLLO_STEP_ID", "APOLLO_RETRY_COUNT", "APOLLO_OUTPUT"}
-	for _, k := range slices.Sorted(maps.Keys(rs.env)) {
-		names = append(names, k)
-	}
+	names = append(names, slices.Sorted(maps.Keys(rs.env))...)
 	for _, sec := range r.t.p.Secrets {
 		names = append(names, sec.Name)
 	}
