@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -162,12 +161,8 @@ func (c containerRun) carry(ctx context.Context, at *attemptRun) (executor.Resul
 	close(bodyDone)
 	<-stopped
 	cancel()
-	r.e.crash("body:after")
-	if res.NotStarted {
-		var we *eventlog.WriteError
-		if errors.As(res.Err, &we) || r.w.Err() != nil {
-			return res, res.Err
-		}
+	if res, err := r.bodyEnded(res); err != nil {
+		return res, err
 	}
 	if res.ExitCode == 125 && !res.TimedOut && !res.Interrupted {
 		eng := r.containerEngine()

@@ -35,6 +35,13 @@ func (c localExecutor) carry(ctx context.Context, at *attemptRun) (executor.Resu
 		res = ex.Run(actx, at.a)
 	}
 	cancel()
+	return r.bodyEnded(res)
+}
+
+// bodyEnded takes the result of a body an executor ran. The error is the
+// log's: a body that could not start because its STEP_START could not be
+// made durable stops the run.
+func (r *taskRun) bodyEnded(res executor.Result) (executor.Result, error) {
 	r.e.crash("body:after")
 	if res.NotStarted {
 		var we *eventlog.WriteError
