@@ -46,7 +46,7 @@ func (r *taskRun) work(ctx context.Context, n *node) nodeDone {
 	}
 	c := r.carrierFor(n)
 	for {
-		if d, ok := r.recoverPrevious(ctx, n); !ok {
+		if d, ok := r.recoverPrevious(ctx, n, c); !ok {
 			return d
 		}
 		d, lost := r.attempt(ctx, n, c)
@@ -59,17 +59,19 @@ func (r *taskRun) work(ctx context.Context, n *node) nodeDone {
 	}
 }
 
-// recoverPrevious ends the processes n's previous attempt left running (cut
-// off by a crash, or failed) and cleans up after it. It returns ok=false
-// with the step's end when the step must not run again.
-func (r *taskRun) recoverPrevious(ctx context.Context, n *node) (nodeDone, bool) {
+// recoverPrevious ends what n's previous attempt left running (cut off by
+// a crash, or failed) — what its carrier c knows of first, then every
+// process — and cleans up after it. It returns ok=false with the step's
+// end when the step must not run again.
+func (r *taskRun) recoverPrevious(ctx context.Context, n *node, c carrier) (nodeDone, bool) {
 	ended, removed := 0, ""
 	if (n.dirty || n.unclean) && n.prevToken != "" {
+		if l, ok := c.(leftovers); ok {
+			removed = l.endLeftovers(n)
+		}
 		// A process that left the attempt's process group (setsid, a
 		// daemon) is found by its APOLLO_ATTEMPT tag: an old attempt's
 		// processes never run beside its cleanup or its rerun.
-		// A container is ended through its engine first (container.go).
-		removed = r.endContainer(n)
 		ended = executor.EndLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace)
 	}
 	if n.dirty && n.retry > 0 {
@@ -91,8 +93,8 @@ func (r *taskRun) recoverPrevious(ctx context.Context, n *node) (nodeDone, bool)
 }
 
 // cleanup runs before a rerun, after ended leftover processes of the
-// previous attempt were ended, and its container removed (removed names
-// it, "" when none was left). It returns ok=false with the step's end when
+// previous attempt were ended, and what its carrier removed (removed names
+// it, "" when nothing was left). It returns ok=false with the step's end when
 // the step must not run.
 func (r *taskRun) cleanup(ctx context.Context, n *node, ended int, removed string) (nodeDone, bool) {
 	s := n.rs.step
@@ -105,7 +107,7 @@ func (r *taskRun) cleanup(ctx context.Context, n *node, ended int, removed strin
 		notes = append(notes, fmt.Sprintf("ended %d process(es) left running by %s", ended, which))
 	}
 	if removed != "" {
-		notes = append(notes, fmt.Sprintf("removed container %s left by %s", removed, which))
+		notes = append(notes, fmt.Sprintf("removed %s left by %s", removed, which))
 	}
 	rec := &eventlog.Record{EventType: eventlog.Cleanup, StepID: s.ID, Status: eventlog.Pending,
 		RetryCount: max(n.retry-1, 0), Dirty: n.dirty}

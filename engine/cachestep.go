@@ -214,6 +214,13 @@ func (c cached) carry(ctx context.Context, at *attemptRun) (executor.Result, err
 	return c.inner.carry(ctx, at)
 }
 
+func (c cached) endLeftovers(n *node) string {
+	if l, ok := c.inner.(leftovers); ok {
+		return l.endLeftovers(n)
+	}
+	return ""
+}
+
 func (c cached) ended(at *attemptRun, d nodeDone) {
 	if e, ok := c.inner.(ender); ok {
 		e.ended(at, d)

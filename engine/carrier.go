@@ -31,6 +31,13 @@ type carrier interface {
 	carry(ctx context.Context, at *attemptRun) (executor.Result, error)
 }
 
+// A leftovers carrier's attempts can leave more than processes running (a
+// container): endLeftovers ends what n's previous attempt left, before its
+// processes are ended and its cleanup runs, and names it ("" for nothing).
+type leftovers interface {
+	endLeftovers(n *node) string
+}
+
 // An ender is a carrier that acts once an attempt's end is recorded.
 type ender interface {
 	ended(at *attemptRun, d nodeDone)

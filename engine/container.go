@@ -323,16 +323,13 @@ func (r *taskRun) removeContainer(name string, grace time.Duration) bool {
 	return true
 }
 
-// endContainer ends and removes the container a previous attempt of n
+// endLeftovers ends and removes the container a previous attempt of n
 // left (a crash, a timeout the engine outlived), before its cleanup and its
-// rerun, and returns its name ("" when there was none).
-func (r *taskRun) endContainer(n *node) string {
-	if n.rs.step.Container == nil || n.prevToken == "" {
-		return ""
-	}
+// rerun, and names it ("" when there was none).
+func (c containerRun) endLeftovers(n *node) string {
 	name := containerName(n.prevToken)
-	if r.removeContainer(name, r.e.opts.KillGrace) {
-		return name
+	if c.r.removeContainer(name, c.r.e.opts.KillGrace) {
+		return "container " + name
 	}
 	return ""
 }
