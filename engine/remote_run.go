@@ -371,8 +371,8 @@ func logRunID(path string) (string, error) {
 // their logs are no longer resumed.
 func (r *taskRun) runKey(run string) (path string, created bool, err error) {
 	h := r.hub
-	dir := filepath.Join(r.t.dir.Root, "hub", r.t.id)
-	path = filepath.Join(dir, run+".key")
+	dir := r.t.dir.HubKeys(r.t.id)
+	path = r.t.dir.HubKey(r.t.id, run)
 	if b, err := os.ReadFile(path); err == nil {
 		if key, err := hex.DecodeString(strings.TrimSpace(string(b))); err == nil && len(key) >= 32 {
 			h.key = key

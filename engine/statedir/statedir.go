@@ -50,6 +50,13 @@ func (d Dir) Snapshot(taskID string) string {
 	return filepath.Join(d.Root, "state", taskID+".snapshot.json")
 }
 
+// HubKeys is the folder of the task's run keys with a hub: the secret of
+// each attempt a coordinator dispatches is derived from its run's key.
+func (d Dir) HubKeys(taskID string) string { return filepath.Join(d.Root, "hub", taskID) }
+
+// HubKey is the key of one run (its log's run_nonce) of the task.
+func (d Dir) HubKey(taskID, run string) string { return filepath.Join(d.HubKeys(taskID), run+".key") }
+
 // Archive is where apollo gc puts compressed logs by default, and where
 // inspect and logs look for a task that has no live log.
 func (d Dir) Archive() string { return filepath.Join(d.Root, "archive") }
