@@ -12,7 +12,7 @@ import (
 
 func completionCommand() *command[*noOptions] {
 	return &command[*noOptions]{
-		about: about{name: "completion", summary: "print a shell completion script (bash, zsh or fish)",
+		about: about{name: "completion", exitCodes: simpleExitCodes, summary: "print a shell completion script (bash, zsh or fish)",
 			usage:   "apollo completion bash|zsh|fish",
 			example: "  source <(apollo completion bash)\n  apollo completion zsh > \"${fpath[1]}/_apollo\"\n  apollo completion fish > ~/.config/fish/completions/apollo.fish",
 			argKind: completion.ArgWords, argWords: completion.Shells},

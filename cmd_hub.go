@@ -16,7 +16,7 @@ import (
 
 func hubCommand() *command[*hubOptions] {
 	return &command[*hubOptions]{
-		about: about{name: "hub", summary: "run a node of the hub that dispatches steps to workers (scale-out)",
+		about: about{name: "hub", exitCodes: hubExitCodes, summary: "run a node of the hub that dispatches steps to workers (scale-out)",
 			usage: "apollo hub --store DIR [--listen HOST:PORT] [--cluster HOST:PORT --routes HOST:PORT,...] [--name N]",
 			example: "  apollo hub --store /var/lib/apollo/hub\n" +
 				"  # three nodes (run each on its own machine, or with its own ports):\n" +

@@ -13,7 +13,7 @@ import (
 // their own NATS cluster do not need it.
 func hubCommand() *command[*noOptions] {
 	return &command[*noOptions]{
-		about: about{name: "hub", summary: "not in this build (-tags nohub): use an existing NATS cluster",
+		about: about{name: "hub", exitCodes: hubExitCodes, summary: "not in this build (-tags nohub): use an existing NATS cluster",
 			usage: "apollo hub", example: "  apollo run pipeline.yaml --hub nats://nats.example:4222"},
 		nargs: positional{0, -1, ""},
 		run: func(context.Context, *noOptions, invocation) error {

@@ -8,7 +8,7 @@ import (
 
 func luaTypesCommand() *command[*noOptions] {
 	return &command[*noOptions]{
-		about: about{name: "lua-types", summary: "print the LuaLS annotations for ctx and apollo.*",
+		about: about{name: "lua-types", exitCodes: simpleExitCodes, summary: "print the LuaLS annotations for ctx and apollo.*",
 			usage: "apollo lua-types > apollo-types.lua", example: "  apollo lua-types > .luals/apollo.lua"},
 		nargs: positional{0, -1, ""}, // arguments are ignored
 		run:   runLuaTypes,

@@ -14,7 +14,7 @@ import (
 
 func runCommand() *command[*runOptions] {
 	return &command[*runOptions]{
-		about: about{name: "run", summary: "run or resume the task of a pipeline",
+		about: about{name: "run", exitCodes: exitCodeTable, summary: "run or resume the task of a pipeline",
 			usage:   "apollo run PIPELINE.yaml [flags]",
 			example: "  apollo run scripts/examples/daily_data_pipeline.yaml --var region=eu\n  apollo run pipeline.yaml --dry-run --json\n  apollo run pipeline.yaml --resume-from transform\n  apollo run pipeline.yaml --hub nats://10.0.0.1:4222,nats://10.0.0.2:4222 --token-file hub.token\n  apollo run pipeline.yaml --dates 2026-11-01..2026-11-30   # a backfill: one task per date",
 			json:    engine.PlanJSONDoc, argKind: completion.ArgPipeline},

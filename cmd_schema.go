@@ -8,7 +8,7 @@ import (
 
 func schemaCommand() *command[*noOptions] {
 	return &command[*noOptions]{
-		about: about{name: "schema", summary: "print the JSON Schema of the pipeline format, for editors",
+		about: about{name: "schema", exitCodes: simpleExitCodes, summary: "print the JSON Schema of the pipeline format, for editors",
 			usage:   "apollo schema > pipeline.schema.json",
 			example: "  apollo schema > pipeline.schema.json\n  # then, first line of a pipeline: # yaml-language-server: $schema=./pipeline.schema.json"},
 		nargs: positional{0, 0, "takes no arguments"},

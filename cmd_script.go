@@ -13,7 +13,7 @@ import (
 
 func scriptCommand() *command[*scriptOptions] {
 	return &command[*scriptOptions]{
-		about: about{name: "script", summary: "run a recovery script (Lua, with apollo.state) against a task's log",
+		about: about{name: "script", exitCodes: scriptExitCodes, summary: "run a recovery script (Lua, with apollo.state) against a task's log",
 			usage:   "apollo script RECOVERY.lua --task-id ID [--state-dir DIR] [-- args...]",
 			example: "  apollo script fix.lua --task-id daily_data_pipeline-2026-12-03 -- transform\n  # fix.lua: require(\"apollo.state\").reset(arg[1], \"input corrected by hand\")",
 			argKind: completion.ArgLua},
@@ -46,3 +46,10 @@ func runScript(ctx context.Context, o *scriptOptions, in invocation) error {
 	return recovery.Run(ctx, in.args[0], recovery.Options{TaskID: o.taskID, Args: in.args[1:],
 		StateDir: o.stateDir, Stdout: in.stdout, Bundled: scripts.Modules()})
 }
+
+// scriptExitCodes is apollo script's exit code table.
+const scriptExitCodes = `Exit codes:
+  0    the script ran to its end
+  1    the script does not compile or raised an error, or the log could not be read or written
+  2    a usage error, or an unknown task id; nothing was written
+`

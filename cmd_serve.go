@@ -24,7 +24,7 @@ import (
 
 func serveCommand() *command[*serveOptions] {
 	return &command[*serveOptions]{
-		about: about{name: "serve", summary: "watch runs in a browser, run pipelines on their schedules, export metrics",
+		about: about{name: "serve", exitCodes: serveExitCodes, summary: "watch runs in a browser, run pipelines on their schedules, export metrics",
 			usage: "apollo serve [--listen 127.0.0.1:8080] [--state-dir DIR]... [--pipelines DIR] [--token-file FILE | --auth-file FILE] [--allowed-hosts NAME,...]",
 			example: "  apollo serve --pipelines pipelines/\n" +
 				"  apollo serve --listen 0.0.0.0:8080 --auth-file /etc/apollo/users --state-dir /srv/a --state-dir /srv/b\n" +
@@ -192,3 +192,10 @@ func orNone(s string) string {
 	}
 	return s
 }
+
+// serveExitCodes is apollo serve's exit code table.
+const serveExitCodes = `Exit codes:
+  0    stopped on SIGINT or SIGTERM (runs it started go on; the next serve takes them up)
+  1    serve could not start or go on (an address in use, an unreadable state folder)
+  2    a usage error (a listen address that is not loopback without credentials, say); nothing was started
+`

@@ -12,7 +12,7 @@ import (
 
 func validateCommand() *command[*validateOptions] {
 	return &command[*validateOptions]{
-		about: about{name: "validate", summary: "check a pipeline file without running it",
+		about: about{name: "validate", exitCodes: validateExitCodes, summary: "check a pipeline file without running it",
 			usage:   "apollo validate PIPELINE.yaml [--var k=v]...",
 			example: "  apollo validate scripts/examples/daily_data_pipeline.yaml",
 			argKind: completion.ArgPipeline},
@@ -49,3 +49,9 @@ func runValidate(_ context.Context, o *validateOptions, in invocation) error {
 	fmt.Fprintf(in.stdout, "%s: ok: %d steps, task %s\n", in.args[0], len(pl.Steps), pl.TaskID)
 	return nil
 }
+
+// validateExitCodes is apollo validate's exit code table.
+const validateExitCodes = `Exit codes:
+  0    the pipeline is valid
+  2    the pipeline has problems (each printed with its file and line), or a usage error
+`

@@ -8,7 +8,7 @@ import (
 
 func versionCommand() *command[*noOptions] {
 	return &command[*noOptions]{
-		about: about{name: "version", summary: "print apollo's version", usage: "apollo version", example: "  apollo version"},
+		about: about{name: "version", exitCodes: simpleExitCodes, summary: "print apollo's version", usage: "apollo version", example: "  apollo version"},
 		nargs: positional{0, -1, ""}, // arguments are ignored
 		run:   runVersion,
 	}

@@ -18,7 +18,7 @@ import (
 
 func workerCommand() *command[*workerOptions] {
 	return &command[*workerOptions]{
-		about: about{name: "worker", summary: "run the steps a hub dispatches to a pool (scale-out)",
+		about: about{name: "worker", exitCodes: workerExitCodes, summary: "run the steps a hub dispatches to a pool (scale-out)",
 			usage: "apollo worker --hub URL[,URL...] [--pool P] [--slots N] [--state-dir DIR]",
 			example: "  apollo worker --hub nats://127.0.0.1:4222\n" +
 				"  apollo worker --hub nats://10.0.0.1:4222,nats://10.0.0.2:4222 --pool gpu --slots 2 --token-file hub.token\n" +
@@ -92,3 +92,10 @@ func runWorker(ctx context.Context, o *workerOptions, in invocation) error {
 		w.ID(), st.Ran, st.Lost, st.Interrupted)
 	return nil
 }
+
+// workerExitCodes is apollo worker's exit code table.
+const workerExitCodes = `Exit codes:
+  0    the worker stopped on SIGINT or SIGTERM (the first drains, a second ends the running attempts)
+  1    the worker could not go on: the hub unreachable past APOLLO_HUB_GIVE_UP, or refused its credentials
+  2    a usage error; nothing was started
+`

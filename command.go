@@ -20,6 +20,9 @@ type about struct {
 	example string
 	// json documents the command's --json output, shown by --help.
 	json string
+	// exitCodes is the exit code table --help ends with, in words that fit
+	// the command; "" for commonExitCodes.
+	exitCodes string
 	// argKind is what the positional arguments are (completion.Arg*), and
 	// argWords the choices of the first one (completion.ArgWords), for
 	// shell completion.
@@ -151,7 +154,11 @@ func (c *about) parse(fs *pflag.FlagSet, args []string, stdout io.Writer) error 
 		if c.json != "" {
 			fmt.Fprintf(stdout, "%s\n", c.json)
 		}
-		fmt.Fprint(stdout, exitCodesOf(c.name))
+		codes := c.exitCodes
+		if codes == "" {
+			codes = commonExitCodes
+		}
+		fmt.Fprint(stdout, codes)
 		return errHelp
 	}
 	return nil

@@ -51,3 +51,10 @@ const (
 	envLiveness       = "APOLLO_LIVENESS"         // a silent worker's attempt is redelivered after this (default 30s)
 	envHubUntaken     = "APOLLO_HUB_UNTAKEN"      // a dispatch no worker took for this long is said (default 1m)
 )
+
+// hubExitCodes is apollo hub's exit code table.
+const hubExitCodes = `Exit codes:
+  0    the node stopped on SIGINT or SIGTERM
+  1    the node could not start or stopped on an error (an address in use, an unreadable store)
+  2    a usage or configuration error; nothing was started
+`

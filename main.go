@@ -46,53 +46,19 @@ const exitCodeTable = `Exit codes:
   130  interrupted by SIGINT or SIGTERM; run the same command to resume
 `
 
-// exitCodesOf is the exit code table a command's --help ends with: each
-// command lists the codes it uses, in words that fit it.
-func exitCodesOf(name string) string {
-	switch name {
-	case "run":
-		return exitCodeTable
-	case "hub":
-		return `Exit codes:
-  0    the node stopped on SIGINT or SIGTERM
-  1    the node could not start or stopped on an error (an address in use, an unreadable store)
-  2    a usage or configuration error; nothing was started
-`
-	case "worker":
-		return `Exit codes:
-  0    the worker stopped on SIGINT or SIGTERM (the first drains, a second ends the running attempts)
-  1    the worker could not go on: the hub unreachable past APOLLO_HUB_GIVE_UP, or refused its credentials
-  2    a usage error; nothing was started
-`
-	case "serve":
-		return `Exit codes:
-  0    stopped on SIGINT or SIGTERM (runs it started go on; the next serve takes them up)
-  1    serve could not start or go on (an address in use, an unreadable state folder)
-  2    a usage error (a listen address that is not loopback without credentials, say); nothing was started
-`
-	case "validate":
-		return `Exit codes:
-  0    the pipeline is valid
-  2    the pipeline has problems (each printed with its file and line), or a usage error
-`
-	case "script":
-		return `Exit codes:
-  0    the script ran to its end
-  1    the script does not compile or raised an error, or the log could not be read or written
-  2    a usage error, or an unknown task id; nothing was written
-`
-	case "schema", "completion", "lua-types", "version":
-		return `Exit codes:
-  0    done
-  2    a usage error
-`
-	}
-	return `Exit codes:
+// commonExitCodes is the exit code table of a command whose about names
+// none of its own.
+const commonExitCodes = `Exit codes:
   0    done
   1    it could not be done: a damaged log, a disk error (the message says which)
   2    a usage error, or an unknown task id; nothing was changed
 `
-}
+
+// simpleExitCodes is the table of the commands that only print.
+const simpleExitCodes = `Exit codes:
+  0    done
+  2    a usage error
+`
 
 // commands returns apollo's commands, in the order help lists them.
 func commands() []subcommand {
