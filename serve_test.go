@@ -55,18 +55,24 @@ var csrfField = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
 //
 //	http [-token FILE] [-host HOST] GET URL
 //	http [-token FILE] [-host HOST] POST URL PAGE k=v...   (the CSRF token is read from PAGE)
+//	http [-token FILE] [-host HOST] [-header K=V]... -json BODY POST URL
 //
 // -host sends HOST as the Host header (as a browser does for a name that
 // resolves to the server's address). It fails on a status of 400 or more,
 // unless negated.
 func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
-	token, host := "", ""
+	token, host, jsonBody := "", "", ""
+	var headers []string
 	for len(args) > 2 && strings.HasPrefix(args[0], "-") {
 		switch args[0] {
 		case "-token":
 			token = strings.TrimSpace(ts.ReadFile(args[1]))
 		case "-host":
 			host = args[1]
+		case "-json":
+			jsonBody = args[1]
+		case "-header":
+			headers = append(headers, args[1])
 		default:
 			ts.Fatalf("http: unknown option %s", args[0])
 		}
@@ -82,6 +88,10 @@ func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 		if host != "" {
 			req.Host = host
 		}
+		for _, kv := range headers {
+			k, v, _ := strings.Cut(kv, "=")
+			req.Header.Set(k, v)
+		}
 		res, err := http.DefaultTransport.RoundTrip(req)
 		ts.Check(err)
 		defer res.Body.Close()
@@ -93,6 +103,11 @@ func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	case "GET":
 		req, _ = http.NewRequest("GET", args[1], nil)
 	case "POST":
+		if jsonBody != "" {
+			req, _ = http.NewRequest("POST", args[1], strings.NewReader(jsonBody))
+			req.Header.Set("Content-Type", "application/json")
+			break
+		}
 		form := url.Values{}
 		if len(args) > 2 {
 			if _, page := do(mustRequest(ts, "GET", args[2])); csrfField.MatchString(page) {

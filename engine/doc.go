@@ -17,7 +17,7 @@
 //	remote     → pipeline; luart
 //	completion → pipeline, usage
 //	cron       → clock, pipeline, statedir; eventlog
-//	web        → cron, history, intervene, pipeline, statedir, textfmt; eventlog
+//	web        → cron, history, intervene, pipeline, statedir, template, textfmt; eventlog
 //	recovery   → clock, intervene, markers, pipeline, statedir, usage; eventlog, luart, stdlib
 //	intervene  → pipeline; eventlog
 //	executor   → luaproc, pipeline, textfmt; luart, stdlib

@@ -6,12 +6,14 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
 	"apollo/engine/cron"
 	"apollo/engine/intervene"
 	"apollo/engine/pipeline"
+	"apollo/engine/template"
 	"apollo/eventlog"
 )
 
@@ -161,18 +163,14 @@ func (s *Server) resume(run *run, user, why string) (*cron.Entry, error) {
 	if path == "" {
 		return nil, fmt.Errorf("the pipeline file %s is gone (looked beside apollo serve and in the pipelines folder)", st.Pipeline)
 	}
-	// The run's own values of the variables the pipeline declares, so that
-	// the resume renders its steps as the run did.
+	// The run's own values of its variables, those the pipeline declares
+	// and those it was given (apollo run --var, the API's vars), so that the
+	// resume renders its steps as the run did; not the ones apollo sets.
 	vars := map[string]string{}
-	if p, err := pipeline.Load(path, pipeline.LoadOptions{}); err == nil {
-		for k := range p.Vars {
-			if v, ok := st.Vars[k]; ok {
-				vars[k] = v
-			}
+	for k, v := range st.Vars {
+		if k == "task_date" || !slices.Contains(template.BuiltinVars(), k) {
+			vars[k] = v
 		}
-	}
-	if date, ok := st.Vars["task_date"]; ok {
-		vars["task_date"] = date
 	}
 	if err := intervene.Note(run.f.Path, run.f.TaskID, fmt.Sprintf("resume requested by %s (why: %s)", s.by(user), why)); err != nil {
 		return nil, err
@@ -229,6 +227,13 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, taskID string,
 		return
 	}
 	back := "/pipelines/" + pathEscape(e.Rel)
+	if e.Err != "" && len(vars) > 0 {
+		// A pipeline that reads a variable it does not declare loads only
+		// with that variable given, as apollo run --var gives it.
+		if p, err := pipeline.Load(e.Path, pipeline.LoadOptions{Vars: vars}); err == nil {
+			e.Err, e.TaskName, e.Schedule = "", p.TaskName, p.Schedule
+		}
+	}
 	if e.Err != "" {
 		s.done(w, r, back, fmt.Errorf("the pipeline does not load: %s", e.Err), "")
 		return
