@@ -18,10 +18,11 @@ import (
 // place with the same task_name — moved, renamed, or a copy — is another
 // pipeline too, unless --accept-changes says it moved: the run then
 // records the move and the log is bound to the new place. The same file
-// given by another relative path is the same pipeline. A log of an older apollo records no file: its task_name alone
-// is checked. A sub-pipeline's task (its id holds statedir.ChildSep, which
-// no user's may) is apollo's: when a step starts it anew, earlier logs of
-// another pipeline (the step's run: changed) are passed over, not refused.
+// given by another relative path is the same pipeline. A log of an older
+// apollo records no file: its task_name alone is checked. A sub-pipeline's
+// task (its id holds statedir.ChildSep, which no user's may) is apollo's:
+// when a step starts it anew, earlier logs of another pipeline (the step's
+// run: changed) are passed over, not refused.
 
 // pipelineFile is the absolute path of p's file (p.Dir is absolute), so
 // that a.yaml, ./a.yaml and ../w/a.yaml are one pipeline. Symbolic links
