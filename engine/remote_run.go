@@ -62,6 +62,11 @@ type HubError struct {
 }
 
 func (e *HubError) Error() string {
+	_, fenced := errors.AsType[*remote.FencedError](e.Err)
+	_, lost := errors.AsType[*remote.LostError](e.Err)
+	if fenced || lost {
+		return fmt.Sprintf("task %s stopped: %v", e.TaskID, e.Err)
+	}
 	_, refused := errors.AsType[*remote.CredentialsError](e.Err)
 	_, forbidden := errors.AsType[*remote.PermissionError](e.Err)
 	if refused || forbidden {
@@ -87,9 +92,13 @@ type hubRun struct {
 	r     *taskRun
 	c     *remote.Client
 	lease *remote.Lease
-	pool  string
-	host  string
-	run   string // the task run's id in messages: its log's run_nonce
+	// log is the task's log in the hub, to which every record goes before
+	// the local file (remote_log.go); logCtx is its appends' context.
+	log    *remote.Log
+	logCtx context.Context
+	pool   string
+	host   string
+	run    string // the task run's id in messages: its log's run_nonce
 	// key is the run's key, of which each attempt's secret is a digest
 	// (remote.AttemptSecret): kept in the state folder, never logged.
 	key []byte
@@ -183,6 +192,10 @@ func (r *taskRun) connectHub(ctx context.Context) error {
 	if err != nil {
 		return &HubError{TaskID: r.t.id, Err: err}
 	}
+	if h.log, err = c.OpenLog(ctx, r.t.id); err != nil {
+		return &HubError{TaskID: r.t.id, Err: err}
+	}
+	h.log.Epoch, h.logCtx = h.lease.Epoch(), context.WithoutCancel(ctx)
 	return nil
 }
 
@@ -205,6 +218,7 @@ func (r *taskRun) startHub(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	h.log.Run = run
 	var unchecked []string
 	for id, st := range r.state.Steps {
 		if st.Remote && st.Dirty && created {
@@ -225,6 +239,15 @@ func (r *taskRun) startHub(ctx context.Context) error {
 		fmt.Fprintf(r.e.opts.Stderr, "apollo: %s\n", msg)
 		if err := r.warn(nil, msg); err != nil {
 			return err
+		}
+		// Their messages and running bodies are no one's now: a worker
+		// that took one later would run a superseded attempt.
+		_ = h.c.NC.Publish(remote.CancelSubject(r.t.id), nil)
+		_ = h.c.NC.FlushTimeout(h.c.Config().CallTimeout)
+		if !r.created {
+			if err := h.dropEarlierRuns(ctx); err != nil {
+				return &HubError{TaskID: r.t.id, Err: err}
+			}
 		}
 	}
 	if r.created {
@@ -285,6 +308,7 @@ func (r *taskRun) startHub(ctx context.Context) error {
 	if caught > 0 {
 		fmt.Fprintf(r.e.opts.Stderr, "apollo: took in %d event(s) the hub kept while no coordinator ran\n", caught)
 	}
+	r.indexTask(eventlog.Running)
 	return nil
 }
 

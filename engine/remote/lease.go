@@ -62,6 +62,9 @@ type Lease struct {
 // Epoch is the lease's revision.
 func (l *Lease) Epoch() uint64 { return l.rev }
 
+// Holder is who holds the lease: this coordinator.
+func (l *Lease) Holder() Holder { return l.me }
+
 // TTL is how long the lease lasts without a renewal.
 func (l *Lease) TTL() time.Duration { return l.ttl }
 

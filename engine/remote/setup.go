@@ -28,6 +28,13 @@ func streamConfigs(r int) []jetstream.StreamConfig {
 		{Name: OutputStream, Subjects: []string{"apollo.out.>"}, Retention: jetstream.LimitsPolicy,
 			Storage: jetstream.FileStorage, Replicas: r, MaxAge: Retention,
 			Description: "apollo: remote attempts' output"},
+		// The tasks' logs: never dropped by age or count (a gap in seq is
+		// the only sign of a dropped record), never a record deleted;
+		// retries are fenced by the expected last sequence, not deduped.
+		{Name: LogStream, Subjects: []string{"apollo.log.>"}, Retention: jetstream.LimitsPolicy,
+			Storage: jetstream.FileStorage, Replicas: r, Duplicates: 2 * time.Minute,
+			AllowDirect: true, DenyDelete: true,
+			Description: "apollo: each task's event log, one subject per task, the records' exact lines"},
 	}
 }
 
@@ -37,6 +44,8 @@ func bucketConfigs(r int) []jetstream.KeyValueConfig {
 			Description: "apollo: one coordinator per task"},
 		{Bucket: IdemBucket, History: 1, Storage: jetstream.FileStorage, Replicas: r,
 			Description: "apollo: idem.once gates of remote attempts"},
+		{Bucket: TasksBucket, History: 1, Storage: jetstream.FileStorage, Replicas: r,
+			Description: "apollo: one key per task whose log is in the hub: its pipeline, status, coordinator"},
 	}
 }
 
@@ -59,6 +68,9 @@ func (c *Client) EnsureForWorker(ctx context.Context, replicas int) error {
 func (c *Client) ensure(ctx context.Context, replicas int, update, worker bool) error {
 	replicas = max(1, min(replicas, 3))
 	for _, cfg := range streamConfigs(replicas) {
+		if worker && cfg.Name == LogStream {
+			continue // a worker never reads or writes a task's log
+		}
 		err := c.Do(ctx, "create stream "+cfg.Name, func(ctx context.Context) error {
 			s, err := c.createStream(ctx, cfg, update)
 			if err == nil && s != nil {
