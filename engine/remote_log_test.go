@@ -277,3 +277,57 @@ func TestHubLogRebuildRefusesDamage(t *testing.T) {
 		})
 	}
 }
+
+// TestHubLeaseLapsesByServer: a lease lives its TTL past its last renewal
+// by the hub's clock: renewals keep its time to live (a KV Update would
+// drop it, and the lease would never lapse), a second coordinator is
+// refused while it lives, and once its holder stops renewing, the hub
+// removes it and the second one takes it; the first one's next renewal is
+// a LostError. No host's clock is compared with the entry's timestamp.
+func TestHubLeaseLapsesByServer(t *testing.T) {
+	hubNodes(t, func(t *testing.T, nodes int) {
+		e := newHubEnv(t, nodes)
+		ctx := t.Context()
+		a, b := e.client(e.cl.URLs()), e.client(e.cl.URLs())
+		const ttl = 2 * time.Second
+		first, err := a.AcquireLease(ctx, e.task, remote.Holder{Host: "h1", PID: 1, StateDir: "/s"}, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 4 { // past the TTL since it was taken
+			time.Sleep(ttl / 3)
+			if err := first.Renew(ctx); err != nil {
+				t.Fatalf("renewal: %v", err)
+			}
+		}
+		other := remote.Holder{Host: "h2", PID: 2, StateDir: "/s2"}
+		if _, err := b.AcquireLease(ctx, e.task, other, ttl); !isHeld(err) {
+			t.Fatalf("a second coordinator while the lease is renewed: %v, want a HeldError", err)
+		}
+		kv, err := b.JS.KeyValue(ctx, remote.LeaseBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if _, err := kv.Get(ctx, remote.LeaseKey(e.task)); err != nil {
+				break // lapsed on the hub
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the lease is still in the hub 20s after its last renewal (TTL 2s): renewals dropped its time to live")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if _, err := b.AcquireLease(ctx, e.task, other, ttl); err != nil {
+			t.Fatalf("taking a lapsed lease: %v", err)
+		}
+		if _, ok := errors.AsType[*remote.LostError](first.Renew(ctx)); !ok {
+			t.Error("the first holder's renewal after the take-over is not a LostError")
+		}
+	})
+}
+
+func isHeld(err error) bool {
+	_, ok := errors.AsType[*remote.HeldError](err)
+	return ok
+}

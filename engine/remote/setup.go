@@ -38,10 +38,15 @@ func streamConfigs(r int) []jetstream.StreamConfig {
 	}
 }
 
+// LeaseMarkerTTL is how long the lease bucket keeps the marker of a lease
+// that lapsed.
+const LeaseMarkerTTL = 5 * time.Second
+
 func bucketConfigs(r int) []jetstream.KeyValueConfig {
 	return []jetstream.KeyValueConfig{
+		// LimitMarkerTTL lets each lease key carry its time to live.
 		{Bucket: LeaseBucket, History: 1, Storage: jetstream.FileStorage, Replicas: r,
-			Description: "apollo: one coordinator per task"},
+			LimitMarkerTTL: LeaseMarkerTTL, Description: "apollo: one coordinator per task"},
 		{Bucket: IdemBucket, History: 1, Storage: jetstream.FileStorage, Replicas: r,
 			Description: "apollo: idem.once gates of remote attempts"},
 		{Bucket: TasksBucket, History: 1, Storage: jetstream.FileStorage, Replicas: r,
@@ -91,10 +96,23 @@ func (c *Client) ensure(ctx context.Context, replicas int, update, worker bool) 
 				_, err := c.JS.CreateOrUpdateKeyValue(ctx, cfg)
 				return err
 			}
-			if _, err := c.JS.KeyValue(ctx, cfg.Bucket); err == nil || !errors.Is(err, jetstream.ErrBucketNotFound) {
+			kv, err := c.JS.KeyValue(ctx, cfg.Bucket)
+			if err == nil && cfg.LimitMarkerTTL != 0 {
+				// A bucket an older apollo made: its keys cannot carry a
+				// time to live until it is told so.
+				st, err := kv.Status(ctx)
+				if err != nil {
+					return err
+				}
+				if kst, ok := st.(*jetstream.KeyValueBucketStatus); ok && kst.LimitMarkerTTL() == 0 {
+					_, err = c.JS.UpdateKeyValue(ctx, cfg)
+				}
 				return err
 			}
-			_, err := c.JS.CreateKeyValue(ctx, cfg)
+			if err == nil || !errors.Is(err, jetstream.ErrBucketNotFound) {
+				return err
+			}
+			_, err = c.JS.CreateKeyValue(ctx, cfg)
 			if errors.Is(err, jetstream.ErrBucketExists) {
 				return nil
 			}
