@@ -17,7 +17,7 @@ import (
 	"apollo/eventlog"
 )
 
-// The task's log in the hub (docs/spec.md §8.7). With --hub, every record
+// The task's log in the hub (docs/spec.md §8.8). With --hub, every record
 // goes to the hub's log stream first — appended on the condition that the
 // subject's last message is the one this coordinator wrote last, and
 // acknowledged by the hub's quorum — and only then into the local JSONL,

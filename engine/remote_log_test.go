@@ -15,7 +15,7 @@ import (
 	"apollo/eventlog"
 )
 
-// The task's log in the hub (docs/spec.md §8.7), on one node and on three:
+// The task's log in the hub (docs/spec.md §8.8), on one node and on three:
 // a lost race on the log's subject is 10071 on one node and mostly 10164
 // on three, and both must read as "another writer", never as a transient
 // error.
@@ -330,4 +330,34 @@ func TestHubLeaseLapsesByServer(t *testing.T) {
 func isHeld(err error) bool {
 	_, ok := errors.AsType[*remote.HeldError](err)
 	return ok
+}
+
+// TestHubLostMajorityStops: a hub that loses the majority of its nodes can
+// store nothing; the coordinator, whose lease cannot be renewed, stops
+// once the lease's TTL has passed since its last renewal — long before its
+// give-up limit — saying why.
+func TestHubLostMajorityStops(t *testing.T) {
+	needCluster(t)
+	e := newHubEnv(t, 3)
+	tw := e.startWorker("w1", e.cl.URLs(), nil)
+	path := filepath.Join(e.dir, "majority.yaml")
+	os.WriteFile(path, []byte("task_name: majority\nsteps:\n  - id: a\n    command: sleep 20\n"), 0o644)
+	done := make(chan error, 1)
+	go func() {
+		done <- e.run(t.Context(), path, e.cl.URLs(), func(ro *RunOptions) {
+			ro.Hub.LeaseTTL, ro.Hub.GiveUp = 3*time.Second, 5*time.Minute
+		})
+	}()
+	<-tw.starts
+	e.cl.Stop(0)
+	e.cl.Stop(1)
+	defer func() { e.cl.Restart(0); e.cl.Restart(1) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "could not be renewed for 3s") {
+			t.Fatalf("the coordinator without a hub majority ended with %v, want it stopped for its lease", err)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("the coordinator without a hub majority still ran 90s later (lease TTL 3s)")
+	}
 }

@@ -539,20 +539,38 @@ func (h *hubRun) fail(err error) {
 	})
 }
 
-// renew renews the lease a third of its life apart.
+// renew renews the lease a third of its life apart. A renewal that has not
+// succeeded once the lease's TTL has passed since the last one that did
+// stops the run: the hub may have let the lease lapse, and another
+// coordinator may hold the task now (a hub without a majority, or cut off
+// from this one).
 func (h *hubRun) renew(ctx context.Context) {
-	t := time.NewTicker(h.lease.TTL() / 3)
+	ttl := h.lease.TTL()
+	t := time.NewTicker(ttl / 3)
 	defer t.Stop()
+	last := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if err := h.lease.Renew(ctx); err != nil && ctx.Err() == nil {
-			h.fail(err)
+		sent := time.Now()
+		rctx, cancel := context.WithDeadline(ctx, last.Add(ttl))
+		err := h.lease.Renew(rctx)
+		cancel()
+		if err == nil {
+			last = sent
+			continue
+		}
+		if ctx.Err() != nil {
 			return
 		}
+		if rctx.Err() != nil {
+			err = fmt.Errorf("the task's lease on the hub could not be renewed for %s, its time to live (%v): another coordinator may hold the task now, so this one stops", ttl, err)
+		}
+		h.fail(err)
+		return
 	}
 }
 

@@ -53,7 +53,7 @@ type WriterOptions struct {
 	OnForeign func(*Record)
 	// Publish, when set, is handed each record's seq and exact line before
 	// the line enters the file, in order and under the writer's lock: a
-	// copy of the log kept elsewhere (the hub's, docs/spec.md §8.7) takes
+	// copy of the log kept elsewhere (the hub's, docs/spec.md §8.8) takes
 	// it first, and the file follows with the same bytes. Records another
 	// process appended (OnForeign) are handed over as they are found. An
 	// error writes nothing more: it becomes the writer's sticky error, as a

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// A task's event log in the hub (docs/spec.md §8.7): one subject of the
+// A task's event log in the hub (docs/spec.md §8.8): one subject of the
 // log stream per task, one message per record, whose payload is the
 // record's exact JSONL line. Every append says which message it expects
 // to be the subject's last (Nats-Expected-Last-Subject-Sequence, 0 for a
