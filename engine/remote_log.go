@@ -109,7 +109,7 @@ func (h *hubRun) readHubLog(ctx context.Context) ([]hubLine, string, error) {
 // new log is started (and replaces the hub's at its first record).
 func (r *taskRun) takeLogFromHub(ctx context.Context) error {
 	h := r.hub
-	if h == nil || r.ro.Fresh {
+	if h == nil || h.log == nil || r.ro.Fresh {
 		return nil
 	}
 	local, target := "", r.ro.log

@@ -165,28 +165,62 @@ func (l *Log) Read(ctx context.Context, fn func(seq int64, line []byte, name str
 	if err != nil || end == nil {
 		return err
 	}
-	f, err := l.c.NewFeed(ctx, LogStream, l.subject, 1)
+	// An ordered consumer reads the subject in pages: one request for many
+	// records, which lie scattered over the stream when tasks run at once.
+	var cons jetstream.Consumer
+	err = l.c.Do(ctx, "read "+l.subject, func(ctx context.Context) error {
+		var err error
+		cons, err = l.c.JS.OrderedConsumer(ctx, LogStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{l.subject}})
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	for {
-		m, err := f.TryNext(ctx)
+	var read uint64 // the stream sequence of the last record handed to fn
+	// want is the next page's size: no more than what is left, so that a
+	// page ends when its last record comes, not at its deadline.
+	want := 500
+	for read < end.Sequence {
+		err := l.c.Do(ctx, "read "+l.subject, func(ctx context.Context) error {
+			batch, err := cons.Fetch(want, jetstream.FetchContext(ctx))
+			if err != nil {
+				return err
+			}
+			got := 0
+			for m := range batch.Messages() {
+				got++
+				md, err := m.Metadata()
+				if err != nil {
+					return err
+				}
+				if md.Sequence.Stream <= read || md.Sequence.Stream > end.Sequence {
+					continue
+				}
+				seq, _ := strconv.ParseInt(m.Headers().Get(HeaderSeq), 10, 64)
+				if err := fn(seq, m.Data(), m.Headers().Get(HeaderLog)); err != nil {
+					return Final(err)
+				}
+				read = md.Sequence.Stream
+				want = int(min(500, max(1, md.NumPending)))
+				if md.NumPending == 0 {
+					break
+				}
+			}
+			if err := batch.Error(); err != nil && !(got > 0 && errors.Is(err, context.DeadlineExceeded)) {
+				return err
+			}
+			if got == 0 {
+				return fmt.Errorf("read the log of task %s from the hub: nothing came after stream sequence %d, before its last record %d",
+					l.taskID, read, end.Sequence)
+			}
+			return nil
+		})
 		if err != nil {
 			return err
 		}
-		if m == nil {
-			return fmt.Errorf("read the log of task %s from the hub: it ended at stream sequence %d before its last record %d",
-				l.taskID, f.Cursor()-1, end.Sequence)
-		}
-		if err := fn(headerSeq(m), m.Data, m.Header.Get(HeaderLog)); err != nil {
-			return err
-		}
-		if m.Sequence >= end.Sequence {
-			l.last, l.lastSeq = end.Sequence, headerSeq(end)
-			return nil
-		}
 	}
+	l.last, l.lastSeq = end.Sequence, headerSeq(end)
+	return nil
 }
 
 // Purge removes the task's log from the hub: a new log of the task (--fresh,
