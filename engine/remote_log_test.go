@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -359,5 +360,40 @@ func TestHubLostMajorityStops(t *testing.T) {
 		}
 	case <-time.After(90 * time.Second):
 		t.Fatal("the coordinator without a hub majority still ran 90s later (lease TTL 3s)")
+	}
+}
+
+// TestHubLogReconciles: a log written without --hub gives the hub the
+// records it lacks at the first run with --hub; a local log that lacks the
+// hub's last records (a crash between the hub's acknowledgement and the
+// local write) gets them back, so that a complete task is complete.
+func TestHubLogReconciles(t *testing.T) {
+	e := newHubEnv(t, 1)
+	path := filepath.Join(e.dir, "rec.yaml")
+	os.WriteFile(path, []byte("task_name: rec\nsteps:\n  - id: a\n    command: echo a >> ran\n"), 0o644)
+	eng := New(Options{StateDir: filepath.Join(e.dir, ".apollo"), Workdir: e.dir, Stdout: io.Discard, Stderr: io.Discard, Progress: ProgressQuiet})
+	if err := eng.Run(t.Context(), path, RunOptions{TaskID: e.task}); err != nil {
+		t.Fatal(err)
+	}
+	local := e.localLog(e.task)
+	if err := e.run(t.Context(), path, e.cl.URLs(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if hub := e.hubLog(e.task); !slicesEqual(hub, local) || !slicesEqual(e.localLog(e.task), local) {
+		t.Fatalf("after a run with --hub on a log written without it, the hub holds %d records, the file %d, want the file's %d",
+			len(hub), len(e.localLog(e.task)), len(local))
+	}
+	// The local file loses its last record (TASK_SUMMARY).
+	logs, _ := filepath.Glob(filepath.Join(e.dir, ".apollo", "logs", "task_"+e.task+"_*.jsonl"))
+	short := bytes.Join(local[:len(local)-1], nil)
+	os.WriteFile(logs[0], short, 0o644)
+	if err := e.run(t.Context(), path, e.cl.URLs(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.localLog(e.task); !slicesEqual(got, local) {
+		t.Errorf("the local log has %d records after the run, want the hub's %d back and nothing run", len(got), len(local))
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.dir, "ran")); string(b) != "a\n" {
+		t.Errorf("step a ran %q, want once", b)
 	}
 }
