@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 
 	"apollo/engine/remote"
 	"apollo/engine/statedir"
@@ -63,4 +65,38 @@ func hubLogFolder(ctx context.Context, h *hubFlags, taskID string) (string, erro
 		return "", err
 	}
 	return filepath.Clean(dir), nil
+}
+
+// listHub prints the tasks of the hub's task index (apollo list --hub),
+// most recently updated first: task id, status, coordinator, pipeline.
+func listHub(ctx context.Context, o *listOptions, in invocation) error {
+	c, err := remote.Connect(ctx, remote.Config{URLs: o.hub.urls, Name: fmt.Sprintf("apollo list (pid %d)", os.Getpid()),
+		Auth: o.hub.auth(), CallTimeout: envDuration(envHubCallTimeout), GiveUp: envDuration(envHubGiveUp)})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	tasks, err := c.ListTasks(ctx)
+	if err != nil {
+		return err
+	}
+	sort.Slice(tasks, func(i, j int) bool {
+		if !tasks[i].Updated.Equal(tasks[j].Updated) {
+			return tasks[i].Updated.After(tasks[j].Updated)
+		}
+		return tasks[i].TaskID < tasks[j].TaskID
+	})
+	if o.ids {
+		for _, t := range tasks {
+			fmt.Fprintln(in.stdout, t.TaskID)
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(in.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TASK\tSTATUS\tUPDATED\tCOORDINATOR\tPIPELINE")
+	for _, t := range tasks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s pid %d\t%s\n", t.TaskID, t.Status, t.Updated.Local().Format("2006-01-02 15:04:05"),
+			t.Coordinator.Host, t.Coordinator.PID, t.Pipeline)
+	}
+	return tw.Flush()
 }

@@ -288,3 +288,35 @@ func (c *Client) TaskIndexed(ctx context.Context, taskID string) (*TaskEntry, er
 	})
 	return e, err
 }
+
+// ListTasks reads every entry of the task index, in no particular order.
+func (c *Client) ListTasks(ctx context.Context) ([]TaskEntry, error) {
+	kv, err := c.kv(ctx, TasksBucket)
+	if err != nil {
+		return nil, err
+	}
+	var out []TaskEntry
+	err = c.Do(ctx, "list the task index", func(ctx context.Context) error {
+		out = out[:0]
+		w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+		if err != nil {
+			return err
+		}
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case e := <-w.Updates():
+				if e == nil {
+					return nil // the initial values are all in
+				}
+				var te TaskEntry
+				if json.Unmarshal(e.Value(), &te) == nil {
+					out = append(out, te)
+				}
+			}
+		}
+	})
+	return out, err
+}
