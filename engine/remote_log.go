@@ -243,10 +243,12 @@ func archivedHere(logs []statedir.LogFile, start int64) bool {
 	return false
 }
 
-// indexTask writes the task's entry in the hub's task index, with status.
+// indexTask writes the task's entry in the hub's task index, with status:
+// only for a run that began (startHub ran), not one that found the task
+// complete or refused to start.
 func (r *taskRun) indexTask(status string) {
 	h := r.hub
-	if h == nil || h.c == nil || h.lease == nil {
+	if h == nil || h.c == nil || h.lease == nil || h.run == "" {
 		return
 	}
 	select {
