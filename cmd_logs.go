@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 
 	"github.com/spf13/pflag"
 
@@ -13,7 +14,7 @@ import (
 func logsCommand() *command[*logsOptions] {
 	return &command[*logsOptions]{
 		about: about{name: "logs", summary: "print a run's events, or a step attempt's output; -f follows a live run",
-			usage:   "apollo logs TASK_ID [STEP] [--attempt N] [-f] [--state-dir DIR]",
+			usage:   "apollo logs TASK_ID [STEP] [--attempt N] [-f] [--state-dir DIR | --hub URLS]",
 			example: "  apollo logs daily_data_pipeline-2026-12-03            # the run's events, one line each\n  apollo logs daily_data_pipeline-2026-12-03 transform  # the latest attempt's stdout and stderr\n  apollo logs daily_data_pipeline-2026-12-03 fetch_raw --attempt 0\n  apollo logs daily_data_pipeline-2026-12-03 -f         # follow until the run ends (or Ctrl-C)",
 			argKind: completion.ArgTask},
 		nargs: positional{1, 2, "expected a task id and, optionally, a step"},
@@ -27,6 +28,7 @@ type logsOptions struct {
 	attempt  int
 	follow   bool
 	stateDir string
+	hub      hubFlags
 }
 
 // newLogsOptions returns apollo logs's options, bound to the flags it adds to fs.
@@ -35,6 +37,7 @@ func newLogsOptions(fs *pflag.FlagSet) *logsOptions {
 	fs.IntVar(&o.attempt, "attempt", -1, "with STEP: the attempt (retry_count) whose output to print; -1 is the latest")
 	fs.BoolVarP(&o.follow, "follow", "f", false, "keep printing what a live run adds until it ends (or Ctrl-C)")
 	stateDirFlag(fs, &o.stateDir)
+	o.hub.addFlags(fs, "print the run's events from the task's log in the hub (comma-separated URLs), where a run with --hub keeps it")
 	return o
 }
 
@@ -52,6 +55,17 @@ func runLogs(ctx context.Context, o *logsOptions, in invocation) error {
 	if o.attempt < -1 || (in.changed("attempt") && o.attempt < 0) {
 		return &usage.Error{Msg: "logs: --attempt must be 0 or more"}
 	}
+	dir := o.stateDir
+	if o.hub.urls != "" {
+		if step != "" || o.follow {
+			return &usage.Error{Msg: "logs --hub prints the run's events as the hub has them: a step's output and -f need the coordinator's state folder (--state-dir)"}
+		}
+		var err error
+		if dir, err = hubLogFolder(ctx, &o.hub, in.args[0]); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+	}
 	// Following stops, quietly, once no one reads what it prints.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -62,5 +76,5 @@ func runLogs(ctx context.Context, o *logsOptions, in invocation) error {
 		case <-ctx.Done():
 		}
 	}()
-	return runsIn(o.stateDir, in).Logs(ctx, in.args[0], history.LogsOptions{Step: step, Attempt: o.attempt, Follow: o.follow})
+	return runsIn(dir, in).Logs(ctx, in.args[0], history.LogsOptions{Step: step, Attempt: o.attempt, Follow: o.follow})
 }

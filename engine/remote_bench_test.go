@@ -4,12 +4,17 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"apollo/engine/hubtest"
+	"apollo/engine/remote"
 	"apollo/engine/worker"
+	"apollo/eventlog"
 )
 
 // TestHubFigures measures what docs/performance.md reports of scale-out:
@@ -68,6 +73,26 @@ func TestHubFigures(t *testing.T) {
 			}
 			rem := time.Since(began) / 50
 			t.Logf("FIGURE hub=%d chain of 50 true steps: local %s/step, remote %s/step (%.1fx)", nodes, local, rem, float64(rem)/float64(local))
+			// The same chain with the task's log kept out of the hub, as
+			// before it was: what appending each record there first costs.
+			// Three rounds, in turn, on a noisy machine.
+			base := e.task
+			for round := range 3 {
+				var with, without time.Duration
+				for _, noLog := range []bool{round%2 == 0, round%2 != 0} {
+					e.task = fmt.Sprintf("%s_%d_%v", base, round, noLog)
+					began = time.Now()
+					if err := e.run(t.Context(), path, cl.URLs(), func(ro *RunOptions) { ro.Hub.noLog = noLog }); err != nil {
+						t.Fatal(err)
+					}
+					if noLog {
+						without = time.Since(began) / 50
+					} else {
+						with = time.Since(began) / 50
+					}
+				}
+				t.Logf("FIGURE hub=%d chain of 50 true steps, round %d: log in the hub %s/step, without %s/step", nodes, round, with, without)
+			}
 		}
 		if os.Getenv("APOLLO_HUB_FIGURES") == "chain" {
 			continue
@@ -105,5 +130,68 @@ func TestHubFigures(t *testing.T) {
 	t.Logf("FIGURE worker death to its attempt running elsewhere: %s (liveness %s)", time.Since(died).Round(time.Millisecond), testLiveness)
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHubRebuildFigures measures what a coordinator that carries a task on
+// from an empty state folder pays to rebuild its log from the hub: 100,000
+// records read, checked (crc, seq) and written, and the file's size. It
+// asserts nothing of time: APOLLO_HUB_FIGURES=rebuild go test ./engine -run
+// TestHubRebuildFigures -v.
+func TestHubRebuildFigures(t *testing.T) {
+	if os.Getenv("APOLLO_HUB_FIGURES") == "" {
+		t.Skip("set APOLLO_HUB_FIGURES=1 to measure (minutes)")
+	}
+	const n = 100000
+	for _, nodes := range []int{1, 3} {
+		cl := hubtest.Start(t, nodes)
+		e := &hubEnv{t: t, cl: cl, dir: t.TempDir(), task: fmt.Sprintf("rebuild%d", nodes)}
+		c := e.client(cl.URLs())
+		// Load: realistic records (a remote step's three), published
+		// without waiting for each acknowledgement.
+		for seq := int64(1); seq <= n; seq++ {
+			kind := []string{eventlog.Dispatch, eventlog.StepStart, eventlog.StepEnd}[seq%3]
+			line, err := eventlog.Encode(&eventlog.Record{Seq: seq, TaskID: e.task, EventType: kind, StepID: fmt.Sprintf("s%d", seq/3),
+				Status: eventlog.Running, Worker: "vm:12345", InputDigest: strings.Repeat("ab", 32), SrcSeq: seq,
+				Timestamp: eventlog.FormatTime(time.Now())})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := nats.NewMsg(remote.LogSubject(e.task))
+			m.Data = line
+			m.Header.Set(remote.HeaderSeq, strconv.FormatInt(seq, 10))
+			if _, err := c.JS.PublishMsgAsync(m); err != nil {
+				t.Fatal(err)
+			}
+			if seq%2000 == 0 {
+				<-c.JS.PublishAsyncComplete()
+			}
+		}
+		<-c.JS.PublishAsyncComplete()
+		began := time.Now()
+		l, err := c.OpenLog(t.Context(), e.task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &taskRun{e: New(Options{StateDir: filepath.Join(e.dir, ".apollo")}), t: &task{id: e.task}}
+		h := &hubRun{r: r, c: c, log: l}
+		lines, _, err := h.readHubLog(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(e.dir, "rebuilt.jsonl")
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range lines {
+			f.Write(l.line)
+		}
+		f.Sync()
+		f.Close()
+		took := time.Since(began)
+		fi, _ := os.Stat(path)
+		t.Logf("FIGURE hub=%d rebuild %d records: %s (%.0f records/s), %.1f MB, %d bytes a record", nodes, len(lines),
+			took.Round(time.Millisecond), float64(len(lines))/took.Seconds(), float64(fi.Size())/1e6, fi.Size()/int64(len(lines)))
 	}
 }

@@ -37,6 +37,9 @@ type HubOptions struct {
 	// detach (tests): an interrupted run leaves its remote attempts
 	// running and stops at once, as a killed coordinator does.
 	detach bool
+	// noLog (figures): the task's log is not kept in the hub, as before
+	// it was, to measure what keeping it costs.
+	noLog bool
 	// CallTimeout bounds each call to the hub (default 5 s); GiveUp is how
 	// long the hub may stay unreachable before the run stops with an error
 	// (default 2 minutes); LeaseTTL is how long another coordinator waits
@@ -62,6 +65,11 @@ type HubError struct {
 }
 
 func (e *HubError) Error() string {
+	_, fenced := errors.AsType[*remote.FencedError](e.Err)
+	_, lost := errors.AsType[*remote.LostError](e.Err)
+	if fenced || lost {
+		return fmt.Sprintf("task %s stopped: %v", e.TaskID, e.Err)
+	}
 	_, refused := errors.AsType[*remote.CredentialsError](e.Err)
 	_, forbidden := errors.AsType[*remote.PermissionError](e.Err)
 	if refused || forbidden {
@@ -87,9 +95,13 @@ type hubRun struct {
 	r     *taskRun
 	c     *remote.Client
 	lease *remote.Lease
-	pool  string
-	host  string
-	run   string // the task run's id in messages: its log's run_nonce
+	// log is the task's log in the hub, to which every record goes before
+	// the local file (remote_log.go); logCtx is its appends' context.
+	log    *remote.Log
+	logCtx context.Context
+	pool   string
+	host   string
+	run    string // the task run's id in messages: its log's run_nonce
 	// key is the run's key, of which each attempt's secret is a digest
 	// (remote.AttemptSecret): kept in the state folder, never logged.
 	key []byte
@@ -183,6 +195,13 @@ func (r *taskRun) connectHub(ctx context.Context) error {
 	if err != nil {
 		return &HubError{TaskID: r.t.id, Err: err}
 	}
+	if ho.noLog {
+		return nil
+	}
+	if h.log, err = c.OpenLog(ctx, r.t.id); err != nil {
+		return &HubError{TaskID: r.t.id, Err: err}
+	}
+	h.log.Epoch, h.logCtx = h.lease.Epoch(), context.WithoutCancel(ctx)
 	return nil
 }
 
@@ -205,6 +224,9 @@ func (r *taskRun) startHub(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if h.log != nil {
+		h.log.Run = run
+	}
 	var unchecked []string
 	for id, st := range r.state.Steps {
 		if st.Remote && st.Dirty && created {
@@ -225,6 +247,15 @@ func (r *taskRun) startHub(ctx context.Context) error {
 		fmt.Fprintf(r.e.opts.Stderr, "apollo: %s\n", msg)
 		if err := r.warn(nil, msg); err != nil {
 			return err
+		}
+		// Their messages and running bodies are no one's now: a worker
+		// that took one later would run a superseded attempt.
+		_ = h.c.NC.Publish(remote.CancelSubject(r.t.id), nil)
+		_ = h.c.NC.FlushTimeout(h.c.Config().CallTimeout)
+		if !r.created {
+			if err := h.dropEarlierRuns(ctx); err != nil {
+				return &HubError{TaskID: r.t.id, Err: err}
+			}
 		}
 	}
 	if r.created {
@@ -285,6 +316,7 @@ func (r *taskRun) startHub(ctx context.Context) error {
 	if caught > 0 {
 		fmt.Fprintf(r.e.opts.Stderr, "apollo: took in %d event(s) the hub kept while no coordinator ran\n", caught)
 	}
+	r.indexTask(eventlog.Running)
 	return nil
 }
 
@@ -515,20 +547,38 @@ func (h *hubRun) fail(err error) {
 	})
 }
 
-// renew renews the lease a third of its life apart.
+// renew renews the lease a third of its life apart. A renewal that has not
+// succeeded once the lease's TTL has passed since the last one that did
+// stops the run: the hub may have let the lease lapse, and another
+// coordinator may hold the task now (a hub without a majority, or cut off
+// from this one).
 func (h *hubRun) renew(ctx context.Context) {
-	t := time.NewTicker(h.lease.TTL() / 3)
+	ttl := h.lease.TTL()
+	t := time.NewTicker(ttl / 3)
 	defer t.Stop()
+	last := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if err := h.lease.Renew(ctx); err != nil && ctx.Err() == nil {
-			h.fail(err)
+		sent := time.Now()
+		rctx, cancel := context.WithDeadline(ctx, last.Add(ttl))
+		err := h.lease.Renew(rctx)
+		cancel()
+		if err == nil {
+			last = sent
+			continue
+		}
+		if ctx.Err() != nil {
 			return
 		}
+		if rctx.Err() != nil {
+			err = fmt.Errorf("the task's lease on the hub could not be renewed for %s, its time to live (%v): another coordinator may hold the task now, so this one stops", ttl, err)
+		}
+		h.fail(err)
+		return
 	}
 }
 

@@ -142,7 +142,12 @@ func (e *Engine) Run(ctx context.Context, path string, ro RunOptions) error {
 	if err := r.connectHub(ctx); err != nil {
 		return err
 	}
-	return r.execute(ctx)
+	if err := r.takeLogFromHub(ctx); err != nil {
+		return err
+	}
+	err = r.execute(ctx)
+	r.indexTask(runStatus(err))
+	return err
 }
 
 // taskRun is one invocation of apollo run on a task.
@@ -467,8 +472,10 @@ func (r *taskRun) openLog(latest string, create bool) error {
 			r.snap.foreign(rec)
 		},
 		OnAppend: r.snap.appended,
-		After:    after,
-		Crash:    r.e.opts.Crash,
+		// With a hub, each record is the hub's first (remote_log.go).
+		Publish: r.hubPublish(latest),
+		After:   after,
+		Crash:   r.e.opts.Crash,
 	}, func(rec *eventlog.Record) error {
 		r.markers.Observe(rec)
 		r.snap.replayed(rec)

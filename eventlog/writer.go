@@ -51,6 +51,14 @@ type WriterOptions struct {
 	// OnForeign is called, in order and under the writer's lock, with each
 	// record another process (apollo script) appended since the last append.
 	OnForeign func(*Record)
+	// Publish, when set, is handed each record's seq and exact line before
+	// the line enters the file, in order and under the writer's lock: a
+	// copy of the log kept elsewhere (the hub's, docs/spec.md §8.8) takes
+	// it first, and the file follows with the same bytes. Records another
+	// process appended (OnForeign) are handed over as they are found. An
+	// error writes nothing more: it becomes the writer's sticky error, as a
+	// *PublishError.
+	Publish func(seq int64, line []byte) error
 	// OnAppend is called, under the writer's lock, with each record this
 	// writer appends and the log's size just after it.
 	OnAppend func(r *Record, end int64)
@@ -90,6 +98,31 @@ func (e *WriteError) Error() string {
 }
 
 func (e *WriteError) Unwrap() error { return e.Err }
+
+// PublishError is the sticky error of a writer whose Publish refused a
+// record: neither it nor anything after it was written to the file.
+type PublishError struct {
+	Path string
+	Seq  int64
+	Err  error
+}
+
+func (e *PublishError) Error() string {
+	return fmt.Sprintf("event log %s: record seq %d: %v", e.Path, e.Seq, e.Err)
+}
+
+func (e *PublishError) Unwrap() error { return e.Err }
+
+// publish hands a record's line to Publish, if set.
+func (w *Writer) publish(seq int64, line []byte) error {
+	if w.opts.Publish == nil {
+		return nil
+	}
+	if err := w.opts.Publish(seq, line); err != nil {
+		return &PublishError{Path: w.path, Seq: seq, Err: err}
+	}
+	return nil
+}
 
 // NewerFormatError is a log that a newer apollo wrote to: this one must not
 // append to it. Its message states the problem; the caller says what to do
@@ -296,6 +329,9 @@ func (w *Writer) createWith(first *Record) error {
 	line, err := Encode(first)
 	if err != nil {
 		return fmt.Errorf("create event log %s: %w", w.path, err)
+	}
+	if err := w.publish(1, line); err != nil {
+		return err
 	}
 	w.fsyncs.Add(1)
 	err = WriteFileAtomic(w.fsys, w.path, 0o644, func(f io.Writer) error {
@@ -506,6 +542,10 @@ func (w *Writer) writeLocked(r *Record) (int64, error) {
 	if err != nil {
 		return 0, err // nothing written: the log is intact
 	}
+	if err := w.publish(r.Seq, line); err != nil {
+		w.failLocked(err)
+		return 0, w.err
+	}
 	n, err := w.f.Write(line)
 	if err != nil || n != len(line) {
 		if err == nil {
@@ -583,11 +623,14 @@ func (w *Writer) failLocked(err error) {
 	}
 	var we *WriteError
 	var lost *LockLostError
+	var pe *PublishError
 	switch {
 	case errors.As(err, &we):
 		w.err = we
 	case errors.As(err, &lost):
 		w.err = lost
+	case errors.As(err, &pe):
+		w.err = pe
 	default:
 		w.err = &WriteError{Path: w.path, LastSeq: w.syncedSeq, Err: err}
 	}
@@ -620,6 +663,20 @@ func (w *Writer) catchUp() error {
 		})
 	if err != nil {
 		return err
+	}
+	if w.opts.Publish != nil {
+		// One line per record in a good log: hand each one over as it is
+		// in the file.
+		seq := w.seq
+		for _, line := range bytes.SplitAfter(buf[:tail.End-w.offset], []byte("\n")) {
+			if len(line) == 0 {
+				continue
+			}
+			seq++
+			if err := w.publish(seq, line); err != nil {
+				return err
+			}
+		}
 	}
 	w.offset, w.seq, w.lines = tail.End, tail.LastSeq, w.lines+tail.Lines
 	if tail.Torn > 0 {

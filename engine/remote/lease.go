@@ -62,6 +62,9 @@ type Lease struct {
 // Epoch is the lease's revision.
 func (l *Lease) Epoch() uint64 { return l.rev }
 
+// Holder is who holds the lease: this coordinator.
+func (l *Lease) Holder() Holder { return l.me }
+
 // TTL is how long the lease lasts without a renewal.
 func (l *Lease) TTL() time.Duration { return l.ttl }
 
@@ -79,9 +82,10 @@ func (c *Client) kv(ctx context.Context, bucket string) (jetstream.KeyValue, err
 }
 
 // AcquireLease takes the task's lease for me. The lease is free when no one
-// holds it, when its holder is this host and state folder (whose task lock
-// this process holds, so the holder is dead), or when its holder has not
-// renewed it for ttl. Otherwise it returns a *HeldError.
+// holds it — its key lapses on the hub ttl after its holder's last
+// renewal, by the hub's clock — or when its holder is this host and state
+// folder (whose task lock this process holds, so the holder is dead).
+// Otherwise it returns a *HeldError.
 func (c *Client) AcquireLease(ctx context.Context, taskID string, me Holder, ttl time.Duration) (*Lease, error) {
 	kv, err := c.kv(ctx, LeaseBucket)
 	if err != nil {
@@ -90,7 +94,9 @@ func (c *Client) AcquireLease(ctx context.Context, taskID string, me Holder, ttl
 	l := &Lease{c: c, kv: kv, key: LeaseKey(taskID), me: me, ttl: ttl, tid: taskID}
 	val, _ := json.Marshal(me)
 	err = c.Do(ctx, "take the task's lease", func(ctx context.Context) error {
-		rev, err := kv.Create(ctx, l.key, val)
+		// The key lives ttl past its last write: the hub's clock, not
+		// this host's, says when a silent holder's lease has lapsed.
+		rev, err := kv.Create(ctx, l.key, val, jetstream.KeyTTL(ttl))
 		if err == nil {
 			l.rev = rev
 			return nil
@@ -107,12 +113,12 @@ func (c *Client) AcquireLease(ctx context.Context, taskID string, me Holder, ttl
 		}
 		var h Holder
 		_ = json.Unmarshal(e.Value(), &h)
-		mine := h.Host == me.Host && h.StateDir == me.StateDir
-		stale := time.Since(e.Created()) > ttl
-		if !mine && !stale {
+		if h.Host != me.Host || h.StateDir != me.StateDir {
 			return Final(&HeldError{TaskID: taskID, Holder: h, Renewed: e.Created()})
 		}
-		rev, err = kv.Update(ctx, l.key, val, e.Revision())
+		// Its holder is this host and state folder, whose task lock this
+		// process holds: it is dead, taken over at once.
+		rev, err = l.write(ctx, val, e.Revision())
 		if LostRace(err) {
 			return errors.New("lease changed while taking it over; again")
 		}
@@ -128,11 +134,24 @@ func (c *Client) AcquireLease(ctx context.Context, taskID string, me Holder, ttl
 	return l, nil
 }
 
+// write stores val as the lease's new revision, if rev is its current one,
+// keeping the key's time to live: a raw publish to the bucket's subject
+// with both conditions, since a KV Update drops the TTL (a lease renewed
+// that way would never lapse).
+func (l *Lease) write(ctx context.Context, val []byte, rev uint64) (uint64, error) {
+	ack, err := l.c.JS.Publish(ctx, "$KV."+LeaseBucket+"."+l.key, val,
+		jetstream.WithMsgTTL(l.ttl), jetstream.WithExpectLastSequencePerSubject(rev))
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
 // Renew renews the lease. A *LostError means another coordinator took it.
 func (l *Lease) Renew(ctx context.Context) error {
 	val, _ := json.Marshal(l.me)
 	return l.c.Do(ctx, "renew the task's lease", func(ctx context.Context) error {
-		rev, err := l.kv.Update(ctx, l.key, val, l.rev)
+		rev, err := l.write(ctx, val, l.rev)
 		if err == nil {
 			l.rev = rev
 			return nil

@@ -15,8 +15,10 @@ const (
 	StepsStream  = "APOLLO_STEPS"
 	EventsStream = "APOLLO_EVENTS"
 	OutputStream = "APOLLO_OUTPUT"
+	LogStream    = "APOLLO_LOG"
 	LeaseBucket  = "apollo_leases"
 	IdemBucket   = "apollo_idem"
+	TasksBucket  = "apollo_tasks"
 )
 
 // DefaultPool is the pool of a step that names none, when the run names none.

@@ -28,15 +28,29 @@ func streamConfigs(r int) []jetstream.StreamConfig {
 		{Name: OutputStream, Subjects: []string{"apollo.out.>"}, Retention: jetstream.LimitsPolicy,
 			Storage: jetstream.FileStorage, Replicas: r, MaxAge: Retention,
 			Description: "apollo: remote attempts' output"},
+		// The tasks' logs: never dropped by age or count (a gap in seq is
+		// the only sign of a dropped record), never a record deleted;
+		// retries are fenced by the expected last sequence, not deduped.
+		{Name: LogStream, Subjects: []string{"apollo.log.>"}, Retention: jetstream.LimitsPolicy,
+			Storage: jetstream.FileStorage, Replicas: r, Duplicates: 2 * time.Minute,
+			AllowDirect: true, DenyDelete: true,
+			Description: "apollo: each task's event log, one subject per task, the records' exact lines"},
 	}
 }
 
+// LeaseMarkerTTL is how long the lease bucket keeps the marker of a lease
+// that lapsed.
+const LeaseMarkerTTL = 5 * time.Second
+
 func bucketConfigs(r int) []jetstream.KeyValueConfig {
 	return []jetstream.KeyValueConfig{
+		// LimitMarkerTTL lets each lease key carry its time to live.
 		{Bucket: LeaseBucket, History: 1, Storage: jetstream.FileStorage, Replicas: r,
-			Description: "apollo: one coordinator per task"},
+			LimitMarkerTTL: LeaseMarkerTTL, Description: "apollo: one coordinator per task"},
 		{Bucket: IdemBucket, History: 1, Storage: jetstream.FileStorage, Replicas: r,
 			Description: "apollo: idem.once gates of remote attempts"},
+		{Bucket: TasksBucket, History: 1, Storage: jetstream.FileStorage, Replicas: r,
+			Description: "apollo: one key per task whose log is in the hub: its pipeline, status, coordinator"},
 	}
 }
 
@@ -59,6 +73,9 @@ func (c *Client) EnsureForWorker(ctx context.Context, replicas int) error {
 func (c *Client) ensure(ctx context.Context, replicas int, update, worker bool) error {
 	replicas = max(1, min(replicas, 3))
 	for _, cfg := range streamConfigs(replicas) {
+		if worker && cfg.Name == LogStream {
+			continue // a worker never reads or writes a task's log
+		}
 		err := c.Do(ctx, "create stream "+cfg.Name, func(ctx context.Context) error {
 			s, err := c.createStream(ctx, cfg, update)
 			if err == nil && s != nil {
@@ -79,10 +96,23 @@ func (c *Client) ensure(ctx context.Context, replicas int, update, worker bool) 
 				_, err := c.JS.CreateOrUpdateKeyValue(ctx, cfg)
 				return err
 			}
-			if _, err := c.JS.KeyValue(ctx, cfg.Bucket); err == nil || !errors.Is(err, jetstream.ErrBucketNotFound) {
+			kv, err := c.JS.KeyValue(ctx, cfg.Bucket)
+			if err == nil && cfg.LimitMarkerTTL != 0 {
+				// A bucket an older apollo made: its keys cannot carry a
+				// time to live until it is told so.
+				st, err := kv.Status(ctx)
+				if err != nil {
+					return err
+				}
+				if kst, ok := st.(*jetstream.KeyValueBucketStatus); ok && kst.LimitMarkerTTL() == 0 {
+					_, err = c.JS.UpdateKeyValue(ctx, cfg)
+				}
 				return err
 			}
-			_, err := c.JS.CreateKeyValue(ctx, cfg)
+			if err == nil || !errors.Is(err, jetstream.ErrBucketNotFound) {
+				return err
+			}
+			_, err = c.JS.CreateKeyValue(ctx, cfg)
 			if errors.Is(err, jetstream.ErrBucketExists) {
 				return nil
 			}
