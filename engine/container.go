@@ -11,7 +11,6 @@ import (
 	"apollo/engine/container"
 	"apollo/engine/executor"
 	"apollo/engine/pipeline"
-	"apollo/engine/usage"
 	"apollo/eventlog"
 )
 
@@ -122,17 +121,4 @@ func (c containerRun) endLeftovers(n *node) string {
 func containerDigestText(c *pipeline.Container) string {
 	b, _ := json.Marshal(c)
 	return string(b)
-}
-
-// refuseContainersOnHub refuses a run with a hub of a pipeline with
-// container steps: a worker would run their bodies on its host instead of
-// in their image, and no worker says yet which engine it has.
-func refuseContainersOnHub(p *pipeline.Pipeline) error {
-	for _, s := range p.Steps {
-		if s.Container != nil {
-			return usage.Errorf("%s: step %q runs in a container (image: %s), which workers do not run yet; run it without --hub",
-				p.Path, s.ID, s.Container.Image)
-		}
-	}
-	return nil
 }

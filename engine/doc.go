@@ -11,7 +11,7 @@
 //
 //	engine     → cache, clock, container, executor, markers, pipeline, progress, remote, statedir, template, textfmt, usage; eventlog, luart
 //	history    → pipeline, statedir, textfmt, usage; eventlog
-//	worker     → executor, remote; stdlib
+//	worker     → container, executor, remote; stdlib
 //	hub        → listen, remote
 //	hubtest    → hub, remote, statedir; eventlog
 //	remote     → pipeline; luart
