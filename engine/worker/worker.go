@@ -72,7 +72,7 @@ type Options struct {
 // Worker pulls and runs attempts.
 type Worker struct {
 	o           Options
-	id          string // host:pid
+	id          string               // host:pid
 	cons        []jetstream.Consumer // the pool's, and its container queue's when it runs containers
 	shell       executor.Executor
 	lua         executor.Executor
