@@ -20,7 +20,8 @@ func containerName(work *remote.Work, n int) string {
 // (apollo worker --container-engine), through the code a local run uses
 // (engine/container): the container of the step's previous attempt, if a
 // dead worker left it on this machine, is removed first; the image is made
-// present and resolved before the start, which carries its id; the
+// present and resolved before the start, which carries its id, the
+// attempt's heartbeats going on meanwhile (a pull may be long); the
 // container is recorded in the worker's file once the start is stored, so
 // that the next worker started there removes it if this one dies.
 type containerBody struct {
@@ -46,12 +47,16 @@ func (c containerBody) Run(ctx context.Context, exa *executor.Attempt) executor.
 		}
 		return executor.Result{Err: fmt.Errorf("container: %w (on worker %s)", err, w.id), ExitCode: -1, NotStarted: true}
 	}
-	if work.Attempt > 0 {
-		if prev := containerName(work, work.Attempt-1); cfg.Remove(prev, exa.KillGrace) {
-			w.logf("%s: removed container %s, left by attempt %d", id, prev, work.Attempt-1)
+	var imageID string
+	var err error
+	a.keepalive(func() {
+		if work.Attempt > 0 {
+			if prev := containerName(work, work.Attempt-1); cfg.Remove(prev, exa.KillGrace) {
+				w.logf("%s: removed container %s, left by attempt %d", id, prev, work.Attempt-1)
+			}
 		}
-	}
-	imageID, err := cfg.Resolve(ctx, spec)
+		imageID, err = cfg.Resolve(ctx, spec)
+	})
 	if err != nil {
 		return fail(err)
 	}

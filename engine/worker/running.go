@@ -92,13 +92,16 @@ func (r *runningFile) endLeftovers(grace time.Duration) (int, []string) {
 		}
 		if b, err := os.ReadFile(f); err == nil {
 			if st, ok := readRunning(b); ok {
-				for tag, pgid := range st.Groups {
-					n += executor.EndLeftovers(tag, pgid, grace)
-				}
+				// The containers first, through their engine, as a
+				// local run does: the engine's client, which the
+				// groups hold, is not the container.
 				for _, box := range st.Containers {
 					if box.Engine.Remove(box.Name, grace) {
 						boxes = append(boxes, box.Name)
 					}
+				}
+				for tag, pgid := range st.Groups {
+					n += executor.EndLeftovers(tag, pgid, grace)
 				}
 			}
 		}

@@ -538,24 +538,41 @@ func (a *attempt) isStarted() bool {
 func (a *attempt) heartbeat(stop <-chan struct{}) {
 	t := time.NewTicker(a.w.hb)
 	defer t.Stop()
-	nc := a.w.o.Client.NC
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
 		}
-		sent := time.Now()
-		if err := a.msg.InProgress(); err != nil {
-			continue
-		}
-		if err := nc.FlushTimeout(min(a.w.hb, 2*time.Second)); err != nil {
-			continue
-		}
-		a.mu.Lock()
-		a.lastOK = sent
-		a.mu.Unlock()
+		a.beat()
 	}
+}
+
+// beat tells the hub once that the attempt is alive, and moves its fence
+// on once the hub confirms it.
+func (a *attempt) beat() {
+	sent := time.Now()
+	if err := a.msg.InProgress(); err != nil {
+		return
+	}
+	if err := a.w.o.Client.NC.FlushTimeout(min(a.w.hb, 2*time.Second)); err != nil {
+		return
+	}
+	a.mu.Lock()
+	a.lastOK = sent
+	a.mu.Unlock()
+}
+
+// keepalive heartbeats the attempt while f runs, and once after: work
+// before the body's start (a leftover container removed, an image pulled)
+// must not run out the attempt's lease.
+func (a *attempt) keepalive(f func()) {
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { defer close(done); a.heartbeat(stop) }()
+	f()
+	close(stop)
+	<-done
+	a.beat()
 }
 
 // fence ends the attempt's process group when no heartbeat was confirmed
