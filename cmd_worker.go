@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime"
 	"syscall"
 
 	"github.com/spf13/pflag"
 
+	"apollo/engine/container"
 	"apollo/engine/remote"
 	"apollo/engine/usage"
 	"apollo/engine/worker"
@@ -19,9 +21,10 @@ import (
 func workerCommand() *command[*workerOptions] {
 	return &command[*workerOptions]{
 		about: about{name: "worker", exitCodes: workerExitCodes, summary: "run the steps a hub dispatches to a pool (scale-out)",
-			usage: "apollo worker --hub URL[,URL...] [--pool P] [--slots N] [--state-dir DIR]",
+			usage: "apollo worker --hub URL[,URL...] [--pool P] [--slots N] [--container-engine podman|docker] [--state-dir DIR]",
 			example: "  apollo worker --hub nats://127.0.0.1:4222\n" +
 				"  apollo worker --hub nats://10.0.0.1:4222,nats://10.0.0.2:4222 --pool gpu --slots 2 --token-file hub.token\n" +
+				"  apollo worker --hub nats://127.0.0.1:4222 --container-engine podman   # also runs image: steps\n" +
 				"  Ctrl-C: take no new attempt and let the running ones finish; a second Ctrl-C ends them (reported interrupted)"},
 		nargs: positional{0, 0, "takes no arguments"},
 		flags: newWorkerOptions,
@@ -34,6 +37,7 @@ type workerOptions struct {
 	hub      hubFlags
 	pool     string
 	slots    int
+	engine   string
 	stateDir string
 }
 
@@ -43,6 +47,8 @@ func newWorkerOptions(fs *pflag.FlagSet) *workerOptions {
 	o.hub.addFlags(fs, "the hub to pull attempts from: nats://host:port[,nats://host:port...] (required)")
 	fs.StringVar(&o.pool, "pool", remote.DefaultPool, "the pool whose attempts to run")
 	fs.IntVar(&o.slots, "slots", runtime.NumCPU(), "most attempts running at once")
+	fs.StringVar(&o.engine, "container-engine", "", "run the pool's container steps (image:) too, with this engine: podman, docker, or the path of one's binary "+
+		"(env APOLLO_CONTAINER_FLAGS and APOLLO_CONTAINER_RUN_FLAGS add its flags); without it, the worker takes none")
 	stateDirFlag(fs, &o.stateDir)
 	return o
 }
@@ -58,6 +64,15 @@ func runWorker(ctx context.Context, o *workerOptions, in invocation) error {
 	}
 	if o.slots < 1 {
 		return &usage.Error{Msg: fmt.Sprintf("worker: --slots %d: must be at least 1", o.slots)}
+	}
+	var box *container.Config
+	if o.engine != "" {
+		cfg := containerConfig()
+		cfg.Engine = o.engine
+		if _, err := exec.LookPath(o.engine); err != nil {
+			return &usage.Error{Msg: fmt.Sprintf("worker: --container-engine %s: not installed here (%v): install it, or name podman, docker or the path of its binary", o.engine, err)}
+		}
+		box = &cfg
 	}
 	// The first signal cancels ctx (main's): drain. The second ends the
 	// running attempts.
@@ -80,7 +95,7 @@ func runWorker(ctx context.Context, o *workerOptions, in invocation) error {
 	}
 	defer c.Close()
 	w, err := worker.New(ctx, worker.Options{Client: c, Pool: o.pool, Slots: o.slots, Liveness: envDuration(envLiveness),
-		StateDir: o.stateDir, Bundled: scripts.Modules(), Log: in.stderr})
+		StateDir: o.stateDir, Bundled: scripts.Modules(), Log: in.stderr, Container: box})
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"apollo/engine"
+	"apollo/engine/container"
 	"apollo/engine/executor"
 	"apollo/engine/history"
 	"apollo/engine/pipeline"
@@ -221,8 +222,8 @@ func runsIn(stateDir string, in invocation) history.Runs {
 // containerConfig is how this machine runs container steps:
 // APOLLO_CONTAINER_ENGINE, and the engine flags APOLLO_CONTAINER_FLAGS and
 // APOLLO_CONTAINER_RUN_FLAGS (separated by spaces).
-func containerConfig() engine.ContainerConfig {
-	return engine.ContainerConfig{Engine: os.Getenv("APOLLO_CONTAINER_ENGINE"),
+func containerConfig() container.Config {
+	return container.Config{Engine: os.Getenv("APOLLO_CONTAINER_ENGINE"),
 		Flags:    strings.Fields(os.Getenv("APOLLO_CONTAINER_FLAGS")),
 		RunFlags: strings.Fields(os.Getenv("APOLLO_CONTAINER_RUN_FLAGS"))}
 }

@@ -9,9 +9,9 @@
 // way: down this list, never up (TestImportArrows checks these lines
 // against the code).
 //
-//	engine     → cache, clock, executor, markers, pipeline, progress, remote, statedir, template, textfmt, usage; eventlog, luart
+//	engine     → cache, clock, container, executor, markers, pipeline, progress, remote, statedir, template, textfmt, usage; eventlog, luart
 //	history    → pipeline, statedir, textfmt, usage; eventlog
-//	worker     → executor, remote; stdlib
+//	worker     → container, executor, remote; stdlib
 //	hub        → listen, remote
 //	hubtest    → hub, remote, statedir; eventlog
 //	remote     → pipeline; luart
@@ -20,6 +20,7 @@
 //	web        → cron, history, intervene, pipeline, statedir, template, textfmt; eventlog
 //	recovery   → clock, intervene, markers, pipeline, statedir, usage; eventlog, luart, stdlib
 //	intervene  → pipeline; eventlog
+//	container  → executor, pipeline
 //	executor   → luaproc, pipeline, textfmt; luart, stdlib
 //	markers    → eventlog, stdlib
 //	pipeline   → statedir, template, usage; luart, stdlib
@@ -40,7 +41,9 @@
 // cron apollo serve's schedules and its schedule log; web apollo serve's
 // pages, API, live updates and metrics; intervene the manual interventions
 // apollo script and apollo serve append;
-// executor the shell and Lua executors behind one seam; luaproc the pool of
+// executor the shell and Lua executors behind one seam; container the
+// run of a command step's body in a container of its image, for a local
+// run and for a worker; luaproc the pool of
 // Lua processes, each job under a hard memory limit; markers a task's
 // idempotency markers; remote the names, messages and deadline-bounded
 // client that a coordinator and its workers share through the hub; worker

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"apollo/engine/clock"
+	"apollo/engine/container"
 	"apollo/engine/executor"
 	"apollo/engine/pipeline"
 	"apollo/engine/progress"
@@ -51,7 +52,7 @@ type Options struct {
 	// one APOLLO_CRASH_AT asks for, if any.
 	Crash func(point string)
 	// Container is how this machine runs container steps (container.go).
-	Container ContainerConfig
+	Container container.Config
 }
 
 // Engine loads pipelines and runs, plans and inspects tasks.

@@ -190,10 +190,22 @@ func (h *hubRun) sayUntaken(ctx context.Context, n *node, sl *slot) error {
 		return nil
 	}
 	why := fmt.Sprintf("is a worker of pool %s running, with a free slot? (apollo worker --hub ... --pool %s)", pool, pool)
+	consumer := remote.PoolConsumer(pool)
+	if c := n.rs.step.Container; c != nil {
+		// Only a worker with an engine takes a container step.
+		why = fmt.Sprintf("the step runs in a container (image: %s), which only a worker started with --container-engine takes: "+
+			"is one of pool %s running, with a free slot? (apollo worker --hub ... --pool %s --container-engine podman)", c.Image, pool, pool)
+		consumer = remote.ContainerPoolConsumer(pool)
+	}
 	cctx, cancel := context.WithTimeout(ctx, h.c.Config().CallTimeout)
-	_, err := h.c.JS.Consumer(cctx, remote.StepsStream, remote.PoolConsumer(pool))
+	_, err := h.c.JS.Consumer(cctx, remote.StepsStream, consumer)
 	cancel()
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound) && consumer != remote.PoolConsumer(pool):
+		why = fmt.Sprintf("the step runs in a container (image: %s) and no worker of pool %s started with --container-engine has ever "+
+			"pulled from this hub: the step needs a worker with --container-engine; start one (apollo worker --hub ... --pool %s "+
+			"--container-engine podman)", n.rs.step.Container.Image, pool, pool)
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
 		why = fmt.Sprintf("no worker of pool %s has ever pulled from this hub: start one (apollo worker --hub ... --pool %s)", pool, pool)
 	}
 	msg := fmt.Sprintf("attempt %d was dispatched to pool %s %s ago and no worker has taken it yet: %s",

@@ -162,9 +162,6 @@ func (r *taskRun) connectHub(ctx context.Context) error {
 		// messages on disk: secrets are never written.
 		return usage.Errorf("%s declares secrets, which are not sent to workers (the hub stores what it carries); run it without --hub", r.t.p.Path)
 	}
-	if err := refuseContainersOnHub(r.t.p); err != nil { // container.go
-		return err
-	}
 	host, _ := os.Hostname()
 	h := &hubRun{r: r, pool: ho.Pool, host: host, slots: map[string]*slot{},
 		adopted: map[string]*slot{}, failed: make(chan struct{})}
@@ -671,6 +668,7 @@ func (h *hubRun) ingest(data []byte, seq int64, subject string) error {
 		}
 		rec := &eventlog.Record{EventType: eventlog.StepStart, StepID: ev.Step, Status: eventlog.Running,
 			RetryCount: ev.Attempt, InputDigest: h.inputOf(ev.Step), Worker: ev.Worker, SrcSeq: seq}
+		rec.Image, rec.ImageID = ev.Image, ev.ImageID // a container step's, as the worker's engine resolved it
 		if err := r.w.AppendUnsynced(rec); err != nil {
 			return err
 		}

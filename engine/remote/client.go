@@ -399,25 +399,35 @@ func (c *Client) Dispatch(ctx context.Context, w *Work) (dup bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	_, dup, err = c.Publish(ctx, StepSubject(w.Pool, w.Task, w.Step), DispatchID(w.Run, w.Task, w.Step, w.Attempt), data)
+	_, dup, err = c.Publish(ctx, w.Subject(), DispatchID(w.Run, w.Task, w.Step, w.Attempt), data)
 	return dup, err
 }
 
 // Queued returns the run and attempt of a step's message that waits in the
-// work queue or is held by a worker, if any.
+// work queue or is held by a worker, if any: in the pool's queue or its
+// container queue, the later one.
 func (c *Client) Queued(ctx context.Context, pool, taskID, step string) (run string, attempt int, ok bool, err error) {
 	s, err := c.Stream(ctx, StepsStream)
 	if err != nil {
 		return "", 0, false, err
 	}
 	err = c.Do(ctx, "look for a queued attempt", func(ctx context.Context) error {
-		m, err := s.GetLastMsgForSubject(ctx, StepSubject(pool, taskID, step))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			ok = false
-			return nil
+		var m *jetstream.RawStreamMsg
+		for _, subject := range []string{StepSubject(pool, taskID, step), ContainerStepSubject(pool, taskID, step)} {
+			got, err := s.GetLastMsgForSubject(ctx, subject)
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if m == nil || got.Sequence > m.Sequence {
+				m = got
+			}
 		}
-		if err != nil {
-			return err
+		ok = m != nil
+		if !ok {
+			return nil
 		}
 		var w Work
 		if err := json.Unmarshal(m.Data, &w); err != nil {

@@ -10,6 +10,7 @@
 // The layout on the hub:
 //
 //	APOLLO_STEPS   work queue  apollo.step.<pool>.<task>.<step>   one message per attempt, Msg-Id run/task/step/n
+//	                           apollo.step.<pool>~image.<t>.<s>   the same, of a container step: for workers with an engine
 //	APOLLO_EVENTS  limits      apollo.ev.<pool>.<task>            started, end, lost, marker: in order per task
 //	APOLLO_OUTPUT  limits      apollo.out.<pool>.<task>           a remote attempt's output, in chunks at offsets
 //	apollo_leases  KV          task.<task>                        one coordinator per task

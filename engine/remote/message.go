@@ -50,6 +50,16 @@ type Work struct {
 	Sources luart.Sources `json:"sources,omitempty"`
 }
 
+// Subject is the work's subject: its pool's queue, or the pool's container
+// queue for a step with image:, which only workers that run containers
+// pull.
+func (w *Work) Subject() string {
+	if s := w.StepDef(); s != nil && s.Container != nil {
+		return ContainerStepSubject(w.Pool, w.Task, w.Step)
+	}
+	return StepSubject(w.Pool, w.Task, w.Step)
+}
+
 // StepDef is the step the work runs.
 func (w *Work) StepDef() *pipeline.Step {
 	if w.Pipeline == nil || len(w.Pipeline.Steps) == 0 {
@@ -83,6 +93,10 @@ type Event struct {
 	Worker   string `json:"worker"`
 	Delivery uint64 `json:"delivery,omitempty"`
 	PGID     int    `json:"pgid,omitempty"`
+	// Image and ImageID are, in the start of a container step's attempt,
+	// its image as written and the id the worker's engine resolved it to.
+	Image   string `json:"image,omitempty"`
+	ImageID string `json:"image_id,omitempty"`
 
 	// End.
 	Error        string          `json:"error,omitempty"`

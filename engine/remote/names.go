@@ -46,6 +46,27 @@ func PoolFilter(pool string) string { return "apollo.step." + pool + ".>" }
 // PoolConsumer is the durable consumer a pool's workers share.
 func PoolConsumer(pool string) string { return "pool_" + pool }
 
+// ContainerQueue is the subject token under which the attempts of pool's
+// container steps (image:) wait: the pool's name and "~image", which no
+// pool's name can be. Only the workers that run containers (apollo worker
+// --container-engine) pull from it, so such a step never reaches a worker
+// that would run its body on its host.
+func ContainerQueue(pool string) string { return pool + "~image" }
+
+// ContainerStepSubject is the subject of a container step's attempts in
+// pool.
+func ContainerStepSubject(pool, taskID, step string) string {
+	return StepSubject(ContainerQueue(pool), taskID, step)
+}
+
+// ContainerPoolFilter is the subject filter of a pool's container consumer.
+func ContainerPoolFilter(pool string) string { return PoolFilter(ContainerQueue(pool)) }
+
+// ContainerPoolConsumer is the durable consumer that the workers of pool
+// that run containers share, besides the pool's own (no pool's consumer
+// name begins with "cpool_").
+func ContainerPoolConsumer(pool string) string { return "cpool_" + pool }
+
 // EventSubject is the subject on which the workers of pool report a
 // task's events: with apollo hub --nkeys, only that pool's workers may
 // publish to it.
@@ -142,18 +163,24 @@ func WorkerPublish(pools []string) []string {
 		"$JS.API.STREAM.INFO.KV_" + IdemBucket,
 	}
 	for _, p := range pools {
-		c := StepsStream + "." + PoolConsumer(p)
 		subs = append(subs,
 			"apollo.ev."+p+".>", "apollo.out."+p+".>",
 			"$KV."+IdemBucket+"."+p+".>",
 			"$JS.API.DIRECT.GET.KV_"+IdemBucket+".$KV."+IdemBucket+"."+p+".>",
-			// The create call names its filter in its subject; the hub
-			// refuses a body whose filter differs.
-			"$JS.API.CONSUMER.CREATE."+c+"."+PoolFilter(p),
-			"$JS.API.CONSUMER.INFO."+c,
-			"$JS.API.CONSUMER.MSG.NEXT."+c,
-			"$JS.ACK."+c+".>",
 		)
+		// The pool's consumer, and its container consumer (a worker
+		// started with --container-engine).
+		for _, cf := range [][2]string{{PoolConsumer(p), PoolFilter(p)}, {ContainerPoolConsumer(p), ContainerPoolFilter(p)}} {
+			c := StepsStream + "." + cf[0]
+			subs = append(subs,
+				// The create call names its filter in its subject; the hub
+				// refuses a body whose filter differs.
+				"$JS.API.CONSUMER.CREATE."+c+"."+cf[1],
+				"$JS.API.CONSUMER.INFO."+c,
+				"$JS.API.CONSUMER.MSG.NEXT."+c,
+				"$JS.ACK."+c+".>",
+			)
+		}
 	}
 	return subs
 }

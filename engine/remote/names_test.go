@@ -15,18 +15,20 @@ import (
 // TestSubjects: a task id's dots never split a subject or a key.
 func TestSubjects(t *testing.T) {
 	for got, want := range map[string]string{
-		EventSubject("gpu", "daily.2026-12-04"): "apollo.ev.gpu.daily=2026-12-04",
-		TaskEvents("a.b"):                       "apollo.ev.*.a=b",
-		SubjectPool("apollo.ev.gpu.a=b"):        "gpu",
-		SubjectPool("apollo.out.cpu.a=b"):       "cpu",
-		SubjectPool("apollo.step.gpu.a=b.s"):    "",
-		DispatchID("r1", "t", "s", 2):           "r1/t/s/2",
-		StepSubject("gpu", "a.b", "s1"):         "apollo.step.gpu.a=b.s1",
-		LeaseKey("a.b"):                         "task.a=b",
-		PoolFilter("gpu"):                       "apollo.step.gpu.>",
-		AttemptID("t", "s", 2):                  "t/s/2",
-		LeaseKey("p~load.x"):                    "task.p/load=x", // a sub-pipeline's task: '~' is no key character
-		markerKey("gpu", "p~load", "m"):         "gpu.p/load.bQ",
+		EventSubject("gpu", "daily.2026-12-04"):  "apollo.ev.gpu.daily=2026-12-04",
+		TaskEvents("a.b"):                        "apollo.ev.*.a=b",
+		SubjectPool("apollo.ev.gpu.a=b"):         "gpu",
+		SubjectPool("apollo.out.cpu.a=b"):        "cpu",
+		SubjectPool("apollo.step.gpu.a=b.s"):     "",
+		DispatchID("r1", "t", "s", 2):            "r1/t/s/2",
+		StepSubject("gpu", "a.b", "s1"):          "apollo.step.gpu.a=b.s1",
+		LeaseKey("a.b"):                          "task.a=b",
+		PoolFilter("gpu"):                        "apollo.step.gpu.>",
+		ContainerStepSubject("gpu", "a.b", "s1"): "apollo.step.gpu~image.a=b.s1",
+		ContainerPoolFilter("gpu"):               "apollo.step.gpu~image.>",
+		AttemptID("t", "s", 2):                   "t/s/2",
+		LeaseKey("p~load.x"):                     "task.p/load=x", // a sub-pipeline's task: '~' is no key character
+		markerKey("gpu", "p~load", "m"):          "gpu.p/load.bQ",
 	} {
 		if got != want {
 			t.Errorf("got %q, want %q", got, want)

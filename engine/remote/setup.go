@@ -154,14 +154,25 @@ func (c *Client) ClusterSize() int {
 // No BackOff: it would override AckWait. Redelivery is not a retry in
 // apollo: the worker that gets one reports the attempt lost.
 func (c *Client) PoolConsumer(ctx context.Context, pool string, liveness time.Duration) (jetstream.Consumer, error) {
+	return c.consumer(ctx, PoolConsumer(pool), PoolFilter(pool), "the workers of pool "+pool, liveness)
+}
+
+// ContainerConsumer is PoolConsumer of the pool's container queue, which
+// the pool's workers that run containers share.
+func (c *Client) ContainerConsumer(ctx context.Context, pool string, liveness time.Duration) (jetstream.Consumer, error) {
+	return c.consumer(ctx, ContainerPoolConsumer(pool), ContainerPoolFilter(pool),
+		"the workers of pool "+pool+" that run containers", liveness)
+}
+
+func (c *Client) consumer(ctx context.Context, name, filter, whose string, liveness time.Duration) (jetstream.Consumer, error) {
 	var cons jetstream.Consumer
 	cfg := jetstream.ConsumerConfig{
-		Durable: PoolConsumer(pool), FilterSubject: PoolFilter(pool),
+		Durable: name, FilterSubject: filter,
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: liveness, MaxDeliver: -1,
 		MaxAckPending: 100000, DeliverPolicy: jetstream.DeliverAllPolicy,
-		Description: "apollo: the workers of pool " + pool,
+		Description: "apollo: " + whose,
 	}
-	err := c.Do(ctx, "create the consumer of pool "+pool, func(ctx context.Context) error {
+	err := c.Do(ctx, "create the consumer of "+whose, func(ctx context.Context) error {
 		var err error
 		cons, err = c.JS.CreateOrUpdateConsumer(ctx, StepsStream, cfg)
 		return err

@@ -16,7 +16,8 @@ import (
 func (w *Worker) prepare(ctx context.Context, a *attempt, dir string) (executor.Executor, *executor.Attempt, error) {
 	work := a.work
 	s := work.StepDef()
-	env := append(os.Environ(), work.Env...)
+	base := os.Environ()
+	env := append(base[:len(base):len(base)], work.Env...)
 	publish := filepath.Join(dir, "published.out")
 	env = append(env, "APOLLO_OUTPUT="+publish, executor.AttemptEnv+"="+a.token, "APOLLO_WORKER="+w.id)
 	mk, err := newMarkerStore(ctx, w, a)
@@ -33,6 +34,14 @@ func (w *Worker) prepare(ctx context.Context, a *attempt, dir string) (executor.
 		exa.KillGrace = 5 * time.Second
 	}
 	switch {
+	case s.Container != nil:
+		if w.o.Container == nil {
+			// Never delivered here (a worker without an engine does not
+			// pull the container queue); never run on this host either.
+			return missingShell{fmt.Errorf("step %s runs in a container (image: %s) and worker %s runs none: "+
+				"start workers of pool %s with --container-engine podman|docker", s.ID, s.Container.Image, w.id, work.Pool)}, exa, nil
+		}
+		return containerBody{w: w, a: a, pass: len(base)}, exa, nil
 	case s.Command != "":
 		if err := executor.FindShell(exa); err != nil {
 			// Not a lost attempt to hand to another worker: a failed one,

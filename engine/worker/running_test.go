@@ -49,14 +49,14 @@ func TestEndLeftovers(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "dead-2.json"), []byte(`{"`+tag+`": `+strconv.Itoa(cmd.Process.Pid)+`}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	live.add("still-running", 999999)
+	live.add("still-running", 999999, boxRef{})
 
 	me, err := openRunning(dir, "me:3")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer me.close()
-	if n := me.endLeftovers(time.Second); n < 1 {
+	if n, _ := me.endLeftovers(time.Second); n < 1 {
 		t.Errorf("ended %d processes, want the dead worker's", n)
 	}
 	select {

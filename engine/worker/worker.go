@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"apollo/engine/container"
 	"apollo/engine/executor"
 	"apollo/engine/remote"
 )
@@ -61,13 +62,18 @@ type Options struct {
 	// Started, when set, is called once a body may run (tests learn which
 	// worker holds which attempt).
 	Started func(w *remote.Work, pgid int)
+	// Container, when set, is the engine this worker runs container steps
+	// (image:) with (apollo worker --container-engine): it then also pulls
+	// its pool's container queue. Without it the worker never receives a
+	// container step.
+	Container *container.Config
 }
 
 // Worker pulls and runs attempts.
 type Worker struct {
 	o           Options
-	id          string // host:pid
-	cons        jetstream.Consumer
+	id          string               // host:pid
+	cons        []jetstream.Consumer // the pool's, and its container queue's when it runs containers
 	shell       executor.Executor
 	lua         executor.Executor
 	margin      time.Duration
@@ -119,16 +125,29 @@ func New(ctx context.Context, o Options) (*Worker, error) {
 	if w.running, err = openRunning(filepath.Join(o.StateDir, "workers"), w.id); err != nil {
 		return nil, err
 	}
-	if n := w.running.endLeftovers(5 * time.Second); n > 0 {
+	n, boxes := w.running.endLeftovers(5 * time.Second)
+	if n > 0 {
 		w.logf("ended %d process(es) that a stopped worker left running", n)
+	}
+	for _, b := range boxes {
+		w.logf("removed container %s that a stopped worker left", b)
 	}
 	if err := o.Client.EnsureForWorker(ctx, o.Client.ClusterSize()); err != nil {
 		w.running.close()
 		return nil, err
 	}
-	if w.cons, err = o.Client.PoolConsumer(ctx, o.Pool, o.Liveness); err != nil {
+	cons, err := o.Client.PoolConsumer(ctx, o.Pool, o.Liveness)
+	if err != nil {
 		w.running.close()
 		return nil, err
+	}
+	w.cons = append(w.cons, cons)
+	if o.Container != nil {
+		if cons, err = o.Client.ContainerConsumer(ctx, o.Pool, o.Liveness); err != nil {
+			w.running.close()
+			return nil, err
+		}
+		w.cons = append(w.cons, cons)
 	}
 	return w, nil
 }
@@ -161,7 +180,35 @@ func (w *Worker) Run(ctx context.Context, kill <-chan struct{}) (Stats, error) {
 	}
 	slots := make(chan struct{}, w.o.Slots)
 	var wg sync.WaitGroup
-	w.logf("pulling attempts of pool %s (%d slots, liveness %s)", w.o.Pool, w.o.Slots, w.o.Liveness)
+	what := "attempts of pool " + w.o.Pool
+	if w.o.Container != nil {
+		what += " and its container steps (engine " + w.o.Container.EngineName() + ")"
+	}
+	w.logf("pulling %s (%d slots, liveness %s)", what, w.o.Slots, w.o.Liveness)
+	var pulls sync.WaitGroup
+	for _, cons := range w.cons {
+		pulls.Add(1)
+		go func() { defer pulls.Done(); w.pull(ctx, cons, slots, &wg) }()
+	}
+	pulls.Wait()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-kill:
+		w.mu.Lock()
+		for a := range w.attempts {
+			a.cancel(errKilled)
+		}
+		w.mu.Unlock()
+		<-done
+	}
+	return Stats{Ran: w.ran.Load(), Lost: w.lostN.Load(), Interrupted: w.interrupted.Load()}, nil
+}
+
+// pull fetches attempts from cons while ctx lasts, each run in a slot of
+// slots, which the worker's consumers share.
+func (w *Worker) pull(ctx context.Context, cons jetstream.Consumer, slots chan struct{}, wg *sync.WaitGroup) {
 	for ctx.Err() == nil {
 		select {
 		case slots <- struct{}{}:
@@ -170,9 +217,13 @@ func (w *Worker) Run(ctx context.Context, kill <-chan struct{}) (Stats, error) {
 		}
 		free := 1 + (cap(slots) - len(slots)) // this slot and the others free
 		for i := 1; i < free; i++ {
-			slots <- struct{}{}
+			select {
+			case slots <- struct{}{}:
+			default: // another consumer's pull took it
+				free = i
+			}
 		}
-		batch, err := w.cons.Fetch(free, jetstream.FetchMaxWait(time.Second))
+		batch, err := cons.Fetch(free, jetstream.FetchMaxWait(time.Second))
 		got := 0
 		if err == nil {
 			for m := range batch.Messages() {
@@ -196,19 +247,6 @@ func (w *Worker) Run(ctx context.Context, kill <-chan struct{}) (Stats, error) {
 			}
 		}
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-kill:
-		w.mu.Lock()
-		for a := range w.attempts {
-			a.cancel(errKilled)
-		}
-		w.mu.Unlock()
-		<-done
-	}
-	return Stats{Ran: w.ran.Load(), Lost: w.lostN.Load(), Interrupted: w.interrupted.Load()}, nil
 }
 
 var (
@@ -241,6 +279,10 @@ type attempt struct {
 	lastOK  time.Time // the last confirmed contact with the hub about this message
 	fenced  bool
 	started bool
+	// box is the attempt's container, and image and imageID its image as
+	// written and resolved, when its step runs in one.
+	box            boxRef
+	image, imageID string
 }
 
 // handle runs one delivered message.
@@ -362,6 +404,10 @@ func (a *attempt) begin(ctx context.Context, delivery uint64, id string, pgid in
 	w, work := a.w, a.work
 	ev := &remote.Event{Type: remote.EventStarted, Run: work.Run, Task: work.Task, Step: work.Step, Attempt: work.Attempt,
 		Pool: work.Pool, Secret: work.Secret, Worker: w.id, Delivery: delivery, PGID: pgid}
+	a.mu.Lock()
+	ev.Image, ev.ImageID = a.image, a.imageID
+	box := a.box
+	a.mu.Unlock()
 	// The start is stored (replicated, fsynced) before the body runs,
 	// and only while the message is surely still this worker's.
 	rctx, cancel := context.WithDeadline(ctx, a.fenceAt())
@@ -377,14 +423,18 @@ func (a *attempt) begin(ctx context.Context, delivery uint64, id string, pgid in
 	a.mu.Lock()
 	a.started, a.pgid = true, pgid
 	a.mu.Unlock()
-	if pgid > 0 {
-		w.running.add(a.token, pgid)
+	if pgid > 0 || box.Name != "" {
+		w.running.add(a.token, pgid, box)
 	}
 	b.start(a)
 	if w.o.Started != nil {
 		w.o.Started(work, pgid)
 	}
-	w.logf("%s: started (pgid %d)", id, pgid)
+	if box.Name != "" {
+		w.logf("%s: started (pgid %d, container %s)", id, pgid, box.Name)
+	} else {
+		w.logf("%s: started (pgid %d)", id, pgid)
+	}
 	return nil
 }
 
@@ -488,24 +538,41 @@ func (a *attempt) isStarted() bool {
 func (a *attempt) heartbeat(stop <-chan struct{}) {
 	t := time.NewTicker(a.w.hb)
 	defer t.Stop()
-	nc := a.w.o.Client.NC
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
 		}
-		sent := time.Now()
-		if err := a.msg.InProgress(); err != nil {
-			continue
-		}
-		if err := nc.FlushTimeout(min(a.w.hb, 2*time.Second)); err != nil {
-			continue
-		}
-		a.mu.Lock()
-		a.lastOK = sent
-		a.mu.Unlock()
+		a.beat()
 	}
+}
+
+// beat tells the hub once that the attempt is alive, and moves its fence
+// on once the hub confirms it.
+func (a *attempt) beat() {
+	sent := time.Now()
+	if err := a.msg.InProgress(); err != nil {
+		return
+	}
+	if err := a.w.o.Client.NC.FlushTimeout(min(a.w.hb, 2*time.Second)); err != nil {
+		return
+	}
+	a.mu.Lock()
+	a.lastOK = sent
+	a.mu.Unlock()
+}
+
+// keepalive heartbeats the attempt while f runs, and once after: work
+// before the body's start (a leftover container removed, an image pulled)
+// must not run out the attempt's lease.
+func (a *attempt) keepalive(f func()) {
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { defer close(done); a.heartbeat(stop) }()
+	f()
+	close(stop)
+	<-done
+	a.beat()
 }
 
 // fence ends the attempt's process group when no heartbeat was confirmed
