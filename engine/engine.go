@@ -14,6 +14,7 @@ import (
 	"apollo/engine/executor"
 	"apollo/engine/pipeline"
 	"apollo/engine/progress"
+	"apollo/engine/trace"
 	"apollo/eventlog"
 )
 
@@ -52,6 +53,8 @@ type Options struct {
 	Crash func(point string)
 	// Container is how this machine runs container steps (container.go).
 	Container ContainerConfig
+	// Tracer exports the spans of runs (tracing.go); nil exports none.
+	Tracer *trace.Tracer
 }
 
 // Engine loads pipelines and runs, plans and inspects tasks.

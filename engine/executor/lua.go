@@ -303,6 +303,9 @@ func luaContext(L *lua.LState, a *Attempt) (*lua.LTable, error) {
 	t.RawSetString("retry_count", lua.LNumber(a.RetryCount))
 	t.RawSetString("input_digest", lua.LString(a.InputDigest))
 	t.RawSetString("artifacts_dir", lua.LString(a.ArtifactsDir))
+	if tp := envValue(a.Env, "TRACEPARENT"); tp != "" {
+		t.RawSetString("traceparent", lua.LString(tp))
+	}
 	vars := L.CreateTable(0, len(a.Vars))
 	for k, v := range a.Vars {
 		vars.RawSetString(k, lua.LString(v))
@@ -436,4 +439,14 @@ func (e *stepEnv) RecordMarker(m stdlib.Marker) error {
 		return errors.New("markers are not available here")
 	}
 	return e.a.Markers.RecordMarker(e.a.StepID, e.a.RetryCount, m)
+}
+
+// envValue is the value of the last name=value entry of env, "" if none.
+func envValue(env []string, name string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], name+"="); ok {
+			return v
+		}
+	}
+	return ""
 }
