@@ -11,7 +11,7 @@
 //
 //	engine     → cache, clock, executor, markers, pipeline, progress, remote, statedir, template, textfmt, trace, usage; eventlog, luart
 //	history    → pipeline, statedir, textfmt, usage; eventlog
-//	worker     → executor, remote; stdlib
+//	worker     → executor, remote, textfmt, trace; stdlib
 //	hub        → listen, remote
 //	hubtest    → hub, remote, statedir; eventlog
 //	remote     → pipeline; luart

@@ -22,6 +22,7 @@ import (
 
 	"apollo/engine/executor"
 	"apollo/engine/remote"
+	"apollo/engine/trace"
 )
 
 // DefaultLiveness is the hub's ack deadline of an attempt: a worker silent
@@ -61,6 +62,9 @@ type Options struct {
 	// Started, when set, is called once a body may run (tests learn which
 	// worker holds which attempt).
 	Started func(w *remote.Work, pgid int)
+	// Tracer exports a span per attempt, a child of the coordinator's
+	// (Work.Traceparent); nil exports none.
+	Tracer *trace.Tracer
 }
 
 // Worker pulls and runs attempts.
@@ -323,6 +327,7 @@ func (a *attempt) run(ctx context.Context, delivery uint64) {
 		_ = a.msg.Nak()
 		return
 	}
+	sp := w.startSpan(ctx, work, exa)
 	out := newStreamer(w.o.Client, work, exa.OutputPath)
 	b := &beats{stop: make(chan struct{})}
 	exa.Started = func(pgid int) error { return a.begin(ctx, delivery, id, pgid, b) }
@@ -331,6 +336,7 @@ func (a *attempt) run(ctx context.Context, delivery uint64) {
 	began := time.Now()
 	res := ex.Run(tctx, exa)
 	tcancel()
+	w.endSpan(sp, res)
 	b.end()
 	w.running.remove(a.token)
 	w.ran.Add(1)
