@@ -325,3 +325,53 @@ func TestTracesCollectorDown(t *testing.T) {
 		t.Fatalf("run with the collector down: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 }
+
+// TestTracesOfAChildAndACacheHit runs a pipeline whose run: step runs a
+// child pipeline, twice as two task runs: the child's invocation span is a
+// child of the parent's attempt, and the second run's cached step names
+// the task it took its result from.
+func TestTracesOfAChildAndACacheHit(t *testing.T) {
+	col := newCollector(t)
+	dir := t.TempDir()
+	writePipeline(t, dir, `task_name: parent
+steps:
+  - id: sub
+    run: child.yaml
+  - id: costly
+    cache: true
+    command: echo computed
+`)
+	if err := os.WriteFile(filepath.Join(dir, "child.yaml"), []byte("task_name: child\nsteps:\n  - id: inner\n    command: echo inner\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"c1", "c2"} {
+		if res := runApollo(t, dir, col.env(), "run", "pipeline.yaml", "--task-id", id); res.code != exitOK {
+			t.Fatalf("run %s: exit %d\n%s%s", id, res.code, res.stdout, res.stderr)
+		}
+	}
+	spans := col.take()
+	subs, children := spansNamed(spans, "step sub"), spansNamed(spans, "run child")
+	if len(subs) != 2 || len(children) != 2 {
+		t.Fatalf("%d spans of step sub and %d of the child's invocation, want 2 and 2: %v", len(subs), len(children), names(spans))
+	}
+	for _, c := range children {
+		found := false
+		for _, s := range subs {
+			if string(c.ParentSpanId) == string(s.SpanId) && string(c.TraceId) == string(s.TraceId) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("the child's invocation span %x is not a child of an attempt of step sub", c.SpanId)
+		}
+	}
+	var cached []string
+	for _, s := range spansNamed(spans, "step costly") {
+		if v := attrString(s, "apollo.cached_from"); v != "" {
+			cached = append(cached, v)
+		}
+	}
+	if len(cached) != 1 || cached[0] != "c1" {
+		t.Errorf("apollo.cached_from of step costly's spans = %v, want [c1]", cached)
+	}
+}
