@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strconv"
 	"sync"
@@ -118,7 +119,11 @@ func (r *taskRun) endInvocation(err error) {
 	}
 	status := eventlog.Success
 	why := ""
-	if err != nil {
+	var ie *InterruptedError
+	switch {
+	case errors.As(err, &ie):
+		status, why = "INTERRUPTED", r.masked(err.Error())
+	case err != nil:
 		status, why = eventlog.Failed, r.masked(err.Error())
 	}
 	r.trace.span.End(err != nil, why, attribute.String(trace.AttrStatus, status))
