@@ -128,6 +128,7 @@ steps:
 // their attributes, the TRACEPARENT a step is given, and no secret in any
 // attribute or status.
 func TestTracesOfARun(t *testing.T) {
+	t.Parallel()
 	col := newCollector(t)
 	dir := t.TempDir()
 	writePipeline(t, dir, tracedPipeline)
@@ -230,6 +231,7 @@ func names(spans []*tracepb.Span) []string {
 // invocation's span is in the same trace and links to the first's, and a
 // cleanup of the cut-off attempt has its span.
 func TestTracesOfAResumedRun(t *testing.T) {
+	t.Parallel()
 	col := newCollector(t)
 	dir := t.TempDir()
 	writePipeline(t, dir, `task_name: resumed
@@ -312,6 +314,7 @@ func readStart(t *testing.T, path string) string {
 // TestTracesCollectorDown runs with the endpoint on a closed port: the run
 // completes and exits 0.
 func TestTracesCollectorDown(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -331,6 +334,7 @@ func TestTracesCollectorDown(t *testing.T) {
 // child of the parent's attempt, and the second run's cached step names
 // the task it took its result from.
 func TestTracesOfAChildAndACacheHit(t *testing.T) {
+	t.Parallel()
 	col := newCollector(t)
 	dir := t.TempDir()
 	writePipeline(t, dir, `task_name: parent
