@@ -118,8 +118,10 @@ steps:
     retry_policy: fixed
   - id: inlua
     depends_on: [hello]
+    allow: [exec]
     lua: |
-      return {tp = ctx.traceparent}
+      local r = require("apollo.exec").run({"sh", "-c", "printf %s \"$TRACEPARENT\""})
+      return {tp = ctx.traceparent, exec_tp = r.stdout}
 `
 
 // TestTracesOfARun runs a pipeline with OTEL_EXPORTER_OTLP_ENDPOINT set
@@ -210,6 +212,9 @@ func TestTracesOfARun(t *testing.T) {
 	wantTP := "00-" + hex.EncodeToString(run.TraceId) + "-" + hex.EncodeToString(lua[0].SpanId) + "-01"
 	if !strings.Contains(string(logText), `"tp":"`+wantTP+`"`) {
 		t.Errorf("the Lua step's output does not hold ctx.traceparent %s", wantTP)
+	}
+	if !strings.Contains(string(logText), `"exec_tp":"`+wantTP+`"`) {
+		t.Errorf("a command apollo.exec runs does not have the attempt's TRACEPARENT %s", wantTP)
 	}
 	if !strings.Contains(string(logText), `"trace_id":"`+hex.EncodeToString(run.TraceId)+`"`) {
 		t.Errorf("the TASK_START does not record the trace id")

@@ -406,11 +406,12 @@ func (e *stepEnv) Allowed(capability string) bool {
 func (e *stepEnv) AllowHost(host string) bool { return e.a.Step.AllowsHost(host) }
 
 // ExecEnv tags the commands apollo.exec starts with the attempt, like the
-// processes of a shell step, so a resume after a crash can end them.
+// processes of a shell step, so a resume after a crash can end them, and
+// gives them its TRACEPARENT, so that their spans join the run's trace.
 func (e *stepEnv) ExecEnv() []string {
 	var tags []string
 	for _, kv := range e.a.Env {
-		if strings.HasPrefix(kv, "APOLLO_") {
+		if strings.HasPrefix(kv, "APOLLO_") || strings.HasPrefix(kv, "TRACEPARENT=") {
 			tags = append(tags, kv)
 		}
 	}
