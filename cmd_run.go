@@ -9,6 +9,7 @@ import (
 	"apollo/engine"
 	"apollo/engine/completion"
 	"apollo/engine/remote"
+	"apollo/engine/trace"
 	"apollo/engine/usage"
 )
 
@@ -99,7 +100,12 @@ func runRun(ctx context.Context, o *runOptions, in invocation) error {
 	if err != nil {
 		return err
 	}
-	e := newEngine(o.stateDir, o.progress, in.stdout, in.stderr)
+	var tracer *trace.Tracer
+	if !o.dryRun {
+		tracer = newTracer(ctx, in.stderr)
+		defer tracer.Shutdown()
+	}
+	e := newEngine(o.stateDir, o.progress, in.stdout, in.stderr, tracer)
 	ro := engine.RunOptions{Vars: vars, TaskID: o.taskID, Fresh: o.fresh,
 		ResumeFrom: o.resumeFrom, Only: o.only, Until: o.until, AcceptChanges: o.acceptChanges, Parallel: o.parallel, DryRun: o.dryRun, JSON: o.json, NoCache: o.noCache,
 		Hub: engine.HubOptions{URLs: o.hub.urls, Pool: o.pool, Auth: o.hub.auth(),

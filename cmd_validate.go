@@ -41,7 +41,7 @@ func runValidate(_ context.Context, o *validateOptions, in invocation) error {
 	if err != nil {
 		return err
 	}
-	e := newEngine(stateDirDefault(), engine.ProgressQuiet, in.stdout, in.stderr)
+	e := newEngine(stateDirDefault(), engine.ProgressQuiet, in.stdout, in.stderr, nil)
 	pl, err := e.Plan(in.args[0], engine.RunOptions{Vars: vm})
 	if err != nil {
 		return err

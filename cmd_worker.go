@@ -94,8 +94,10 @@ func runWorker(ctx context.Context, o *workerOptions, in invocation) error {
 		return err
 	}
 	defer c.Close()
+	tracer := newTracer(ctx, in.stderr)
+	defer tracer.Shutdown()
 	w, err := worker.New(ctx, worker.Options{Client: c, Pool: o.pool, Slots: o.slots, Liveness: envDuration(envLiveness),
-		StateDir: o.stateDir, Bundled: scripts.Modules(), Log: in.stderr, Container: box})
+		StateDir: o.stateDir, Bundled: scripts.Modules(), Log: in.stderr, Container: box, Tracer: tracer})
 	if err != nil {
 		return err
 	}

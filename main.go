@@ -23,6 +23,7 @@ import (
 	"apollo/engine/pipeline"
 	"apollo/engine/remote"
 	"apollo/engine/statedir"
+	"apollo/engine/trace"
 	"apollo/engine/usage"
 	"apollo/eventlog"
 	"apollo/scripts"
@@ -231,7 +232,7 @@ func containerConfig() container.Config {
 // newEngine returns the engine a command works with, set up from the
 // environment (APOLLO_KILL_GRACE, APOLLO_MAX_OUTPUT_MB, NO_COLOR, TERM,
 // APOLLO_CONTAINER_*).
-func newEngine(stateDir, progress string, stdout, stderr io.Writer) *engine.Engine {
+func newEngine(stateDir, progress string, stdout, stderr io.Writer, tracer *trace.Tracer) *engine.Engine {
 	grace := 5 * time.Second
 	if g, err := time.ParseDuration(os.Getenv("APOLLO_KILL_GRACE")); err == nil && g > 0 {
 		grace = g
@@ -246,5 +247,5 @@ func newEngine(stateDir, progress string, stdout, stderr io.Writer) *engine.Engi
 	color := os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
 	return engine.New(engine.Options{StateDir: stateDir, Stdout: stdout, Stderr: stderr, Progress: progress,
 		Color: color, KillGrace: grace, MaxOutputBytes: maxOutput, Version: version(), Bundled: scripts.Modules(),
-		Container: containerConfig()})
+		Container: containerConfig(), Tracer: tracer})
 }

@@ -14,7 +14,10 @@ import (
 	"apollo/engine/cache"
 	"apollo/engine/executor"
 	"apollo/engine/pipeline"
+	"apollo/engine/trace"
 	"apollo/eventlog"
+
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // An attempt's lifecycle is written once, here, for every kind of step:
@@ -112,6 +115,14 @@ func (r *taskRun) cleanup(ctx context.Context, n *node, ended int, removed strin
 	rec := &eventlog.Record{EventType: eventlog.Cleanup, StepID: s.ID, Status: eventlog.Pending,
 		RetryCount: max(n.retry-1, 0), Dirty: n.dirty}
 	began := r.e.opts.Clock.Now()
+	ctx, sp := r.startStepSpan(ctx, spanCleanup, n, rec.RetryCount, began, attribute.Bool(trace.AttrDirty, n.dirty))
+	defer func() {
+		code := 0
+		if rec.ExitCode != nil {
+			code = *rec.ExitCode
+		}
+		r.endStepSpan(sp, rec.Status, code, rec.ErrorMessage)
+	}()
 	if s.HasCleanup() {
 		// The failed attempt's STEP_END is on disk before its cleanup runs
 		// (a no-op unless its fsync is still under way).
@@ -171,6 +182,9 @@ func (r *taskRun) runCleanup(ctx context.Context, n *node) executor.Result {
 	a.Upstream = r.upstreamOutputs(n)
 	a.OutputPath = strings.TrimSuffix(a.OutputPath, ".log") + ".cleanup.log"
 	a.PublishPath = ""
+	if tp := r.traceparent(spanCleanup, s.ID, retry); tp != "" {
+		a.Env = setEnv(a.Env, traceparentEnv, tp)
+	}
 	a.Started = func(int) error { return nil }
 	a.Cleanup = true
 	var ex executor.Executor
@@ -193,10 +207,13 @@ func (r *taskRun) runCleanup(ctx context.Context, n *node) executor.Result {
 // silent): it is cut off, as by a crash, and work recovers and tries again.
 func (r *taskRun) attempt(ctx context.Context, n *node, c carrier) (d nodeDone, lost bool) {
 	at := &attemptRun{n: n, retry: n.retry}
+	began := r.e.opts.Clock.Now()
 	if err := c.begin(ctx, at); err != nil {
 		at.close()
 		return nodeDone{n: n, logErr: err}, false
 	}
+	ctx, sp := r.startStepSpan(ctx, spanAttempt, n, at.retry, began)
+	defer func() { r.endAttemptSpan(sp, at, d, at.trace) }()
 	var res executor.Result
 	var err error
 	if at.done == nil {
@@ -204,6 +221,12 @@ func (r *taskRun) attempt(ctx context.Context, n *node, c carrier) (d nodeDone, 
 			res, err = r.notStarted(at, at.lateErr)
 		} else {
 			res, err = c.carry(ctx, at)
+		}
+		if res.ExitCode != 0 {
+			at.trace.exitCode = res.ExitCode
+		}
+		if res.Err != nil {
+			at.trace.err = res.Err.Error()
 		}
 	}
 	switch {
@@ -253,6 +276,8 @@ type attemptRun struct {
 	// carrier's probe.
 	hub   *slot
 	cache *cacheProbe
+	// trace is what its span tells beyond its end.
+	trace attemptTrace
 }
 
 // close ends the shell started ahead for the attempt, if it was not run.

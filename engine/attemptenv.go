@@ -65,6 +65,9 @@ func (r *taskRun) newAttempt(n *node, rs *renderedStep, retry int) *executor.Att
 		env = append(env, k+"="+r.secrets[k])
 	}
 	env = appendItemEnv(env, s)
+	if tp := r.traceparent(spanAttempt, s.ID, retry); tp != "" {
+		env = setEnv(env, traceparentEnv, tp)
+	}
 	var failed []executor.FailedStep
 	if s.Handler != "" {
 		failed = r.failed

@@ -9,9 +9,9 @@
 // way: down this list, never up (TestImportArrows checks these lines
 // against the code).
 //
-//	engine     → cache, clock, container, executor, markers, pipeline, progress, remote, statedir, template, textfmt, usage; eventlog, luart
+//	engine     → cache, clock, container, executor, markers, pipeline, progress, remote, statedir, template, textfmt, trace, usage; eventlog, luart
 //	history    → pipeline, statedir, textfmt, usage; eventlog
-//	worker     → container, executor, remote; stdlib
+//	worker     → container, executor, remote, textfmt, trace; stdlib
 //	hub        → listen, remote
 //	hubtest    → hub, remote, statedir; eventlog
 //	remote     → pipeline; luart
@@ -33,6 +33,7 @@
 //	textfmt    → (nothing of apollo)
 //	listen     → (nothing of apollo)
 //	usage      → (nothing of apollo)
+//	trace      → (nothing of apollo)
 //	e2e        → (nothing of apollo: its tests drive the built binary)
 //
 // What each holds: engine the scheduler and everything of one run (plan,
@@ -51,7 +52,7 @@
 // pipeline the pipeline language; statedir the state
 // folder's files; cache the store of cached step results (cache: true);
 // template the {{name}} renderer; clock the injected time;
-// textfmt what people read; progress the board and the line reporter of apollo run; e2e the end-to-end tests; listen the rule a listening address follows (loopback, or
+// textfmt what people read; progress the board and the line reporter of apollo run; e2e the end-to-end tests; trace the OpenTelemetry spans of runs, exported over OTLP; listen the rule a listening address follows (loopback, or
 // credentials); usage the command-line error. Outside engine/,
 // eventlog (the log format), luart (the Lua sandbox), stdlib (apollo.*
 // modules) and scripts (bundled Lua modules) import nothing of engine.

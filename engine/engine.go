@@ -15,6 +15,7 @@ import (
 	"apollo/engine/executor"
 	"apollo/engine/pipeline"
 	"apollo/engine/progress"
+	"apollo/engine/trace"
 	"apollo/eventlog"
 )
 
@@ -53,6 +54,8 @@ type Options struct {
 	Crash func(point string)
 	// Container is how this machine runs container steps (container.go).
 	Container container.Config
+	// Tracer exports the spans of runs (tracing.go); nil exports none.
+	Tracer *trace.Tracer
 }
 
 // Engine loads pipelines and runs, plans and inspects tasks.

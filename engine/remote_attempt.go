@@ -69,6 +69,10 @@ func (c hubDispatch) carry(ctx context.Context, at *attemptRun) (executor.Result
 		at.lost = true
 		n.dirty, n.unclean, n.prevToken = true, true, ""
 	default:
+		at.trace = attemptTrace{exitCode: o.res.ExitCode, worker: o.worker}
+		if o.res.Err != nil {
+			at.trace.err = o.res.Err.Error()
+		}
 		n.prevToken = "" // what it left running is on its worker
 		end := r.settleEnd(n, sl.n, o)
 		end.unsynced = n.rs.step.Durability != pipeline.DurabilityBatch
@@ -234,6 +238,7 @@ func (h *hubRun) end(ev *remote.Event, seq int64, sl *slot) error {
 	h.mu.Unlock()
 	rec, o := r.stepEnd(ctx, n, ev.Step, ev.Attempt, h.inputOf(ev.Step), res, false)
 	rec.DurationMS, rec.Worker, rec.SrcSeq = ev.DurationMS, ev.Worker, seq
+	o.worker = ev.Worker
 	if err := r.w.AppendUnsynced(rec); err != nil {
 		return err
 	}
@@ -267,7 +272,8 @@ func (r *taskRun) workFor(n *node, rs *renderedStep, retry int, input, pool stri
 		Coordinator: host + ":" + strconv.Itoa(os.Getpid()), Pipeline: &p, Command: rs.command, Env: env,
 		Vars: vars, Params: rs.with, Upstream: r.upstreamOutputs(n), InputDigest: input,
 		ArtifactsDir: t.dir.Artifacts(t.id), StateDir: t.dir.Root, OutputLimit: max(r.e.opts.MaxOutputBytes, 0),
-		KillGrace: r.e.opts.KillGrace, Markers: marks, Sources: rs.sources}
+		KillGrace: r.e.opts.KillGrace, Markers: marks, Sources: rs.sources,
+		Traceparent: r.traceparent(spanAttempt, s.ID, retry)}
 }
 
 // outputWriter writes remote attempts' output into the coordinator's

@@ -148,6 +148,7 @@ type outcome struct {
 	delay  time.Duration
 	err    error
 	res    executor.Result
+	worker string // the worker that ran it, for its span
 }
 
 // connectHub connects to the hub and takes the task's lease, before the

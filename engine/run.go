@@ -199,6 +199,8 @@ type taskRun struct {
 
 	store *cache.Store // the state folder's cache of step results
 
+	trace *runTrace // its spans (tracing.go), nil with tracing off
+
 	movedFrom string // the pipeline file the task's log was bound to, when --accept-changes takes this one for it moved
 }
 
@@ -260,13 +262,13 @@ func (n *node) satisfies() bool {
 	return false
 }
 
-func (r *taskRun) execute(ctx context.Context) error {
+func (r *taskRun) execute(ctx context.Context) (err error) {
 	t := r.t
-	var err error
 	if r.secrets, err = readSecrets(ctx, t.p, r.e.opts.Workdir); err != nil {
 		return err
 	}
 	r.mask = masker(t, r.secrets)
+	r.prepareTrace(ctx)
 	done, err := r.open()
 	if err != nil || done {
 		return err
@@ -283,6 +285,8 @@ func (r *taskRun) execute(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ctx = r.startInvocation(ctx)
+	defer func() { r.endInvocation(err) }()
 	sc := scopeOf(t.p, r.ro, resumeFrom)
 	if err := r.recordSelection(sc); err != nil {
 		return err
@@ -388,7 +392,8 @@ func (r *taskRun) begin() (resumeFrom string, err error) {
 	}
 	if !r.created {
 		// A new log was created holding its TASK_START; a resumed one gets
-		// a TASK_START for this invocation.
+		// a TASK_START for this invocation, in the task's trace.
+		r.resumeTrace(r.state.Start)
 		if err := r.w.AppendDurable(r.taskStart()); err != nil {
 			return "", err
 		}
@@ -592,6 +597,7 @@ func (r *taskRun) taskStart() *eventlog.Record {
 		Parallelism:    t.parallel,
 		ApolloVersion:  r.e.opts.Version,
 	}
+	r.traceStart(info)
 	for _, rs := range t.steps {
 		deps := rs.step.DependsOn
 		if deps == nil {

@@ -402,13 +402,15 @@ func (s *scheduler) skipHandlers(list, why string) {
 func (s *scheduler) after(d time.Duration, n *node) {
 	s.waitingRetries++
 	ctx, due := s.ctx, s.retryDue
+	waited := s.r.retryWaitSpan(n, d)
 	t := s.r.e.opts.Clock.AfterFunc(d, func() {
+		waited()
 		select {
 		case due <- n:
 		case <-ctx.Done():
 		}
 	})
-	context.AfterFunc(ctx, func() { t.Stop() })
+	context.AfterFunc(ctx, func() { t.Stop(); waited() })
 }
 
 // appendFor appends a step's record with the step's durability: always

@@ -853,7 +853,8 @@ var (
 		"next_delay_ms", "interrupted", "timed_out", "dirty", "output", "start", "summary", "marker", "intervention",
 		"worker", "pool", "src_seq", "cached_from", "child_log", "image", "image_id"}
 	startNames = []string{"v", "task_name", "pipeline", "pipeline_digest", "steps", "vars", "pid", "host",
-		"run_nonce", "invocation", "durability", "parallelism", "apollo_version", "pipeline_file"}
+		"run_nonce", "invocation", "durability", "parallelism", "apollo_version", "pipeline_file",
+		"trace_id", "span_id"}
 	stepNames         = []string{"id", "depends_on", "optional", "definition_digest", "has_cleanup", "child", "handler"}
 	summaryNames      = []string{"counts", "failed", "failed_optional", "blocked", "interrupted", "fsync"}
 	fsyncNames        = []string{"count", "total_us", "max_us"}
@@ -1023,6 +1024,10 @@ func (d *decoder) startInfo() *StartInfo {
 			si.ApolloVersion = d.str()
 		case 13: // pipeline_file
 			si.PipelineFile = d.str()
+		case 14: // trace_id
+			si.TraceID = d.str()
+		case 15: // span_id
+			si.SpanID = d.str()
 		}
 	}
 	return si

@@ -103,6 +103,9 @@ self-describing. step_id is "", status RUNNING. start holds:
 	pipeline_file    the pipeline file's absolute path (left out by older
 	                 versions): with task_name, the pipeline the log
 	                 belongs to
+	trace_id, span_id the invocation's span when it was traced (left out
+	                 otherwise): the task's trace, which a resumed
+	                 invocation joins and links to
 
 Per step it holds only what replay and resume need. The first line of a log
 is always a TASK_START. A writer refuses a log in which any TASK_START has a

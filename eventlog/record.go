@@ -141,6 +141,11 @@ type StartInfo struct {
 	// PipelineFile is the pipeline file's absolute path: with TaskName,
 	// what binds the log to its pipeline. Logs of older versions have none.
 	PipelineFile string `json:"pipeline_file,omitempty"`
+	// TraceID and SpanID name the invocation's span when it was traced
+	// (docs/spec.md §5.16): the task's trace, which a resumed invocation
+	// joins and links to. Left out when tracing was off.
+	TraceID string `json:"trace_id,omitempty"`
+	SpanID  string `json:"span_id,omitempty"`
 }
 
 // StepInfo is one node of the step graph in TASK_START.

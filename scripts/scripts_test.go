@@ -311,3 +311,15 @@ func (e *nullEnv) Log() io.Writer                             { return io.Discar
 func (e *nullEnv) Steps() []stdlib.StepReport                 { return nil }
 func (e *nullEnv) Markers() []stdlib.Marker                   { return nil }
 func (e *nullEnv) Intervene(action, target, why string) error { return nil }
+
+// TestLuaTypesCoverCtx checks the LuaLS annotations name every field of
+// ctx (docs/spec.md §6.5) an attempt may see.
+func TestLuaTypesCoverCtx(t *testing.T) {
+	types := string(scripts.LuaTypes())
+	for _, f := range []string{"task_id", "step_id", "retry_count", "input_digest", "vars", "params",
+		"artifacts_dir", "outputs", "failed", "item", "traceparent"} {
+		if !regexp.MustCompile(`(?m)^---@field ` + f + `\??\s`).MatchString(types) {
+			t.Errorf("scripts/types/apollo.lua: apollo.Ctx lacks the field %s", f)
+		}
+	}
+}

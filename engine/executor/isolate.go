@@ -59,7 +59,8 @@ type isolatedJob struct {
 	OutputPath   string                     `json:"output_path"`
 	OutputLimit  int64                      `json:"output_limit,omitempty"`
 	// Env holds the attempt's APOLLO_* variables, which apollo.exec gives
-	// the commands it starts (the tags crash recovery finds them by).
+	// the commands it starts (the tags crash recovery finds them by), and
+	// its TRACEPARENT.
 	Env []string `json:"env,omitempty"`
 	// Failed, Secrets and MaskValues are the Attempt's Failed, Secrets and
 	// Mask (its values): secrets travel on the pipe, never on disk.
@@ -191,7 +192,7 @@ func newIsolatedJob(a *Attempt, workdir string) isolatedJob {
 	p := &pipeline.Pipeline{Path: a.Pipeline.Path, Dir: absOr(a.Pipeline.Dir), Modules: a.Pipeline.Modules, Steps: []*pipeline.Step{a.Step}}
 	var tags []string
 	for _, kv := range a.Env {
-		if strings.HasPrefix(kv, "APOLLO_") {
+		if strings.HasPrefix(kv, "APOLLO_") || strings.HasPrefix(kv, "TRACEPARENT=") {
 			tags = append(tags, kv)
 		}
 	}

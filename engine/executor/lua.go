@@ -303,6 +303,9 @@ func luaContext(L *lua.LState, a *Attempt) (*lua.LTable, error) {
 	t.RawSetString("retry_count", lua.LNumber(a.RetryCount))
 	t.RawSetString("input_digest", lua.LString(a.InputDigest))
 	t.RawSetString("artifacts_dir", lua.LString(a.ArtifactsDir))
+	if tp := envValue(a.Env, "TRACEPARENT"); tp != "" {
+		t.RawSetString("traceparent", lua.LString(tp))
+	}
 	vars := L.CreateTable(0, len(a.Vars))
 	for k, v := range a.Vars {
 		vars.RawSetString(k, lua.LString(v))
@@ -403,11 +406,12 @@ func (e *stepEnv) Allowed(capability string) bool {
 func (e *stepEnv) AllowHost(host string) bool { return e.a.Step.AllowsHost(host) }
 
 // ExecEnv tags the commands apollo.exec starts with the attempt, like the
-// processes of a shell step, so a resume after a crash can end them.
+// processes of a shell step, so a resume after a crash can end them, and
+// gives them its TRACEPARENT, so that their spans join the run's trace.
 func (e *stepEnv) ExecEnv() []string {
 	var tags []string
 	for _, kv := range e.a.Env {
-		if strings.HasPrefix(kv, "APOLLO_") {
+		if strings.HasPrefix(kv, "APOLLO_") || strings.HasPrefix(kv, "TRACEPARENT=") {
 			tags = append(tags, kv)
 		}
 	}
@@ -436,4 +440,14 @@ func (e *stepEnv) RecordMarker(m stdlib.Marker) error {
 		return errors.New("markers are not available here")
 	}
 	return e.a.Markers.RecordMarker(e.a.StepID, e.a.RetryCount, m)
+}
+
+// envValue is the value of the last name=value entry of env, "" if none.
+func envValue(env []string, name string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], name+"="); ok {
+			return v
+		}
+	}
+	return ""
 }

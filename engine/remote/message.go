@@ -48,6 +48,10 @@ type Work struct {
 	// Sources are the Lua files the step loads, as the coordinator read
 	// them when its run began: the worker runs these texts.
 	Sources luart.Sources `json:"sources,omitempty"`
+	// Traceparent is the W3C traceparent of the coordinator's span of the
+	// attempt, when it traces: the worker's span of it is its child, and
+	// the body's TRACEPARENT names one of them (docs/spec.md §5.16).
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // Subject is the work's subject: its pool's queue, or the pool's container

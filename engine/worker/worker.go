@@ -23,6 +23,7 @@ import (
 	"apollo/engine/container"
 	"apollo/engine/executor"
 	"apollo/engine/remote"
+	"apollo/engine/trace"
 )
 
 // DefaultLiveness is the hub's ack deadline of an attempt: a worker silent
@@ -67,6 +68,9 @@ type Options struct {
 	// its pool's container queue. Without it the worker never receives a
 	// container step.
 	Container *container.Config
+	// Tracer exports a span per attempt, a child of the coordinator's
+	// (Work.Traceparent); nil exports none.
+	Tracer *trace.Tracer
 }
 
 // Worker pulls and runs attempts.
@@ -365,6 +369,7 @@ func (a *attempt) run(ctx context.Context, delivery uint64) {
 		_ = a.msg.Nak()
 		return
 	}
+	sp := w.startSpan(ctx, work, exa)
 	out := newStreamer(w.o.Client, work, exa.OutputPath)
 	b := &beats{stop: make(chan struct{})}
 	exa.Started = func(pgid int) error { return a.begin(ctx, delivery, id, pgid, b) }
@@ -373,6 +378,7 @@ func (a *attempt) run(ctx context.Context, delivery uint64) {
 	began := time.Now()
 	res := ex.Run(tctx, exa)
 	tcancel()
+	w.endSpan(sp, res)
 	b.end()
 	w.running.remove(a.token)
 	w.ran.Add(1)

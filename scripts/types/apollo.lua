@@ -12,6 +12,7 @@
 ---@field vars table<string,string> template variables (vars:, --var, built-ins)
 ---@field params table<string,any> the step's `with:` map
 ---@field artifacts_dir string     the task's artifacts folder
+---@field traceparent? string      with tracing on: the W3C traceparent of this attempt's span, for the step's own spans to join the run's trace
 ---@field outputs table<string,any> outputs of the step's dependencies, and of any other upstream step its code names (ctx.outputs.ID), by step id
 ---@field failed? {id: string, error: string, optional: boolean}[] in an on_failure or finally handler: the failed steps of the task
 ---@field item? string|table<string,string> in a foreach instance: its item; in a matrix instance: its value on each axis, by axis name
