@@ -9,7 +9,7 @@
 // way: down this list, never up (TestImportArrows checks these lines
 // against the code).
 //
-//	engine     → cache, clock, executor, markers, pipeline, progress, remote, statedir, template, textfmt, usage; eventlog, luart
+//	engine     → cache, clock, executor, markers, notify, pipeline, progress, remote, statedir, template, textfmt, usage; eventlog, luart
 //	history    → pipeline, statedir, textfmt, usage; eventlog
 //	worker     → executor, remote; stdlib
 //	hub        → listen, remote
@@ -26,6 +26,7 @@
 //	statedir   → eventlog
 //	cache      → eventlog
 //	luaproc    → (nothing of apollo)
+//	notify     → (nothing of apollo)
 //	template   → (nothing of apollo)
 //	clock      → (nothing of apollo)
 //	progress   → clock, textfmt

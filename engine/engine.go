@@ -52,6 +52,8 @@ type Options struct {
 	Crash func(point string)
 	// Container is how this machine runs container steps (container.go).
 	Container ContainerConfig
+	// Notify bounds the delivery of notifications (notify.go).
+	Notify NotifyOptions
 }
 
 // Engine loads pipelines and runs, plans and inspects tasks.
@@ -93,6 +95,7 @@ func New(opts Options) *Engine {
 		ex[k] = v
 	}
 	opts.Executors = ex
+	opts.Notify = notifyDefaults(opts.Notify)
 	if opts.Crash == nil {
 		opts.Crash = crashHook(os.Getenv(crashAtEnv), os.Getenv(crashTraceEnv))
 	}

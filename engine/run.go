@@ -195,6 +195,8 @@ type taskRun struct {
 	store *cache.Store // the state folder's cache of step results
 
 	movedFrom string // the pipeline file the task's log was bound to, when --accept-changes takes this one for it moved
+
+	notes *notifier // the run's notifications (notify.go), nil when it has none
 }
 
 // node is a step during a run. Only the scheduler goroutine touches it,
@@ -272,12 +274,17 @@ func (r *taskRun) execute(ctx context.Context) error {
 	}
 	if r.state.Complete() && r.ro.ResumeFrom == "" && r.ro.Only == "" {
 		r.sayComplete()
+		r.startNotify() // what a crash cut off is sent still
+		r.finishNotify()
 		return nil
 	}
 	resumeFrom, err := r.begin()
 	if err != nil {
 		return err
 	}
+	r.startNotify()
+	defer r.finishNotify() // before the log closes
+	r.startSLA()
 	sc := scopeOf(t.p, r.ro, resumeFrom)
 	if err := r.recordSelection(sc); err != nil {
 		return err

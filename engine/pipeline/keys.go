@@ -86,6 +86,8 @@ var topFields = []topField{
 	{HandlerFinally, func(l *loader, kv keyValue) { l.handlerNodes[1] = kv }},
 	{"schedule", (*loader).schedule},      // schedule.go
 	{"container", (*loader).containerTop}, // container.go
+	{"notify", (*loader).topNotify},       // notify.go
+	{"sla", (*loader).sla},                // notify.go
 }
 
 // Roles of step keys.
@@ -154,6 +156,7 @@ var stepFields = []stepField{
 	{"shell", roleOther, (*stepInfo).shell}, // shell.go
 	{"cache", roleOther, (*stepInfo).cache}, // cache.go
 	{"image", roleOther, (*stepInfo).image}, // container.go
+	{"notify", roleOther, (*stepInfo).notify}, // notify.go
 	{"inputs", roleOther, (*stepInfo).inputs},
 	{"outputs", roleOther, (*stepInfo).outputs},
 	{"pool", roleOther, func(si *stepInfo, kv keyValue) {
@@ -386,6 +389,7 @@ func (l *loader) pipeline(root *yaml.Node) {
 	l.checkResources()
 	l.checkForeachVars()
 	l.checkSecretVars()
+	l.checkNotifySecrets()
 }
 
 // readSteps reads the steps list that pipeline found.
