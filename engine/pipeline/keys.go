@@ -153,9 +153,9 @@ var stepFields = []stepField{
 			si.s.WorkingDir = filepath.Clean(d)
 		}
 	}},
-	{"shell", roleOther, (*stepInfo).shell}, // shell.go
-	{"cache", roleOther, (*stepInfo).cache}, // cache.go
-	{"image", roleOther, (*stepInfo).image}, // container.go
+	{"shell", roleOther, (*stepInfo).shell},   // shell.go
+	{"cache", roleOther, (*stepInfo).cache},   // cache.go
+	{"image", roleOther, (*stepInfo).image},   // container.go
 	{"notify", roleOther, (*stepInfo).notify}, // notify.go
 	{"inputs", roleOther, (*stepInfo).inputs},
 	{"outputs", roleOther, (*stepInfo).outputs},
