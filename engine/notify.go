@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"apollo/engine/clock"
 	"apollo/engine/notify"
 	"apollo/engine/pipeline"
+	"apollo/engine/textfmt"
 	"apollo/eventlog"
 )
 
@@ -368,4 +370,43 @@ func (r *taskRun) finishNotify() {
 		fmt.Fprintf(r.e.opts.Stderr, "apollo: %d notification(s) not delivered within %s; recorded as NOTIFY_FAILED\n",
 			left, r.e.opts.Notify.Wait)
 	}
+}
+
+// notifyPlan says, for a dry run, who each entry of ns sends to: "on
+// failure, retry: webhook https://hooks.example/…". A webhook's path and
+// query are left out (they often hold its token), secrets masked.
+func notifyPlan(ns []pipeline.Notify, mask *textfmt.Masker) []string {
+	var out []string
+	for _, n := range ns {
+		var to string
+		switch {
+		case n.Email != nil:
+			e := n.Email
+			to = fmt.Sprintf("email to %s via %s", strings.Join(e.To, ", "), e.SMTP)
+			if e.User != "" {
+				to += " as " + e.User
+			}
+			if e.PasswordSecret != "" {
+				to += " (password: secret " + e.PasswordSecret + ")"
+			}
+		default:
+			to = "webhook " + n.Webhook
+			if u, err := url.Parse(n.Webhook); err == nil {
+				to = "webhook " + u.Scheme + "://" + u.Host
+				if (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+					to += "/…"
+				}
+			}
+		}
+		out = append(out, mask.String(fmt.Sprintf("on %s: %s", strings.Join(n.On, ", "), to)))
+	}
+	return out
+}
+
+// slaText is an sla: as the plan shows it, "" for none.
+func slaText(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	return d.String()
 }

@@ -38,6 +38,7 @@ type PlanStep struct {
 	Shell      string   `json:"shell,omitempty"` // the interpreter of its shell bodies, when not the default sh
 	When       string   `json:"when,omitempty"`
 	Resources  []string `json:"resources,omitempty"`
+	Notify     []string `json:"notify,omitempty"` // who its events would be sent to (notify:)
 	WaitMS     int64    `json:"wait_ms,omitempty"`
 	InputReady bool     `json:"-"`
 	// Child is the plan of the sub-pipeline a run: step would run (or
@@ -65,7 +66,11 @@ type Plan struct {
 	// Resources are the pipeline's named resources and how many steps
 	// may hold each at once.
 	Resources map[string]int `json:"resources,omitempty"`
-	Steps     []PlanStep     `json:"steps"`
+	// Notify says who the task's events would be sent to (notify:), SLA
+	// the pipeline's sla:.
+	Notify []string   `json:"notify,omitempty"`
+	SLA    string     `json:"sla,omitempty"`
+	Steps  []PlanStep `json:"steps"`
 }
 
 // scope is what an invocation is asked to run beyond what its log leaves
