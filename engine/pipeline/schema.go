@@ -194,7 +194,7 @@ const pipelineSchema = `{
               "user": {"$ref": "#/$defs/nonEmpty"},
               "password_secret": {"description": "A secret of secrets: holding the SMTP password.", "$ref": "#/$defs/nonEmpty"}
             },
-            "dependentRequired": {"password_secret": ["user"]}
+            "if": {"required": ["password_secret"]}, "then": {"required": ["user"]}
           }
         },
         "oneOf": [{"required": ["webhook"]}, {"required": ["email"]}]
