@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -64,6 +66,15 @@ type notifier struct {
 	r       *taskRun
 	q       *notify.Queue
 	targets map[string]pipeline.Notify // by Target name
+	// logName and invocation, read when the run starts (the state is not
+	// read once steps run), make the notifications' ids.
+	logName    string
+	invocation int
+	// pending are the NOTIFY_SENDING records a crash left without their
+	// outcome; slaMissed and startedAt the log's SLA_MISSED and first start.
+	pending   []*eventlog.Record
+	slaMissed bool
+	startedAt string
 
 	mu sync.Mutex
 	// known are the notifications the log or this run recorded, by id.
@@ -77,22 +88,33 @@ type notifier struct {
 }
 
 // startNotify makes the run's notifier, when the pipeline asks for
-// notifications or the log holds some cut off, and sends those again.
+// notifications or the log holds some cut off. It reads the replayed
+// state, so it is called before this invocation appends anything; sending
+// starts with resendNotify.
 func (r *taskRun) startNotify() {
 	p := r.t.p
-	pending := false
+	var pending []*eventlog.Record
 	for _, rec := range r.state.Notifications {
-		pending = pending || rec.EventType == eventlog.NotifySending
+		if rec.EventType == eventlog.NotifySending {
+			pending = append(pending, rec)
+		}
 	}
-	any := len(p.Notify) > 0 || p.SLA > 0 || pending
+	slices.SortFunc(pending, func(a, b *eventlog.Record) int { return cmp.Compare(a.Seq, b.Seq) })
+	any := len(p.Notify) > 0 || p.SLA > 0 || len(pending) > 0
 	for _, s := range p.Steps {
 		any = any || len(s.Notify) > 0
 	}
 	if !any {
 		return
 	}
+	inv := r.state.Invocations + 1 // the TASK_START begin appends
+	if r.created {
+		inv = 1 // the new log's TASK_START is this invocation's
+	}
 	o := r.e.opts.Notify
-	n := &notifier{r: r, targets: map[string]pipeline.Notify{}, known: map[string]bool{}, failed: map[string]bool{}}
+	n := &notifier{r: r, targets: map[string]pipeline.Notify{}, known: map[string]bool{}, failed: map[string]bool{},
+		logName: filepath.Base(r.logPath), invocation: inv, pending: pending,
+		slaMissed: r.state.SLAMissed, startedAt: r.state.StartedAt}
 	n.q = notify.New(notify.Options{Attempts: o.Attempts, Backoff: o.RetryDelay, Timeout: o.Timeout}, n)
 	for _, t := range p.Notify {
 		n.targets[t.Target] = t
@@ -101,6 +123,9 @@ func (r *taskRun) startNotify() {
 		for _, t := range s.Notify {
 			n.targets[t.Target] = t
 		}
+	}
+	for id := range r.state.Notifications {
+		n.known[id] = true
 	}
 	for id, st := range r.state.Steps {
 		if st.Status != eventlog.Success && st.Status != eventlog.Skipped && st.LastError != "" {
@@ -111,18 +136,18 @@ func (r *taskRun) startNotify() {
 		n.prevFailed = true
 	}
 	r.notes = n
-	n.resend()
 }
 
-// resend sends again each notification the log has as sending but not as
-// sent or failed: a crash cut it off. Its id and payload are the recorded
-// ones, so the receiver can tell a duplicate.
-func (n *notifier) resend() {
-	for id, rec := range n.r.state.Notifications {
-		n.known[id] = true
-		if rec.EventType != eventlog.NotifySending {
-			continue
-		}
+// resendNotify sends again each notification the log has as sending but
+// not as sent or failed: a crash cut it off. Its id and payload are the
+// recorded ones, so the receiver can tell a duplicate.
+func (r *taskRun) resendNotify() {
+	n := r.notes
+	if n == nil {
+		return
+	}
+	for _, rec := range n.pending {
+		id := rec.Notify.ID
 		var m notify.Message
 		if err := json.Unmarshal(rec.Notify.Payload, &m); err != nil {
 			n.Failed(&notify.Message{ID: id, Event: rec.Notify.Event, Step: rec.StepID}, rec.Notify.Target, 0,
@@ -137,6 +162,7 @@ func (n *notifier) resend() {
 		}
 		n.q.Send(&m, rec.Notify.Target, n.deliverer(t))
 	}
+	n.pending = nil
 }
 
 // deliverer is the notify.Target of a notify: entry.
@@ -252,12 +278,12 @@ func (r *taskRun) message(event, step string, rec *eventlog.Record) *notify.Mess
 func (n *notifier) send(base *notify.Message, t pipeline.Notify, status string) {
 	m := *base
 	attempt := attemptOf(&m)
-	h := sha256.Sum256([]byte(strings.Join([]string{n.r.t.id, filepath.Base(n.r.logPath),
-		fmt.Sprint(n.r.state.Invocations), m.Step, fmt.Sprint(attempt), m.Event, t.Target}, "\x00")))
+	h := sha256.Sum256([]byte(strings.Join([]string{n.r.t.id, n.logName,
+		fmt.Sprint(n.invocation), m.Step, fmt.Sprint(attempt), m.Event, t.Target}, "\x00")))
 	if m.Step != "" || m.Event == pipeline.EventSLAMissed {
 		// A step's event is once per attempt, sla_missed once per log,
 		// whatever the invocation.
-		h = sha256.Sum256([]byte(strings.Join([]string{n.r.t.id, filepath.Base(n.r.logPath),
+		h = sha256.Sum256([]byte(strings.Join([]string{n.r.t.id, n.logName,
 			m.Step, fmt.Sprint(attempt), m.Event, t.Target}, "\x00")))
 	}
 	m.ID = hex.EncodeToString(h[:12])
@@ -304,11 +330,11 @@ func (n *notifier) Failed(m *notify.Message, target string, attempts int, err er
 func (r *taskRun) startSLA() {
 	n := r.notes
 	p := r.t.p
-	if n == nil || p.SLA <= 0 || r.state.SLAMissed {
+	if n == nil || p.SLA <= 0 || n.slaMissed {
 		return
 	}
 	start := r.started
-	if t, err := time.Parse(time.RFC3339Nano, r.state.StartedAt); err == nil {
+	if t, err := time.Parse(time.RFC3339Nano, n.startedAt); err == nil {
 		start = t
 	}
 	due := start.Add(p.SLA)

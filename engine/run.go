@@ -272,9 +272,10 @@ func (r *taskRun) execute(ctx context.Context) error {
 	if err := checkOnly(t.p, r.ro, r.state); err != nil {
 		return err
 	}
+	r.startNotify() // from the replayed state, before anything is appended
 	if r.state.Complete() && r.ro.ResumeFrom == "" && r.ro.Only == "" {
 		r.sayComplete()
-		r.startNotify() // what a crash cut off is sent still
+		r.resendNotify() // what a crash cut off is sent still
 		r.finishNotify()
 		return nil
 	}
@@ -282,7 +283,7 @@ func (r *taskRun) execute(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.startNotify()
+	r.resendNotify()
 	defer r.finishNotify() // before the log closes
 	r.startSLA()
 	sc := scopeOf(t.p, r.ro, resumeFrom)
