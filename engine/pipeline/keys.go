@@ -153,12 +153,12 @@ var stepFields = []stepField{
 			si.s.WorkingDir = filepath.Clean(d)
 		}
 	}},
-	{"shell", roleOther, (*stepInfo).shell},   // shell.go
-	{"cache", roleOther, (*stepInfo).cache},   // cache.go
-	{"image", roleOther, (*stepInfo).image},   // container.go
-	{"notify", roleOther, (*stepInfo).notify}, // notify.go
+	{"shell", roleOther, (*stepInfo).shell}, // shell.go
+	{"cache", roleOther, (*stepInfo).cache}, // cache.go
+	{"image", roleOther, (*stepInfo).image}, // container.go
 	{"inputs", roleOther, (*stepInfo).inputs},
 	{"outputs", roleOther, (*stepInfo).outputs},
+	{"notify", roleOther, (*stepInfo).notify},
 	{"pool", roleOther, func(si *stepInfo, kv keyValue) {
 		if p, ok := si.at.nonEmpty(kv.key, kv.v); ok {
 			if !validName(p, "") || len(p) > maxStepIDLen {
