@@ -23,9 +23,10 @@ type Message struct {
 	Status   string `json:"status"`
 	ExitCode *int   `json:"exit_code,omitempty"`
 	Error    string `json:"error,omitempty"`
-	Log      string `json:"log,omitempty"`
-	URL      string `json:"url,omitempty"`
-	Time     string `json:"time"`
+	// Log is the task's log file, absolute: apollo run knows no URL of
+	// the run, and apollo inspect/logs read it.
+	Log  string `json:"log,omitempty"`
+	Time string `json:"time"`
 }
 
 // Describe is the message's one-line text, for Text and an email's
@@ -81,7 +82,6 @@ func (m *Message) Body() string {
 	}
 	line("time", m.Time)
 	line("log", m.Log)
-	line("url", m.URL)
 	line("id", m.ID)
 	if m.Error != "" {
 		b.WriteString("\nerror:\n" + m.Error + "\n")
