@@ -83,8 +83,11 @@ type notifier struct {
 	// prevFailed says an earlier invocation ended the task FAILED.
 	failed     map[string]bool
 	prevFailed bool
-	sla        clock.Timer
-	slaOver    bool // the task settled: sla_missed can no longer be raised
+	// slaMu guards the sla's timer and its end: held through a raise, so
+	// that settleSLA returns only once nothing more is sent for it.
+	slaMu   sync.Mutex
+	sla     clock.Timer
+	slaOver bool // the task settled, or the sla was raised
 }
 
 // startNotify makes the run's notifier, when the pipeline asks for
@@ -338,21 +341,20 @@ func (r *taskRun) startSLA() {
 		start = t
 	}
 	due := start.Add(p.SLA)
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.slaMu.Lock()
+	defer n.slaMu.Unlock()
 	n.sla = r.e.opts.Clock.AfterFunc(max(due.Sub(r.e.opts.Clock.Now()), 0), func() { r.slaMissed(start, due) })
 }
 
 // slaMissed records and sends sla_missed, unless the task settled first.
 func (r *taskRun) slaMissed(start, due time.Time) {
 	n := r.notes
-	n.mu.Lock()
+	n.slaMu.Lock()
+	defer n.slaMu.Unlock()
 	if n.slaOver {
-		n.mu.Unlock()
 		return
 	}
 	n.slaOver = true
-	n.mu.Unlock()
 	msg := fmt.Sprintf("sla missed: the task was not complete %s after its start (%s), at %s",
 		r.t.p.SLA, eventlog.FormatTime(start), eventlog.FormatTime(due))
 	rec := &eventlog.Record{EventType: eventlog.SLAMissed, Status: eventlog.Running, Message: msg}
@@ -377,12 +379,12 @@ func (r *taskRun) settleSLA() {
 	if n == nil {
 		return
 	}
-	n.mu.Lock()
+	n.slaMu.Lock()
 	n.slaOver = true
 	if n.sla != nil {
 		n.sla.Stop()
 	}
-	n.mu.Unlock()
+	n.slaMu.Unlock()
 }
 
 // finishNotify waits, up to the bound, for the notifications on their
