@@ -79,8 +79,9 @@ type notifier struct {
 	mu sync.Mutex
 	// known are the notifications the log or this run recorded, by id.
 	known map[string]bool
-	// failed are the steps with a failed attempt in the task so far;
-	// prevFailed says an earlier invocation ended the task FAILED.
+	// failed are the steps with a failed attempt not yet followed by a
+	// success; prevFailed says a step failed an attempt, or an earlier
+	// invocation ended the task FAILED, since the task last succeeded.
 	failed     map[string]bool
 	prevFailed bool
 	// slaMu guards the sla's timer and its end: held through a raise, so
@@ -132,7 +133,7 @@ func (r *taskRun) startNotify() {
 	}
 	for id, st := range r.state.Steps {
 		if st.Status != eventlog.Success && st.Status != eventlog.Skipped && st.LastError != "" {
-			n.failed[id] = true
+			n.failed[id], n.prevFailed = true, true
 		}
 	}
 	if sum := r.state.Summary; sum != nil && sum.Status == eventlog.Failed && (sum.Summary == nil || !sum.Summary.Interrupted) {
@@ -197,13 +198,14 @@ func (r *taskRun) noteStepEnd(s *pipeline.Step, rec *eventlog.Record) {
 		events = []string{pipeline.EventSuccess}
 		if n.failed[s.ID] {
 			events = append(events, pipeline.EventRecovered)
+			delete(n.failed, s.ID) // recovered once: a later success is a success
 		}
 	case eventlog.Running:
 		events = []string{pipeline.EventRetry}
-		n.failed[s.ID] = true
+		n.failed[s.ID], n.prevFailed = true, true
 	case eventlog.Failed:
 		events = []string{pipeline.EventFailure}
-		n.failed[s.ID] = true
+		n.failed[s.ID], n.prevFailed = true, true
 	}
 	n.mu.Unlock()
 	for _, ev := range events {
@@ -236,7 +238,7 @@ func (r *taskRun) noteTask(rec *eventlog.Record) {
 	switch rec.Status {
 	case eventlog.Success:
 		events = []string{pipeline.EventSuccess}
-		if n.prevFailed || len(n.failed) > 0 {
+		if n.prevFailed {
 			events = append(events, pipeline.EventRecovered)
 		}
 	case eventlog.Failed:
