@@ -63,6 +63,10 @@ func TestScripts(t *testing.T) {
 			"waitlog":  cmdWaitLog,
 			"forge":    cmdForge,
 			"snoop":    cmdSnoop,
+			// notify_test.go
+			"hooksink": cmdHookSink,
+			"hooks":    cmdHooks,
+			"smtpsink": cmdSMTPSink,
 			// container_test.go
 			"needcontainer": cmdNeedContainer,
 			"containers":    cmdContainers,
@@ -155,6 +159,9 @@ func cmdRecords(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		if r.Image != "" {
 			fmt.Fprintf(&b, " image=%s image_id=%s", r.Image, r.ImageID)
+		}
+		if r.Notify != nil {
+			fmt.Fprintf(&b, " notify=%s target=%s", r.Notify.Event, r.Notify.Target)
 		}
 		b.WriteString("\n")
 	}

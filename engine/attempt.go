@@ -422,6 +422,7 @@ func (r *taskRun) recordEnd(ctx context.Context, at *attemptRun, res executor.Re
 		return nodeDone{n: n, logErr: err}
 	}
 	d := r.settleEnd(n, at.retry, o)
+	r.noteStepEnd(s, rec)
 	// The STEP_END is written without an fsync of its own: the scheduler
 	// starts a dependent next, whose durable STEP_START (before its body
 	// runs) carries this record to disk in the same fsync, or, when it
@@ -513,6 +514,7 @@ func (r *taskRun) endWithoutRunning(n *node, status, msg string) error {
 	}
 	n.final = status
 	n.lastErr = msg
+	r.noteStepEnd(n.rs.step, rec)
 	r.rep.Ended(n.id(), status, rec.RetryCount, 0, msg, 0)
 	return nil
 }

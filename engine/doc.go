@@ -9,7 +9,7 @@
 // way: down this list, never up (TestImportArrows checks these lines
 // against the code).
 //
-//	engine     → cache, clock, container, executor, markers, pipeline, progress, remote, statedir, template, textfmt, trace, usage; eventlog, luart
+//	engine     → cache, clock, container, executor, markers, notify, pipeline, progress, remote, statedir, template, textfmt, trace, usage; eventlog, luart
 //	history    → pipeline, statedir, textfmt, usage; eventlog
 //	worker     → container, executor, remote, textfmt, trace; stdlib
 //	hub        → listen, remote
@@ -27,6 +27,7 @@
 //	statedir   → eventlog
 //	cache      → eventlog
 //	luaproc    → (nothing of apollo)
+//	notify     → (nothing of apollo)
 //	template   → (nothing of apollo)
 //	clock      → (nothing of apollo)
 //	progress   → clock, textfmt

@@ -44,6 +44,7 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 	r := &taskRun{e: e, t: t, ro: ro, state: state, sc: sc}
 	pl.Changed = r.changedSteps()
 	mask := masker(t, nil) // the secret vars: a dry run reads no secret
+	pl.Notify, pl.SLA = notifyPlan(t.p.Notify, mask), slaText(t.p.SLA)
 	pl.Steps = make([]PlanStep, 0, len(t.steps))
 	now := e.opts.Clock.Now()
 	notStarted := &eventlog.StepState{Status: eventlog.Pending} // read only
@@ -66,6 +67,7 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 			fc.decide(rs, st, &ps)
 		}
 		describe(&ps, rs, mask)
+		ps.Notify = notifyPlan(rs.step.Notify, mask)
 		if rs.step.Container != nil && ps.Command != "" {
 			ps.Container = r.containerPlan(rs) // container.go
 		}
@@ -244,6 +246,12 @@ func writePlan(w io.Writer, pl *Plan) {
 	if pl.Complete {
 		fmt.Fprintf(w, "the task is complete: apollo run would do nothing (use --resume-from or --fresh)\n")
 	}
+	if pl.SLA != "" {
+		fmt.Fprintf(w, "sla: %s after the task's first start (sla_missed if it is not complete by then)\n", pl.SLA)
+	}
+	for _, n := range pl.Notify {
+		fmt.Fprintf(w, "notify %s\n", n)
+	}
 	if pl.ResumeFrom != "" {
 		fmt.Fprintf(w, "resume from %s: it and its descendants run again; other unfinished steps are skipped\n", pl.ResumeFrom)
 	}
@@ -275,6 +283,9 @@ func writePlan(w io.Writer, pl *Plan) {
 		}
 		for _, name := range ps.Resources {
 			fmt.Fprintf(w, "       holds %s (at most %d step(s) at once)\n", name, pl.Resources[name])
+		}
+		for _, n := range ps.Notify {
+			fmt.Fprintf(w, "       notify %s\n", n)
 		}
 		if ps.When != "" {
 			fmt.Fprintf(w, "       when: %s (decided when it is ready)\n", textfmt.OneLine(ps.When, 300))

@@ -56,6 +56,8 @@ type Options struct {
 	Container container.Config
 	// Tracer exports the spans of runs (tracing.go); nil exports none.
 	Tracer *trace.Tracer
+	// Notify bounds the delivery of notifications (notify.go).
+	Notify NotifyOptions
 }
 
 // Engine loads pipelines and runs, plans and inspects tasks.
@@ -97,6 +99,7 @@ func New(opts Options) *Engine {
 		ex[k] = v
 	}
 	opts.Executors = ex
+	opts.Notify = notifyDefaults(opts.Notify)
 	if opts.Crash == nil {
 		opts.Crash = crashHook(os.Getenv(crashAtEnv), os.Getenv(crashTraceEnv))
 	}

@@ -38,6 +38,7 @@ type PlanStep struct {
 	Shell      string   `json:"shell,omitempty"` // the interpreter of its shell bodies, when not the default sh
 	When       string   `json:"when,omitempty"`
 	Resources  []string `json:"resources,omitempty"`
+	Notify     []string `json:"notify,omitempty"` // who its events would be sent to (notify:)
 	WaitMS     int64    `json:"wait_ms,omitempty"`
 	InputReady bool     `json:"-"`
 	// Child is the plan of the sub-pipeline a run: step would run (or
@@ -65,7 +66,11 @@ type Plan struct {
 	// Resources are the pipeline's named resources and how many steps
 	// may hold each at once.
 	Resources map[string]int `json:"resources,omitempty"`
-	Steps     []PlanStep     `json:"steps"`
+	// Notify says who the task's events would be sent to (notify:), SLA
+	// the pipeline's sla:.
+	Notify []string   `json:"notify,omitempty"`
+	SLA    string     `json:"sla,omitempty"`
+	Steps  []PlanStep `json:"steps"`
 }
 
 // scope is what an invocation is asked to run beyond what its log leaves
@@ -227,11 +232,12 @@ const PlanJSONDoc = `JSON (--dry-run --json), one object:
   {"task_id", "pipeline", "log", "new_log": bool, "complete": bool, "resume_from"?,
    "changed"?: [step ids whose definition changed], "torn_tail_bytes"?,
    "resources"?: {name: how many steps may hold it at once},
+   "notify"?: [who the task's events go to], "sla"? (the pipeline's sla),
    "steps": [{"id", "action": "run"|"keep"|"rerun"|"clean+rerun"|"skip"|"fail"|"leave"|"cached", "reason",
               "status", "next_retry_count", "depends_on": [ids], "optional": bool,
               "command"? (rendered shell), "body"? (Lua), "cleanup"?, "when"? (its condition),
               "shell"? (its shell: when not sh), "container"? (the engine command line of an image: step),
-              "resources"? [names it holds], "wait_ms"?,
+              "resources"? [names it holds], "notify"? [who its events go to], "wait_ms"?,
               "cached_from"? (the task run a cached step's result comes from),
               "restores"? [the outputs files it would restore: missing or changed],
               "cache"? (why a step with cache: runs instead),

@@ -242,6 +242,9 @@ func (h *hubRun) end(ev *remote.Event, seq int64, sl *slot) error {
 	if err := r.w.AppendUnsynced(rec); err != nil {
 		return err
 	}
+	if n != nil {
+		r.noteStepEnd(n.rs.step, rec)
+	}
 	if r.rep != nil {
 		r.rep.Ended(ev.Step, shownStatus(rec.Status), ev.Attempt, time.Duration(ev.DurationMS)*time.Millisecond, rec.ErrorMessage, o.delay)
 	}

@@ -202,6 +202,8 @@ type taskRun struct {
 	trace *runTrace // its spans (tracing.go), nil with tracing off
 
 	movedFrom string // the pipeline file the task's log was bound to, when --accept-changes takes this one for it moved
+
+	notes *notifier // the run's notifications (notify.go), nil when it has none
 }
 
 // node is a step during a run. Only the scheduler goroutine touches it,
@@ -277,8 +279,11 @@ func (r *taskRun) execute(ctx context.Context) (err error) {
 	if err := checkOnly(t.p, r.ro, r.state); err != nil {
 		return err
 	}
+	r.startNotify() // from the replayed state, before anything is appended
 	if r.state.Complete() && r.ro.ResumeFrom == "" && r.ro.Only == "" {
 		r.sayComplete()
+		r.resendNotify() // what a crash cut off is sent still
+		r.finishNotify()
 		return nil
 	}
 	resumeFrom, err := r.begin()
@@ -287,6 +292,9 @@ func (r *taskRun) execute(ctx context.Context) (err error) {
 	}
 	ctx = r.startInvocation(ctx)
 	defer func() { r.endInvocation(err) }()
+	r.resendNotify()
+	defer r.finishNotify() // before the log closes
+	r.startSLA()
 	sc := scopeOf(t.p, r.ro, resumeFrom)
 	if err := r.recordSelection(sc); err != nil {
 		return err

@@ -59,12 +59,14 @@ func (r *taskRun) summarize(interrupted bool) error {
 		rec.ErrorMessage = fmt.Sprintf("%d required step(s) failed, %d blocked", len(info.Failed), len(info.Blocked))
 	}
 	r.e.crash("summary:before")
+	r.settleSLA()
 	if err := r.w.AppendDurable(rec); err != nil {
 		// The board must not say SUCCESS for a run the log does not end.
 		r.rep.Finish(fmt.Sprintf("task %s: its TASK_SUMMARY could not be written (%v); log: %s\n"+
 			"run the same command again once the cause is fixed: finished steps are kept.\n", r.t.id, err, r.logPath))
 		return err
 	}
+	r.noteTask(rec)
 	r.rep.Finish(r.summaryText(status, info, textfmt.Duration(dur)))
 	switch {
 	case interrupted:

@@ -851,7 +851,7 @@ var (
 	recordNames = []string{"seq", "timestamp", "task_id", "step_id", "event_type", "status", "retry_count",
 		"input_digest", "output_digest", "error_message", "duration_ms", "message", "pgid", "exit_code",
 		"next_delay_ms", "interrupted", "timed_out", "dirty", "output", "start", "summary", "marker", "intervention",
-		"worker", "pool", "src_seq", "cached_from", "child_log", "image", "image_id"}
+		"worker", "pool", "src_seq", "cached_from", "child_log", "image", "image_id", "notify"}
 	startNames = []string{"v", "task_name", "pipeline", "pipeline_digest", "steps", "vars", "pid", "host",
 		"run_nonce", "invocation", "durability", "parallelism", "apollo_version", "pipeline_file",
 		"trace_id", "span_id"}
@@ -860,6 +860,7 @@ var (
 	fsyncNames        = []string{"count", "total_us", "max_us"}
 	markerNames       = []string{"name", "state", "result"}
 	interventionNames = []string{"action", "steps", "marker", "why", "by"}
+	notifyNames       = []string{"id", "event", "target", "payload", "attempts"}
 )
 
 func (d *decoder) record(r *Record) {
@@ -933,6 +934,8 @@ func (d *decoder) record(r *Record) {
 			r.Image = d.str()
 		case 29: // image_id
 			r.ImageID = d.str()
+		case 30: // notify
+			r.Notify = d.notify()
 		}
 	}
 }
@@ -1121,6 +1124,29 @@ func (d *decoder) marker() *MarkerInfo {
 		}
 	}
 	return m
+}
+
+func (d *decoder) notify() *NotifyInfo {
+	if d.null() {
+		return nil
+	}
+	n := new(NotifyInfo)
+	f := fields{names: notifyNames}
+	for k := d.field(&f); k >= 0; k = d.field(&f) {
+		switch k {
+		case 0: // id
+			n.ID = d.str()
+		case 1: // event
+			n.Event = d.str()
+		case 2: // target
+			n.Target = d.str()
+		case 3: // payload
+			n.Payload = d.raw()
+		case 4: // attempts
+			n.Attempts = d.int()
+		}
+	}
+	return n
 }
 
 func (d *decoder) intervention() *Intervention {

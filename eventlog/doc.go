@@ -40,7 +40,8 @@ fields, in this order, are always present:
 	task_id        the task the record belongs to
 	step_id        the step, or "" for task-level records
 	event_type     TASK_START STEP_START STEP_PROCESS STEP_END CLEANUP MARKER
-	               WARNING TASK_SUMMARY DISPATCH LOST (see Records)
+	               WARNING TASK_SUMMARY DISPATCH LOST NOTIFY_SENDING
+	               NOTIFY_SENT NOTIFY_FAILED SLA_MISSED (see Records)
 	status         the step's (or the task's) state after this event
 	retry_count    the attempt number, 0 for the first
 	input_digest   sha256:<hex> of what determines the step's result
@@ -50,7 +51,7 @@ fields, in this order, are always present:
 
 then optional fields (message, pgid, exit_code, next_delay_ms, interrupted,
 timed_out, dirty, output, start, summary, marker, intervention, worker, pool,
-src_seq, cached_from, child_log, image, image_id), and last:
+src_seq, cached_from, child_log, image, image_id, notify), and last:
 
 	crc            8 lower-case hex digits of the CRC-32C (Castagnoli) of the
 	               line as it would read without this field: for a line
@@ -180,6 +181,15 @@ LOST (status RUNNING) says a dispatched attempt's worker went silent past the
 liveness deadline (the hub redelivered its message): the attempt is dirty, as
 if a crash had cut it off. A CLEANUP with dirty: true follows before the next
 attempt, and these count toward max_dirty_restarts.
+
+NOTIFY_SENDING, NOTIFY_SENT and NOTIFY_FAILED record one notification
+(docs/spec.md §2.13): notify holds its id, event, target and, on
+NOTIFY_SENDING only, the payload sent; step_id and retry_count name the
+step's attempt ("" and 0 for the task's events). NOTIFY_SENDING is fsynced
+before the notification goes; one without a later NOTIFY_SENT or
+NOTIFY_FAILED of its id is sent again by the next run. Replay changes no
+step for them: State.Notifications keeps each id's last record. SLA_MISSED
+(status RUNNING) says the task missed its sla; State.SLAMissed remembers it.
 
 Records derived from the hub's events (STEP_START, STEP_END, LOST, MARKER and
 WARNING of a remote attempt) carry src_seq, the event's sequence in the hub's

@@ -62,9 +62,9 @@ func marshalText(v any) ([]byte, error) {
 // STEP_PROCESS, CLEANUP): encoding/json's reflection was most of an
 // append's CPU time. It reports false, and may have appended part of r,
 // for a record with a nested object (TASK_START, TASK_SUMMARY, MARKER, an
-// intervention) or an output that is not compact JSON.
+// intervention, a notification) or an output that is not compact JSON.
 func appendRecord(b []byte, r *Record) ([]byte, bool) {
-	if r.Start != nil || r.Summary != nil || r.Marker != nil || r.Intervention != nil {
+	if r.Start != nil || r.Summary != nil || r.Marker != nil || r.Intervention != nil || r.Notify != nil {
 		return b, false
 	}
 	b = append(b, `{"seq":`...)

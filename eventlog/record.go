@@ -25,6 +25,15 @@ const (
 	// Lost says a dispatched attempt's worker went silent past the
 	// liveness deadline: the attempt is dirty (docs/spec.md §8).
 	Lost = "LOST"
+	// NotifySending is written, durable, before a notification is handed
+	// to its target; NotifySent and NotifyFailed after (docs/spec.md §2.13).
+	// A NotifySending without either is sent again by the next run.
+	NotifySending = "NOTIFY_SENDING"
+	NotifySent    = "NOTIFY_SENT"
+	NotifyFailed  = "NOTIFY_FAILED"
+	// SLAMissed says the task was not complete when its pipeline's sla:
+	// ran out; written once per task run (docs/spec.md §2.13).
+	SLAMissed = "SLA_MISSED"
 )
 
 // Step and task states (SPEC §4).
@@ -120,6 +129,22 @@ type Record struct {
 	// the step names it and as the engine resolved it (STEP_START).
 	Image   string `json:"image,omitempty"`
 	ImageID string `json:"image_id,omitempty"`
+
+	// Notify is a notification's id, event and target (NOTIFY_SENDING,
+	// NOTIFY_SENT, NOTIFY_FAILED); its payload only on NOTIFY_SENDING.
+	Notify *NotifyInfo `json:"notify,omitempty"`
+}
+
+// NotifyInfo is the body of a NOTIFY_* record. The payload is the message
+// as sent (secrets masked), so that a resend is the same message; the
+// target is named by its place in the pipeline file, never by its URL or
+// address, which may hold a token.
+type NotifyInfo struct {
+	ID       string          `json:"id"`
+	Event    string          `json:"event"`
+	Target   string          `json:"target"`
+	Payload  json.RawMessage `json:"payload,omitempty"`
+	Attempts int             `json:"attempts,omitempty"`
 }
 
 // StartInfo makes the log self-describing: with it, inspect needs nothing

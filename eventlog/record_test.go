@@ -432,7 +432,7 @@ func TestDecodeFastKnowsEveryField(t *testing.T) {
 		names []string
 	}{
 		{Record{}, recordNames}, {StartInfo{}, startNames}, {StepInfo{}, stepNames},
-		{SummaryInfo{}, summaryNames}, {FsyncInfo{}, fsyncNames}, {MarkerInfo{}, markerNames}, {Intervention{}, interventionNames},
+		{SummaryInfo{}, summaryNames}, {FsyncInfo{}, fsyncNames}, {MarkerInfo{}, markerNames}, {Intervention{}, interventionNames}, {NotifyInfo{}, notifyNames},
 	} {
 		typ := reflect.TypeOf(c.v)
 		var tags []string

@@ -29,6 +29,11 @@ type State struct {
 	LastSrcSeq int64 `json:"last_src_seq,omitempty"`
 	// LastTimestamp is the timestamp of the last record.
 	LastTimestamp string `json:"last_timestamp,omitempty"`
+	// Notifications by id: the last NOTIFY_* record of each. One whose
+	// record is a NOTIFY_SENDING was cut off before it was known sent.
+	Notifications map[string]*Record `json:"notifications,omitempty"`
+	// SLAMissed: an SLA_MISSED was recorded.
+	SLAMissed bool `json:"sla_missed,omitempty"`
 }
 
 // StepState is one step as the log tells it.
@@ -262,6 +267,16 @@ func (s *State) Apply(r *Record) {
 		s.applyIntervention(r)
 	case TaskSummary:
 		s.Summary = r
+	case NotifySending, NotifySent, NotifyFailed:
+		if r.Notify == nil {
+			return
+		}
+		if s.Notifications == nil {
+			s.Notifications = map[string]*Record{}
+		}
+		s.Notifications[r.Notify.ID] = r
+	case SLAMissed:
+		s.SLAMissed = true
 	}
 }
 

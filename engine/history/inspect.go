@@ -1,6 +1,7 @@
 package history
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -31,9 +32,13 @@ type Report struct {
 	Steps       []ReportStep   `json:"steps"`
 	Next        []string       `json:"next"`
 	Markers     []ReportMarker `json:"markers"`
-	TornBytes   int64          `json:"torn_tail_bytes,omitempty"`
-	Archived    bool           `json:"archived,omitempty"` // the log was compressed by apollo gc
-	Records     int            `json:"records"`
+	// Notifications are the task's notifications (docs/spec.md §2.13), in
+	// the order they were recorded; SLAMissed says an SLA_MISSED is in the log.
+	Notifications []ReportNotification `json:"notifications,omitempty"`
+	SLAMissed     bool                 `json:"sla_missed,omitempty"`
+	TornBytes     int64                `json:"torn_tail_bytes,omitempty"`
+	Archived      bool                 `json:"archived,omitempty"` // the log was compressed by apollo gc
+	Records       int                  `json:"records"`
 }
 
 // RunnerInfo says whether a runner holds the task now.
@@ -90,6 +95,18 @@ func handlerRank(h string) int {
 type ReportMarker struct {
 	Name  string `json:"name"`
 	State string `json:"state"`
+}
+
+// ReportNotification is one notification in a Report: its last record.
+type ReportNotification struct {
+	ID     string `json:"id"`
+	Event  string `json:"event"`
+	Target string `json:"target"`
+	Step   string `json:"step,omitempty"`
+	// State is sending (cut off: the next run sends it again), sent or
+	// failed.
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
 }
 
 // Inspect reports on a task, named by its id (its newest log in the state
@@ -246,6 +263,14 @@ func report(state *eventlog.State, logPath string, records int, torn int64) *Rep
 	for _, name := range names {
 		rep.Markers = append(rep.Markers, ReportMarker{Name: name, State: state.Markers[name].State})
 	}
+	rep.SLAMissed = state.SLAMissed
+	notes := slices.Collect(maps.Values(state.Notifications))
+	slices.SortFunc(notes, func(a, b *eventlog.Record) int { return cmp.Compare(a.Seq, b.Seq) })
+	for _, r := range notes {
+		st := map[string]string{eventlog.NotifySending: "sending", eventlog.NotifySent: "sent", eventlog.NotifyFailed: "failed"}[r.EventType]
+		rep.Notifications = append(rep.Notifications, ReportNotification{ID: r.Notify.ID, Event: r.Notify.Event,
+			Target: r.Notify.Target, Step: r.StepID, State: st, Error: r.ErrorMessage})
+	}
 	switch {
 	case state.Complete():
 		rep.Status = "complete"
@@ -341,6 +366,19 @@ func WriteReport(w io.Writer, rep *Report, now time.Time) {
 			fmt.Fprintf(w, "  %-30s %s\n", m.Name, m.State)
 		}
 	}
+	if rep.SLAMissed {
+		fmt.Fprintf(w, "\nsla missed (SLA_MISSED in the log)\n")
+	}
+	if len(rep.Notifications) > 0 {
+		fmt.Fprintf(w, "\nnotifications:\n")
+		for _, n := range rep.Notifications {
+			line := fmt.Sprintf("  %-8s %-11s %-30s %s", n.State, n.Event, n.Target, n.ID)
+			if n.Error != "" {
+				line += "  " + textfmt.OneLine(n.Error, 200)
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
 }
 
 // writeSteps prints the rows of steps, each sub-pipeline's steps under its
@@ -398,6 +436,8 @@ const ReportJSONDoc = `JSON (--json), one object:
               "handler"? ("on_failure"|"finally": a handler, listed after the steps),
               "child"? (a run step's sub-pipeline task: its report, this object)}],
    "next": [step ids a run would start first; handlers once no step is left], "markers": [{"name", "state"}],
+   "notifications"?: [{"id", "event", "target", "step"?, "state": "sending"|"sent"|"failed", "error"?}],
+   "sla_missed"?: bool,
    "torn_tail_bytes"?, "archived"? (true: read from apollo gc's archive), "records"}
   Times are RFC 3339 UTC.
 `

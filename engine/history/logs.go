@@ -371,6 +371,14 @@ func recordDetail(r *eventlog.Record) string {
 		if m := r.Marker; m != nil {
 			parts = append(parts, fmt.Sprintf("marker %s %s", m.Name, m.State))
 		}
+	case eventlog.NotifySending, eventlog.NotifySent, eventlog.NotifyFailed:
+		if n := r.Notify; n != nil {
+			s := fmt.Sprintf("notification %s %s to %s", n.ID, n.Event, n.Target)
+			if n.Attempts > 1 {
+				s += fmt.Sprintf(" (%d tries)", n.Attempts)
+			}
+			parts = append(parts, s)
+		}
 	case eventlog.TaskSummary:
 		if s := r.Summary; s != nil {
 			var counts []string

@@ -86,6 +86,8 @@ var topFields = []topField{
 	{HandlerFinally, func(l *loader, kv keyValue) { l.handlerNodes[1] = kv }},
 	{"schedule", (*loader).schedule},      // schedule.go
 	{"container", (*loader).containerTop}, // container.go
+	{"notify", (*loader).topNotify},       // notify.go
+	{"sla", (*loader).sla},                // notify.go
 }
 
 // Roles of step keys.
@@ -156,6 +158,7 @@ var stepFields = []stepField{
 	{"image", roleOther, (*stepInfo).image}, // container.go
 	{"inputs", roleOther, (*stepInfo).inputs},
 	{"outputs", roleOther, (*stepInfo).outputs},
+	{"notify", roleOther, (*stepInfo).notify},
 	{"pool", roleOther, func(si *stepInfo, kv keyValue) {
 		if p, ok := si.at.nonEmpty(kv.key, kv.v); ok {
 			if !validName(p, "") || len(p) > maxStepIDLen {
@@ -386,6 +389,7 @@ func (l *loader) pipeline(root *yaml.Node) {
 	l.checkResources()
 	l.checkForeachVars()
 	l.checkSecretVars()
+	l.checkNotifySecrets()
 }
 
 // readSteps reads the steps list that pipeline found.

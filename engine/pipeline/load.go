@@ -266,6 +266,8 @@ type loader struct {
 	foreachVars  []varRef
 	// the lines of secret_vars' items
 	secretVarLines []int
+	// the password_secret names of notify: email targets
+	secretRefs []secretRef
 	// the template variables steps may use
 	known     map[string]bool
 	knownList []string

@@ -57,6 +57,11 @@ type Pipeline struct {
 	Defaults Defaults
 	Steps    []*Step
 	Schedule *Schedule // nil: none (apollo serve runs it on schedule)
+	// Notify lists who is told of the task's events (notify:); SLA is the
+	// time after the task's start by which it should be complete (sla:),
+	// 0 for none (docs/spec.md §2.13).
+	Notify []Notify
+	SLA    time.Duration
 
 	// MaxInstances bounds the instances of one foreach or matrix step,
 	// MaxSteps the pipeline's steps once expanded (max_instances:,
@@ -91,6 +96,10 @@ type Defaults struct {
 type Step struct {
 	ID   string
 	Line int // line of the step's "id" key, for messages
+
+	// Notify lists who is told of this step's events (notify:); not part
+	// of the definition digest.
+	Notify []Notify
 
 	// Exactly one body is set.
 	Command string

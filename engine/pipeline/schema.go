@@ -158,6 +158,8 @@ const pipelineSchema = `{
         }
       ]
     },
+    "notify": {"description": "Who is told of the task's events: failure, success, recovered, sla_missed (and every step's retry).", "$ref": "#/$defs/notify"},
+    "sla": {"description": "How long after the task's first start it should be complete (a duration: 30m, 2h); past it, sla_missed is raised once.", "type": "string", "pattern": "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"},
     "steps": {
       "description": "The steps of the DAG.",
       "type": "array",
@@ -176,6 +178,28 @@ const pipelineSchema = `{
     }
   },
   "$defs": {
+    "notify": {
+      "type": ["array", "null"],
+      "items": {
+        "type": "object", "additionalProperties": false, "required": ["on"],
+        "properties": {
+          "on": {"type": "array", "minItems": 1, "uniqueItems": true, "items": {"enum": ["failure", "success", "retry", "recovered", "sla_missed"]}},
+          "webhook": {"description": "A URL that gets a JSON POST with a Slack-compatible text field and the event's fields.", "type": "string", "pattern": "^https?://[^/?#]+"},
+          "email": {
+            "type": "object", "additionalProperties": false, "required": ["to", "smtp"],
+            "properties": {
+              "to": {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": "@"}},
+              "smtp": {"description": "HOST:PORT of the SMTP server (STARTTLS when offered).", "type": "string", "pattern": "^.*:[0-9]+$"},
+              "from": {"$ref": "#/$defs/nonEmpty"},
+              "user": {"$ref": "#/$defs/nonEmpty"},
+              "password_secret": {"description": "A secret of secrets: holding the SMTP password.", "$ref": "#/$defs/nonEmpty"}
+            },
+            "if": {"required": ["password_secret"]}, "then": {"required": ["user"]}
+          }
+        },
+        "oneOf": [{"required": ["webhook"]}, {"required": ["email"]}]
+      }
+    },
     "image": {
       "description": "Run this command step in a container of the image: NAME[:TAG|@DIGEST], or {name, pull, mounts, user, cpus, memory, network}.",
       "oneOf": [
@@ -321,6 +345,7 @@ const pipelineSchema = `{
         "allow": {"$ref": "#/$defs/allow"},
         "image": {"$ref": "#/$defs/image"},
         "when": {"description": "A Lua expression over ctx.vars, ctx.outputs and ctx.status, evaluated when the step is ready: false skips it.", "$ref": "#/$defs/nonEmpty"},
+        "notify": {"description": "Who is told of this step's events: failure, success, retry, recovered.", "$ref": "#/$defs/notify"},
         "pool": {"description": "With apollo run --hub: the worker pool that runs the step (default: default, or --pool).", "$ref": "#/$defs/name", "pattern": "^[A-Za-z0-9_-]+$", "maxLength": 128},
         "cache": {
           "description": "Reuse the result of an earlier successful run of this pipeline whose inputs were the same (body, env, with, upstream outputs, inputs files): true, or {key: extra text in the cache key, paths: files saved and restored like outputs}.",
