@@ -65,7 +65,10 @@ type Plan struct {
 	// Resources are the pipeline's named resources and how many steps
 	// may hold each at once.
 	Resources map[string]int `json:"resources,omitempty"`
-	Steps     []PlanStep     `json:"steps"`
+	// Triggers say what, besides its schedule, makes apollo serve start
+	// the pipeline (triggers:), one line each.
+	Triggers []string   `json:"triggers,omitempty"`
+	Steps    []PlanStep `json:"steps"`
 }
 
 // scope is what an invocation is asked to run beyond what its log leaves

@@ -86,6 +86,7 @@ var topFields = []topField{
 	{HandlerFinally, func(l *loader, kv keyValue) { l.handlerNodes[1] = kv }},
 	{"schedule", (*loader).schedule},      // schedule.go
 	{"container", (*loader).containerTop}, // container.go
+	{"triggers", (*loader).triggers},      // triggers.go
 }
 
 // Roles of step keys.
@@ -386,6 +387,7 @@ func (l *loader) pipeline(root *yaml.Node) {
 	l.checkResources()
 	l.checkForeachVars()
 	l.checkSecretVars()
+	l.checkTriggers()
 }
 
 // readSteps reads the steps list that pipeline found.

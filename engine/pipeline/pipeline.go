@@ -57,6 +57,11 @@ type Pipeline struct {
 	Defaults Defaults
 	Steps    []*Step
 	Schedule *Schedule // nil: none (apollo serve runs it on schedule)
+	// Triggers start runs besides the schedule (triggers:); TriggerVars
+	// are the {{trigger.…}} placeholders its templates use, empty in a
+	// run no trigger started.
+	Triggers    []Trigger
+	TriggerVars []string
 
 	// MaxInstances bounds the instances of one foreach or matrix step,
 	// MaxSteps the pipeline's steps once expanded (max_instances:,
