@@ -57,6 +57,12 @@ type Trigger struct {
 	Webhook string
 	Secret  string
 	Vars    map[string]JSONPath
+	// SecretFrom is where the secret's value is read; EnvFile the
+	// pipeline's env_file: variables and Dir its folder, which an env or a
+	// file source falls back on or is read from.
+	SecretFrom Secret
+	EnvFile    map[string]string
+	Dir        string
 }
 
 // TriggerVarNames are the {{trigger.NAME}} placeholders a triggered run
@@ -245,7 +251,8 @@ func (l *loader) checkTriggers() {
 	for _, s := range l.p.Secrets {
 		secretNames = append(secretNames, s.Name)
 	}
-	for _, t := range l.p.Triggers {
+	for i := range l.p.Triggers {
+		t := &l.p.Triggers[i]
 		switch t.Kind {
 		case TriggerAfter:
 			if first, dup := afters[t.AfterPath]; dup {
@@ -260,7 +267,10 @@ func (l *loader) checkTriggers() {
 			switch {
 			case t.Secret == "":
 				top.errf(t.Line, "webhook %q has no secret: name the entry of secrets: whose value signs its deliveries (X-Hub-Signature-256)", t.Webhook)
-			case !slices.Contains(secretNames, t.Secret):
+			case slices.Contains(secretNames, t.Secret):
+				t.SecretFrom = l.p.Secrets[slices.Index(secretNames, t.Secret)]
+				t.EnvFile, t.Dir = l.p.Defaults.EnvFile, l.p.Dir
+			default:
 				hint := DidYouMean(t.Secret, secretNames)
 				if hint == "" {
 					hint = fmt.Sprintf("; declare it: secrets: [%s]", t.Secret)

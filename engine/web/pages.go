@@ -295,6 +295,7 @@ type runData struct {
 	Resumable bool
 	StateDir  string
 	ReadOnly  bool // the run's state folder cannot be written: no intervention
+	Trigger   string // what trigger started the run (hooks.go), "" for none
 }
 
 type stepRow struct {
@@ -351,7 +352,7 @@ func (s *Server) runData(run *run, d *detail) runData {
 	rep := d.report
 	link := runLink(run.key)
 	rd := runData{Key: itoa(run.key.SD) + "/" + run.key.Name, Link: link, Report: rep, Running: rep.Status == "running",
-		StateDir: s.dirs[run.key.SD].Root, Attempts: len(d.timeline)}
+		StateDir: s.dirs[run.key.SD].Root, Attempts: len(d.timeline), Trigger: triggerOf(d.start)}
 	rd.Resumable = !rd.Running && !rep.Archived && rep.Status != "complete"
 	attempts := map[string][]int{}
 	for _, a := range d.timeline {
