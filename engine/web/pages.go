@@ -294,7 +294,7 @@ type runData struct {
 	Running   bool
 	Resumable bool
 	StateDir  string
-	ReadOnly  bool // the run's state folder cannot be written: no intervention
+	ReadOnly  bool   // the run's state folder cannot be written: no intervention
 	Trigger   string // what trigger started the run (hooks.go), "" for none
 }
 
