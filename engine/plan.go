@@ -230,6 +230,7 @@ const PlanJSONDoc = `JSON (--dry-run --json), one object:
   {"task_id", "pipeline", "log", "new_log": bool, "complete": bool, "resume_from"?,
    "changed"?: [step ids whose definition changed], "torn_tail_bytes"?,
    "resources"?: {name: how many steps may hold it at once},
+   "triggers"?: [what besides its schedule starts it in apollo serve, one line each],
    "steps": [{"id", "action": "run"|"keep"|"rerun"|"clean+rerun"|"skip"|"fail"|"leave"|"cached", "reason",
               "status", "next_retry_count", "depends_on": [ids], "optional": bool,
               "command"? (rendered shell), "body"? (Lua), "cleanup"?, "when"? (its condition),
