@@ -237,11 +237,7 @@ func (s *Scheduler) append(e *Entry) error {
 // Run handles schedules until ctx is done: it wakes at the next scheduled
 // time, when a run ends, and at least once a minute (a clock that jumps).
 func (s *Scheduler) Run(ctx context.Context) {
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.watchFiles(ctx)
-	}()
+	go s.watchFiles(ctx) // trigger_file.go; it ends with ctx
 	for {
 		next := s.Tick()
 		d := max(0, min(next.Sub(s.opts.Clock.Now()), time.Minute))

@@ -2,13 +2,16 @@ package cron
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"apollo/engine/clock"
 	"apollo/engine/pipeline"
@@ -149,5 +152,50 @@ func TestHook(t *testing.T) {
 	}
 	if v := w.started[0].Vars; v["ref"] != "main" || v["trigger.delivery"] != "d-1" {
 		t.Errorf("vars %v", v)
+	}
+}
+
+// TestFileTrigger: with the scheduler running, each new file matching the
+// glob starts one run with its path; a file that does not match starts
+// none; a restart starts nothing for files decided before.
+func TestFileTrigger(t *testing.T) {
+	dir, in := t.TempDir(), t.TempDir()
+	w := newWorld()
+	p := Pipe{Rel: "drop.yaml", Path: "/p/drop.yaml", TaskName: "drop",
+		Triggers: []pipeline.Trigger{{Kind: pipeline.TriggerFile, File: "*.csv", Glob: in + "/*.csv"}}}
+	run := func(want int, files ...string) {
+		t.Helper()
+		s := openPipes(t, dir, clock.Real{}, w, p)
+		defer s.Close()
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { s.Run(ctx); close(done) }()
+		defer func() { cancel(); <-done }()
+		for _, f := range files {
+			os.WriteFile(filepath.Join(in, f), []byte(f), 0o644)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			got := events(t, dir)
+			if n := strings.Count(got, "queued drop-"); n >= want {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("want %d decisions:\n%s", want, got)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	run(2, "a.csv", "b.csv", "c.txt")
+	w.mu.Lock()
+	for _, j := range w.started {
+		if !strings.HasSuffix(j.Vars["trigger.path"], ".csv") || j.Trigger != TriggerFile {
+			t.Errorf("started %s with %v", j.TaskID, j.Vars)
+		}
+	}
+	w.mu.Unlock()
+	run(3, "d.csv") // a restart: a.csv and b.csv start nothing, d.csv one run
+	if got := events(t, dir); strings.Count(got, "queued drop-") != 3 {
+		t.Errorf("want 3 decisions:\n%s", got)
 	}
 }
