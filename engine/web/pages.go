@@ -767,6 +767,7 @@ type pipelineRow struct {
 	Steps    int           `json:"steps"`
 	Handlers int           `json:"handlers,omitempty"`
 	Schedule *scheduleJSON `json:"schedule,omitempty"`
+	Triggers []string      `json:"triggers,omitempty"` // what else starts it (triggers:), one line each
 	Status   *cron.Status  `json:"status,omitempty"`
 	Error    string        `json:"error,omitempty"`
 	Link     string        `json:"-"`
@@ -791,6 +792,9 @@ func (s *Server) pipelineRow(e pipeEntry) pipelineRow {
 	}
 	if sch := e.Schedule; sch != nil {
 		row.Schedule = &scheduleJSON{Cron: sch.Cron, TimeZone: sch.TimeZone, Catchup: sch.Catchup, CatchupLimit: sch.CatchupLimit, Overlap: sch.Overlap}
+	}
+	for _, t := range e.Triggers {
+		row.Triggers = append(row.Triggers, t.Describe())
 	}
 	if s.opts.Scheduler != nil && e.Err == "" {
 		st := s.opts.Scheduler.Status(e.Pipe)
