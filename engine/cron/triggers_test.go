@@ -199,3 +199,26 @@ func TestFileTrigger(t *testing.T) {
 		t.Errorf("want 3 decisions:\n%s", got)
 	}
 }
+
+// TestFileTriggerFolderLater: a folder that is not there when serve starts
+// has no watch; it is read every second, and its files start runs once it
+// appears.
+func TestFileTriggerFolderLater(t *testing.T) {
+	dir, in := t.TempDir(), filepath.Join(t.TempDir(), "later")
+	w := newWorld()
+	p := Pipe{Rel: "drop.yaml", Path: "/p/drop.yaml", TaskName: "drop",
+		Triggers: []pipeline.Trigger{{Kind: pipeline.TriggerFile, File: "later/*", Glob: in + "/*"}}}
+	s := openPipes(t, dir, clock.Real{}, w, p)
+	defer s.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	os.MkdirAll(in, 0o755)
+	os.WriteFile(filepath.Join(in, "x"), []byte("x"), 0o644)
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(events(t, dir), "queued drop-"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no run for a file of a folder made after the start:\n%s", events(t, dir))
+		}
+	}
+}
