@@ -47,6 +47,9 @@ func runValidate(_ context.Context, o *validateOptions, in invocation) error {
 		return err
 	}
 	fmt.Fprintf(in.stdout, "%s: ok: %d steps, task %s\n", in.args[0], len(pl.Steps), pl.TaskID)
+	for _, tr := range pl.Triggers {
+		fmt.Fprintf(in.stdout, "  trigger: %s\n", tr)
+	}
 	return nil
 }
 

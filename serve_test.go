@@ -45,6 +45,8 @@ func TestServeScripts(t *testing.T) {
 			"followlinks": cmdFollowLinks,
 			"romount":     cmdROMount,
 			"setmatch":    cmdSetMatch,
+			"hook":        cmdHook,     // serve_hooks_test.go
+			"postjson":    cmdPostJSON, // serve_hooks_test.go
 		},
 	})
 }

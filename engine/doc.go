@@ -40,7 +40,7 @@
 // What each holds: engine the scheduler and everything of one run (plan,
 // digests, snapshots, progress, summary, the child tasks of sub-pipelines); history the read-only views
 // (inspect, list, logs, graph) and gc; completion shell completion scripts;
-// cron apollo serve's schedules and its schedule log; web apollo serve's
+// cron apollo serve's schedules, triggers and its schedule log; web apollo serve's
 // pages, API, live updates and metrics; intervene the manual interventions
 // apollo script and apollo serve append;
 // executor the shell and Lua executors behind one seam; container the

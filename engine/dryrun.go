@@ -30,6 +30,9 @@ func (e *Engine) Plan(path string, ro RunOptions) (*Plan, error) {
 
 func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 	pl := &Plan{TaskID: t.id, Pipeline: t.p.Path, Resources: t.p.Resources}
+	for _, tr := range t.p.Triggers {
+		pl.Triggers = append(pl.Triggers, tr.Describe())
+	}
 	state, err := e.planLog(t, ro, pl)
 	if err != nil {
 		return nil, err
@@ -251,6 +254,9 @@ func writePlan(w io.Writer, pl *Plan) {
 	}
 	for _, n := range pl.Notify {
 		fmt.Fprintf(w, "notify %s\n", n)
+	}
+	for _, tr := range pl.Triggers {
+		fmt.Fprintf(w, "trigger: %s\n", tr)
 	}
 	if pl.ResumeFrom != "" {
 		fmt.Fprintf(w, "resume from %s: it and its descendants run again; other unfinished steps are skipped\n", pl.ResumeFrom)

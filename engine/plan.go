@@ -68,9 +68,12 @@ type Plan struct {
 	Resources map[string]int `json:"resources,omitempty"`
 	// Notify says who the task's events would be sent to (notify:), SLA
 	// the pipeline's sla:.
-	Notify []string   `json:"notify,omitempty"`
-	SLA    string     `json:"sla,omitempty"`
-	Steps  []PlanStep `json:"steps"`
+	Notify []string `json:"notify,omitempty"`
+	SLA    string   `json:"sla,omitempty"`
+	// Triggers say what, besides its schedule, makes apollo serve start
+	// the pipeline (triggers:), one line each.
+	Triggers []string   `json:"triggers,omitempty"`
+	Steps    []PlanStep `json:"steps"`
 }
 
 // scope is what an invocation is asked to run beyond what its log leaves
@@ -233,6 +236,7 @@ const PlanJSONDoc = `JSON (--dry-run --json), one object:
    "changed"?: [step ids whose definition changed], "torn_tail_bytes"?,
    "resources"?: {name: how many steps may hold it at once},
    "notify"?: [who the task's events go to], "sla"? (the pipeline's sla),
+   "triggers"?: [what besides its schedule starts it in apollo serve, one line each],
    "steps": [{"id", "action": "run"|"keep"|"rerun"|"clean+rerun"|"skip"|"fail"|"leave"|"cached", "reason",
               "status", "next_retry_count", "depends_on": [ids], "optional": bool,
               "command"? (rendered shell), "body"? (Lua), "cleanup"?, "when"? (its condition),

@@ -80,6 +80,11 @@ func taskVars(p *pipeline.Pipeline, overrides map[string]string, taskID, stateDi
 	}
 	vars["task_id"] = taskID
 	vars["task_name"] = p.TaskName
+	for _, name := range p.TriggerVars { // empty in a run no trigger started
+		if _, ok := vars[name]; !ok {
+			vars[name] = ""
+		}
+	}
 	vars["state_dir"] = stateDir
 	vars["artifacts_dir"] = filepath.Join(stateDir, "artifacts", taskID)
 	return vars, nil

@@ -41,7 +41,10 @@ const (
 	TriggerCatchup  = "catchup"
 	TriggerBackfill = "backfill"
 	TriggerManual   = "manual"
-	TriggerResume   = "resume" // a run started before serve stopped, carried on
+	TriggerResume   = "resume"  // a run started before serve stopped, carried on
+	TriggerAfter    = "after"   // another pipeline's run ended (triggers:)
+	TriggerFile     = "file"    // a file appeared or changed (triggers:)
+	TriggerWebhook  = "webhook" // a signed POST /hooks/NAME (triggers:)
 )
 
 // Entry is one line of the schedule log.
@@ -65,6 +68,12 @@ type Entry struct {
 	Ref       int64  `json:"ref,omitempty"`
 	Output    string `json:"output,omitempty"`    // the child's stdout and stderr, relative to the state folder
 	StateDir  string `json:"state_dir,omitempty"` // the run's state folder, when not the log's
+	// Vars are the --var values of a run a trigger queued or started
+	// (trigger.* and a webhook's mapped vars), repeated on its resume.
+	Vars map[string]string `json:"vars,omitempty"`
+	// Key is what a trigger decided once: after:<seq>, file:<path>:<size>:<mtime>,
+	// webhook:<name>:<delivery id> (triggers.go).
+	Key string `json:"key,omitempty"`
 }
 
 // LogName is the schedule log's path under a state folder.

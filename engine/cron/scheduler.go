@@ -26,6 +26,8 @@ type Pipe struct {
 	Path     string
 	TaskName string
 	Schedule *pipeline.Schedule
+	// Triggers start runs besides the schedule (triggers.go).
+	Triggers []pipeline.Trigger
 }
 
 // Job is one apollo run to start.
@@ -86,6 +88,7 @@ type Scheduler struct {
 	lag     map[string]time.Duration
 	wake    chan struct{}
 	wg      sync.WaitGroup
+	fired   map[string]bool // trigger decisions taken, by pipeline and Key (triggers.go)
 }
 
 type pipeState struct{ pipe Pipe }
@@ -126,9 +129,11 @@ func New(o Options) (*Scheduler, error) {
 		return nil, err
 	}
 	s := &Scheduler{opts: o, log: l, pipes: map[string]*pipeState{}, cursors: map[string]time.Time{},
-		queues: map[string][]*Entry{}, active: map[int64]*active{}, lag: map[string]time.Duration{}, wake: make(chan struct{}, 1)}
+		queues: map[string][]*Entry{}, active: map[int64]*active{}, lag: map[string]time.Duration{}, wake: make(chan struct{}, 1),
+		fired: map[string]bool{}}
 	started := map[int64]*Entry{}
 	for _, e := range entries {
+		s.noteFired(e)
 		s.remember(e)
 		s.advance(e)
 		switch e.Event {
@@ -223,6 +228,7 @@ func (s *Scheduler) append(e *Entry) error {
 	if err := s.log.Append(e); err != nil {
 		return err
 	}
+	s.noteFired(e)
 	s.remember(e)
 	s.advance(e)
 	return nil
@@ -231,6 +237,7 @@ func (s *Scheduler) append(e *Entry) error {
 // Run handles schedules until ctx is done: it wakes at the next scheduled
 // time, when a run ends, and at least once a minute (a clock that jumps).
 func (s *Scheduler) Run(ctx context.Context) {
+	go s.watchFiles(ctx) // trigger_file.go; it ends with ctx
 	for {
 		next := s.Tick()
 		d := max(0, min(next.Sub(s.opts.Clock.Now()), time.Minute))
@@ -305,7 +312,7 @@ func (s *Scheduler) takeUpOrphans() {
 				p = &pipeState{pipe: Pipe{Rel: e.Pipeline, Path: e.Pipeline}}
 			}
 			job := Job{Pipe: p.pipe, TaskID: e.TaskID, TaskDate: e.TaskDate, Trigger: TriggerResume, By: "apollo serve",
-				StateDir: e.StateDir}
+				StateDir: e.StateDir, Vars: e.Vars}
 			s.start(job, e.Seq, "it was cut off while apollo serve was down")
 		}
 	}
@@ -447,7 +454,7 @@ func (s *Scheduler) startQueued(rel string) {
 			s.lag[rel] = s.opts.Clock.Now().Sub(at)
 		}
 		s.start(Job{Pipe: p.pipe, TaskID: q.TaskID, TaskDate: q.TaskDate, Trigger: q.Trigger, By: q.By, Fresh: q.Fresh,
-			Scheduled: at, StateDir: q.StateDir}, q.Seq, "")
+			Scheduled: at, StateDir: q.StateDir, Vars: q.Vars}, q.Seq, "")
 		return
 	}
 }
@@ -458,6 +465,9 @@ func (s *Scheduler) start(job Job, ref int64, reason string) *Entry {
 	out := filepath.Join("schedule", "out", strconv.FormatInt(s.log.seq+1, 10)+".log")
 	e := &Entry{Event: EventStarted, Pipeline: job.Pipe.Rel, TaskID: job.TaskID, TaskDate: job.TaskDate, Trigger: job.Trigger,
 		By: job.By, Fresh: job.Fresh, Ref: ref, Reason: reason, Output: out}
+	if triggered(job.Trigger) || job.Trigger == TriggerResume {
+		e.Vars = job.Vars // what a trigger gave it, for its resume
+	}
 	if !job.Scheduled.IsZero() {
 		e.Scheduled = stamp(job.Scheduled)
 	}
@@ -499,6 +509,7 @@ func (s *Scheduler) start(job Job, ref int64, reason string) *Entry {
 func (s *Scheduler) exited(seq int64, code *int, reason string) {
 	a := s.active[seq]
 	delete(s.active, seq)
+	s.afterEnded(seq, a, code) // before the exit: a crash between them decides again, once
 	e := &Entry{Event: EventExited, Ref: seq, ExitCode: code, Reason: reason}
 	if a != nil {
 		e.Pipeline, e.TaskID, e.PID = a.entry.Pipeline, a.entry.TaskID, a.entry.PID

@@ -88,6 +88,7 @@ var topFields = []topField{
 	{"container", (*loader).containerTop}, // container.go
 	{"notify", (*loader).topNotify},       // notify.go
 	{"sla", (*loader).sla},                // notify.go
+	{"triggers", (*loader).triggers},      // triggers.go
 }
 
 // Roles of step keys.
@@ -390,6 +391,7 @@ func (l *loader) pipeline(root *yaml.Node) {
 	l.checkForeachVars()
 	l.checkSecretVars()
 	l.checkNotifySecrets()
+	l.checkTriggers()
 }
 
 // readSteps reads the steps list that pipeline found.

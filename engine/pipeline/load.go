@@ -126,6 +126,7 @@ func checkVarFlags(p *Pipeline, vars map[string]string) error {
 			msgs = append(msgs, "--var task_id: the task id is set with --task-id, not --var")
 		case name != "task_date" && slices.Contains(template.BuiltinVars(), name):
 			msgs = append(msgs, fmt.Sprintf("--var %s: %s is built in and set by apollo; it cannot be passed", name, name))
+		case template.TriggerRef(name) && len(p.Triggers) > 0 && triggerVarKnown(name): // set by apollo serve
 		case !template.ValidName(name):
 			msgs = append(msgs, fmt.Sprintf("--var %q: a variable name is letters, digits and _, not starting with a digit", snippet(name)))
 		case name == "task_date", declared, used[name]:

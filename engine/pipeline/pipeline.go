@@ -62,6 +62,11 @@ type Pipeline struct {
 	// 0 for none (docs/spec.md §2.13).
 	Notify []Notify
 	SLA    time.Duration
+	// Triggers start runs besides the schedule (triggers:); TriggerVars
+	// are the {{trigger.…}} placeholders its templates use, empty in a
+	// run no trigger started.
+	Triggers    []Trigger
+	TriggerVars []string
 
 	// MaxInstances bounds the instances of one foreach or matrix step,
 	// MaxSteps the pipeline's steps once expanded (max_instances:,

@@ -160,6 +160,24 @@ const pipelineSchema = `{
     },
     "notify": {"description": "Who is told of the task's events: failure, success, recovered, sla_missed (and every step's retry).", "$ref": "#/$defs/notify"},
     "sla": {"description": "How long after the task's first start it should be complete (a duration: 30m, 2h); past it, sla_missed is raised once.", "type": "string", "pattern": "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"},
+    "triggers": {
+      "description": "What besides the schedule makes apollo serve start the pipeline: each entry one of after:, file: or webhook:.",
+      "type": ["array", "null"],
+      "items": {
+        "type": "object",
+        "additionalProperties": false,
+        "oneOf": [{"required": ["after"]}, {"required": ["file"]}, {"required": ["webhook"]}],
+        "properties": {
+          "after": {"description": "A pipeline file (relative to this one's folder): a run of it that ends with status starts this one; {{trigger.task_id}} and {{trigger.outputs.STEP.KEY}} tell of it.", "type": "string", "pattern": "\\.ya?ml$"},
+          "status": {"description": "With after: which ends of the upstream run start this one: success (default), failure or any.", "enum": ["success", "failure", "any"]},
+          "file": {"description": "A glob (relative to this pipeline's folder, or absolute; wildcards in the file name only): each new or changed file starts a run, {{trigger.path}} naming it.", "type": "string", "pattern": "\\S"},
+          "settle_seconds": {"description": "With file: how long a file's size and modification time must stay the same before it counts as written (default 2).", "type": "number", "minimum": 0},
+          "webhook": {"description": "A hook name: POST /hooks/NAME on apollo serve, signed with X-Hub-Signature-256, starts a run.", "type": "string", "pattern": "^[A-Za-z0-9_-]+$"},
+          "secret": {"description": "With webhook: the entry of secrets: whose value signs deliveries (HMAC-SHA256).", "type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+          "vars": {"description": "With webhook: each var (declared under vars:) and the JSON path ($.ref, $.commits[0].id) of the payload field it takes.", "type": "object", "additionalProperties": {"type": "string", "pattern": "^\\$"}}
+        }
+      }
+    },
     "steps": {
       "description": "The steps of the DAG.",
       "type": "array",

@@ -553,6 +553,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"shell on a Lua step", "task_name: t\nsteps: [{id: a, lua: x, shell: bash}]\n", "matches none of anyOf"},
 		{"shell as a mapping", "task_name: t\nsteps: [{id: a, command: x, shell: {bash: -c}}]\n", "matches 0 of oneOf"},
 		{"parallelism 0", "task_name: t\nparallelism: 0\nsteps: [{id: a, command: x}]\n", "minimum"},
+		{"trigger of two kinds", "task_name: t\ntriggers: [{file: 'in/*.csv', webhook: w}]\nsteps: [{id: a, command: x}]\n", "matches 2 of oneOf"},
+		{"trigger status", "task_name: t\ntriggers: [{after: x.yaml, status: done}]\nsteps: [{id: a, command: x}]\n", "is not one of"},
 	}
 	for _, tt := range tests {
 		if ok, _ := loads([]byte(tt.src)); ok {

@@ -103,6 +103,10 @@ func (w where) template(key string, n *yaml.Node, s string, shell bool) {
 		if sg.Name == "" || w.l.known[sg.Name] || reported[sg.Name] {
 			continue
 		}
+		if template.TriggerRef(sg.Name) {
+			w.triggerRef(key, sg.Name, lineIn(n, s, sg.Offset))
+			continue
+		}
 		if step, _, ok := template.OutputRef(sg.Name); ok {
 			w.outputRef(key, step, "{{"+sg.Name+"}}", lineIn(n, s, sg.Offset))
 			continue

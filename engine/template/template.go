@@ -160,6 +160,10 @@ func Parse(tmpl string) ([]Segment, error) {
 			if _, _, ok := OutputRef(name); !ok {
 				return nil, &Error{Offset: start, Msg: fmt.Sprintf("invalid placeholder %q: an upstream output is {{outputs.STEP}} or {{outputs.STEP.KEY}}", snippet(raw))}
 			}
+		case strings.HasPrefix(name, triggerPrefix):
+			if !TriggerRef(name) {
+				return nil, &Error{Offset: start, Msg: fmt.Sprintf("invalid placeholder %q: what started the run is {{trigger.NAME}} or {{trigger.outputs.STEP.KEY}}", snippet(raw))}
+			}
 		case !ValidName(name):
 			return nil, &Error{Offset: start, Msg: fmt.Sprintf("invalid placeholder %q: a name is letters, digits and _, not starting with a digit; for literal braces, put them in a var", snippet(raw))}
 		}
@@ -212,6 +216,24 @@ func OutputRef(name string) (step, key string, ok bool) {
 		return "", "", false
 	}
 	return step, key, true
+}
+
+// triggerPrefix starts the placeholders of what started a run (a
+// pipeline's triggers:).
+const triggerPrefix = "trigger."
+
+// TriggerRef reports whether name is the name of a trigger's placeholder:
+// trigger.NAME (NAME a variable's name), or trigger.outputs.STEP or
+// trigger.outputs.STEP.KEY, an output of the run whose end started this one.
+func TriggerRef(name string) bool {
+	rest, ok := strings.CutPrefix(name, triggerPrefix)
+	if !ok {
+		return false
+	}
+	if _, _, ok := OutputRef(rest); ok {
+		return true
+	}
+	return ValidName(rest) && rest != "outputs"
 }
 
 // refPart reports whether s is a non-empty run of letters, digits, _ and -.

@@ -294,7 +294,8 @@ type runData struct {
 	Running   bool
 	Resumable bool
 	StateDir  string
-	ReadOnly  bool // the run's state folder cannot be written: no intervention
+	ReadOnly  bool   // the run's state folder cannot be written: no intervention
+	Trigger   string // what trigger started the run (hooks.go), "" for none
 }
 
 type stepRow struct {
@@ -351,7 +352,7 @@ func (s *Server) runData(run *run, d *detail) runData {
 	rep := d.report
 	link := runLink(run.key)
 	rd := runData{Key: itoa(run.key.SD) + "/" + run.key.Name, Link: link, Report: rep, Running: rep.Status == "running",
-		StateDir: s.dirs[run.key.SD].Root, Attempts: len(d.timeline)}
+		StateDir: s.dirs[run.key.SD].Root, Attempts: len(d.timeline), Trigger: triggerOf(d.start)}
 	rd.Resumable = !rd.Running && !rep.Archived && rep.Status != "complete"
 	attempts := map[string][]int{}
 	for _, a := range d.timeline {
@@ -766,6 +767,7 @@ type pipelineRow struct {
 	Steps    int           `json:"steps"`
 	Handlers int           `json:"handlers,omitempty"`
 	Schedule *scheduleJSON `json:"schedule,omitempty"`
+	Triggers []string      `json:"triggers,omitempty"` // what else starts it (triggers:), one line each
 	Status   *cron.Status  `json:"status,omitempty"`
 	Error    string        `json:"error,omitempty"`
 	Link     string        `json:"-"`
@@ -790,6 +792,9 @@ func (s *Server) pipelineRow(e pipeEntry) pipelineRow {
 	}
 	if sch := e.Schedule; sch != nil {
 		row.Schedule = &scheduleJSON{Cron: sch.Cron, TimeZone: sch.TimeZone, Catchup: sch.Catchup, CatchupLimit: sch.CatchupLimit, Overlap: sch.Overlap}
+	}
+	for _, t := range e.Triggers {
+		row.Triggers = append(row.Triggers, t.Describe())
 	}
 	if s.opts.Scheduler != nil && e.Err == "" {
 		st := s.opts.Scheduler.Status(e.Pipe)

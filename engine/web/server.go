@@ -286,7 +286,7 @@ func (s *Server) loadPipelines() {
 		if err != nil {
 			e.Err = err.Error()
 		} else {
-			e.TaskName, e.Schedule = p.TaskName, p.Schedule
+			e.TaskName, e.Schedule, e.Triggers = p.TaskName, p.Schedule, p.Triggers
 			// Its steps as a run makes them (and validate counts them):
 			// foreach and matrix steps as their instances.
 			if x, err := p.Expand(p.Vars); err == nil {
@@ -362,6 +362,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/openapi.json", s.apiOpenAPI)
 	mux.HandleFunc("POST /api/runs/{sd}/{log}/{action}", s.apiActRun)
 	mux.HandleFunc("POST /api/pipelines/{rel...}", s.apiStartRun)
+	mux.HandleFunc("POST /hooks/{name}", s.postHook) // hooks.go: signed, not signed in
 	mux.HandleFunc("GET /login", s.pageLogin)
 	mux.HandleFunc("POST /login", s.postLogin)
 	mux.Handle("GET /metrics", s.metricsHandler())
@@ -384,7 +385,7 @@ func (s *Server) secure(next http.Handler) http.Handler {
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "same-origin")
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
-		if a := s.opts.Auth; a.Enabled() && r.URL.Path != "/login" && !strings.HasPrefix(r.URL.Path, "/static/") {
+		if a := s.opts.Auth; a.Enabled() && r.URL.Path != "/login" && !strings.HasPrefix(r.URL.Path, "/static/") && !isHook(r) {
 			user, ok := a.user(r)
 			if !ok {
 				s.unauthorized(w, r)
