@@ -16,6 +16,10 @@ const DedupWindow = time.Hour
 // still ingest what its workers reported.
 const Retention = 7 * 24 * time.Hour
 
+// leaseMarkerTTL is how long the lease bucket keeps the marker of a key
+// that expired.
+const leaseMarkerTTL = 5 * time.Second
+
 // streamConfigs are the streams of the layout in doc.go, with replicas r.
 func streamConfigs(r int) []jetstream.StreamConfig {
 	return []jetstream.StreamConfig{
@@ -28,13 +32,20 @@ func streamConfigs(r int) []jetstream.StreamConfig {
 		{Name: OutputStream, Subjects: []string{"apollo.out.>"}, Retention: jetstream.LimitsPolicy,
 			Storage: jetstream.FileStorage, Replicas: r, MaxAge: Retention,
 			Description: "apollo: remote attempts' output"},
+		// Kept until apollo serve's schedules are dropped; appends are
+		// fenced by the expected last sequence of their subject, not by ids.
+		{Name: SchedStream, Subjects: []string{"apollo.sched.>"}, Retention: jetstream.LimitsPolicy,
+			Storage: jetstream.FileStorage, Replicas: r, Duplicates: 2 * time.Minute, AllowDirect: true,
+			Description: "apollo: the schedule logs of apollo serve processes that share their schedules"},
 	}
 }
 
 func bucketConfigs(r int) []jetstream.KeyValueConfig {
 	return []jetstream.KeyValueConfig{
-		{Bucket: LeaseBucket, History: 1, Storage: jetstream.FileStorage, Replicas: r,
-			Description: "apollo: one coordinator per task"},
+		// LimitMarkerTTL lets a lease key expire by the hub's clock
+		// (KeyTTL); with history 1 it raises no key's TTL.
+		{Bucket: LeaseBucket, History: 1, Storage: jetstream.FileStorage, Replicas: r, LimitMarkerTTL: leaseMarkerTTL,
+			Description: "apollo: one coordinator per task, one leading apollo serve per schedule group"},
 		{Bucket: IdemBucket, History: 1, Storage: jetstream.FileStorage, Replicas: r,
 			Description: "apollo: idem.once gates of remote attempts"},
 	}
@@ -59,6 +70,9 @@ func (c *Client) EnsureForWorker(ctx context.Context, replicas int) error {
 func (c *Client) ensure(ctx context.Context, replicas int, update, worker bool) error {
 	replicas = max(1, min(replicas, 3))
 	for _, cfg := range streamConfigs(replicas) {
+		if worker && cfg.Name == SchedStream {
+			continue // apollo serve's, which a worker's key may not see
+		}
 		err := c.Do(ctx, "create stream "+cfg.Name, func(ctx context.Context) error {
 			s, err := c.createStream(ctx, cfg, update)
 			if err == nil && s != nil {
