@@ -317,3 +317,25 @@ func (s *Schedules) Append(ctx context.Context, line []byte) error {
 	s.last = seq
 	return nil
 }
+
+// TaskHolder reports the coordinator that holds a task's lease, by the
+// rule apollo run --hub applies when it takes one: the key is there and
+// was renewed less than ttl ago. apollo serve asks it of a run that a
+// serve which led before started: such a run is watched, not started again.
+func (c *Client) TaskHolder(ctx context.Context, taskID string, ttl time.Duration) (h Holder, held bool, err error) {
+	kv, err := c.kv(ctx, LeaseBucket)
+	if err != nil {
+		return Holder{}, false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+	defer cancel()
+	e, err := kv.Get(ctx, LeaseKey(taskID))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Holder{}, false, nil
+	}
+	if err != nil {
+		return Holder{}, false, err
+	}
+	_ = json.Unmarshal(e.Value(), &h)
+	return h, time.Since(e.Created()) <= ttl, nil
+}
