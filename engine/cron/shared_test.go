@@ -32,13 +32,14 @@ type fleet struct {
 	fires []string // "serve task/trigger"
 }
 
-func newFleet(t *testing.T, nodes int, p Pipe) *fleet {
+// newFleet makes a fleet on a hub of nodes whose serves' leases last ttl.
+func newFleet(t *testing.T, nodes int, p Pipe, ttl time.Duration) *fleet {
 	t.Helper()
 	if nodes > 1 && testing.Short() {
 		t.Skip("a 3-node hub takes 4 to 9 s to elect its first leader; skipped with -short")
 	}
 	cl := hubtest.Start(t, nodes)
-	return &fleet{t: t, urls: cl.URLs(), group: "g" + strconv.Itoa(nodes), clk: clock.NewFake(start), w: newWorld(), p: p, ttl: time.Second}
+	return &fleet{t: t, urls: cl.URLs(), group: "g" + strconv.Itoa(nodes), clk: clock.NewFake(start), w: newWorld(), p: p, ttl: ttl}
 }
 
 // serve starts a serve named name; it does not run its loops: the test
@@ -143,7 +144,7 @@ func sharedEvents(t *testing.T, s *Scheduler) string {
 func TestSharedOneFiresEachTime(t *testing.T) {
 	for _, nodes := range []int{1, 3} {
 		t.Run(fmt.Sprintf("%dnodes", nodes), func(t *testing.T) {
-			f := newFleet(t, nodes, pipe(t, "0 2 * * *", pipeline.CatchupLatest, 10, pipeline.OverlapSkip))
+			f := newFleet(t, nodes, pipe(t, "0 2 * * *", pipeline.CatchupLatest, 10, pipeline.OverlapSkip), 20*time.Second)
 			a, b := f.serve("alpha"), f.serve("beta")
 			a.takeLead(t.Context())
 			b.takeLead(t.Context())
@@ -185,7 +186,7 @@ func TestSharedOneFiresEachTime(t *testing.T) {
 func TestSharedTakeOver(t *testing.T) {
 	for _, nodes := range []int{1, 3} {
 		t.Run(fmt.Sprintf("%dnodes", nodes), func(t *testing.T) {
-			f := newFleet(t, nodes, pipe(t, "0 2 * * *", pipeline.CatchupLatest, 10, pipeline.OverlapSkip))
+			f := newFleet(t, nodes, pipe(t, "0 2 * * *", pipeline.CatchupLatest, 10, pipeline.OverlapSkip), 2*time.Second)
 			a, b := f.serve("alpha"), f.serve("beta")
 			f.waitLead(a)
 			b.takeLead(t.Context())
@@ -236,7 +237,7 @@ func TestSharedTakeOver(t *testing.T) {
 func TestSharedTakeOverLate(t *testing.T) {
 	for _, late := range []time.Duration{30 * time.Second, 3 * time.Hour} {
 		t.Run(late.String(), func(t *testing.T) {
-			f := newFleet(t, 1, pipe(t, "0 2 * * *", pipeline.CatchupNone, 10, pipeline.OverlapSkip))
+			f := newFleet(t, 1, pipe(t, "0 2 * * *", pipeline.CatchupNone, 10, pipeline.OverlapSkip), time.Second)
 			f.group += strings.ReplaceAll(late.String(), ".", "")
 			a, b := f.serve("alpha"), f.serve("beta")
 			f.waitLead(a)
