@@ -45,6 +45,7 @@ func TestServeScripts(t *testing.T) {
 			"followlinks": cmdFollowLinks,
 			"romount":     cmdROMount,
 			"setmatch":    cmdSetMatch,
+			"waithub":     cmdWaitHub,
 		},
 	})
 }
