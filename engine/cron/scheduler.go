@@ -274,11 +274,12 @@ func (s *Scheduler) append(e *Entry) error {
 // time, when a run ends, and at least once a minute (a clock that jumps).
 func (s *Scheduler) Run(ctx context.Context) {
 	if s.opts.Shared != nil {
-		s.wg.Add(1)
+		done := make(chan struct{})
 		go func() {
-			defer s.wg.Done()
+			defer close(done)
 			s.leadLoop(ctx)
 		}()
+		defer func() { <-done }() // Close gives the lead up after the loop's last renewal
 	}
 	for {
 		next := s.Tick()

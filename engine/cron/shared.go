@@ -82,6 +82,8 @@ type leadState struct {
 	// earlier one is not recorded by this serve when it ends (the log was
 	// read anew since, and says it was running).
 	gen int
+	// closed: serve stops; the lead is not taken again.
+	closed bool
 }
 
 // acting reports whether the scheduler may act: it keeps a local log, or
@@ -133,6 +135,12 @@ func (s *Scheduler) leadLoop(ctx context.Context) {
 // schedules seen for the first time. A lead lost stops every action at
 // once.
 func (s *Scheduler) takeLead(ctx context.Context) {
+	s.mu.Lock()
+	closed := s.lead.closed
+	s.mu.Unlock()
+	if closed {
+		return
+	}
 	ok, holder, err := s.opts.Shared.Lead(ctx)
 	if !ok {
 		s.mu.Lock()
@@ -211,13 +219,9 @@ func (s *Scheduler) resign() {
 		return
 	}
 	s.mu.Lock()
-	leading := s.lead.leading
-	s.lead.leading = false
+	s.lead.leading, s.lead.closed = false, true
 	s.lead.gen++
 	s.mu.Unlock()
-	if !leading {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := s.opts.Shared.Resign(ctx); err != nil && !errors.Is(err, context.Canceled) {

@@ -258,3 +258,24 @@ func TestSharedTakeOverLate(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedResign: a leader that stops (SIGINT) gives the lead up: the
+// other serve takes it at once, without waiting out the lease.
+func TestSharedResign(t *testing.T) {
+	f := newFleet(t, 1, pipe(t, "0 2 * * *", pipeline.CatchupLatest, 10, pipeline.OverlapSkip), time.Minute)
+	a, b := f.serve("alpha"), f.serve("beta")
+	a.takeLead(t.Context())
+	b.takeLead(t.Context())
+	if ok, _ := b.Leader(); ok {
+		t.Fatal("beta leads beside alpha")
+	}
+	a.Close()
+	b.takeLead(t.Context())
+	if ok, who := b.Leader(); !ok {
+		t.Fatalf("beta does not lead once alpha stopped (leader: %q)", who)
+	}
+	a.takeLead(t.Context())
+	if ok, _ := a.Leader(); ok {
+		t.Error("alpha took the lead again after it stopped")
+	}
+}
