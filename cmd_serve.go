@@ -29,7 +29,7 @@ func serveCommand() *command[*serveOptions] {
 	return &command[*serveOptions]{
 		about: about{name: "serve", exitCodes: serveExitCodes, summary: "watch runs in a browser, run pipelines on their schedules, export metrics",
 			usage: "apollo serve [--listen 127.0.0.1:8080] [--state-dir DIR]... [--pipelines DIR] [--token-file FILE | --auth-file FILE] [--allowed-hosts NAME,...]\n" +
-				"                    [--hub URL[,URL...] [--schedule-group NAME] [--hub-token-file F | --nkey-seed F | --tls-cert F --tls-key F] [--tls-ca F]]",
+				"               [--hub URL[,URL...] [--schedule-group NAME] [--hub-token-file F | --nkey-seed F | --tls-cert F --tls-key F] [--tls-ca F]]",
 			example: "  apollo serve --pipelines pipelines/\n" +
 				"  apollo serve --pipelines pipelines/ --hub nats://h1:4222,nats://h2:4222,nats://h3:4222   # on two hosts or more: one leads the schedules\n" +
 				"  apollo serve --listen 0.0.0.0:8080 --auth-file /etc/apollo/users --state-dir /srv/a --state-dir /srv/b\n" +
@@ -200,7 +200,7 @@ func runServe(ctx context.Context, o *serveOptions, in invocation) error {
 // sharedSchedules connects to the hub of serve --hub and sets copts to
 // share the schedules of the group there: the lead, the schedule log in the
 // hub, runs through the hub, and a task held by a coordinator anywhere
-// counted as running (docs/spec.md §9.8).
+// counted as running (docs/spec.md §8.8).
 func sharedSchedules(ctx context.Context, o *serveOptions, copts *cron.Options, host, wd string) (*remote.Client, error) {
 	c, err := remote.Connect(ctx, remote.Config{URLs: o.hub.urls, Name: "apollo serve " + host, Auth: o.hub.auth(),
 		CallTimeout: envDuration(envHubCallTimeout), GiveUp: envDuration(envHubGiveUp),

@@ -8,7 +8,7 @@ import (
 )
 
 // Shared is the hub's side of schedules that several apollo serve
-// processes share (docs/spec.md §9.8): a lease that says which serve
+// processes share (docs/spec.md §8.8): a lease that says which serve
 // leads, timed by the hub, and the schedule log, kept in the hub, whose
 // appends the hub refuses from a serve that another has followed.
 // remote.Schedules implements it.

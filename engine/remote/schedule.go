@@ -14,7 +14,7 @@ import (
 )
 
 // SchedStream is the stream of the schedule logs of apollo serve processes
-// that share their schedules through the hub (docs/spec.md §9.8).
+// that share their schedules through the hub (docs/spec.md §8.8).
 const SchedStream = "APOLLO_SCHED"
 
 // SchedSubject is the subject of a schedule group's log.
