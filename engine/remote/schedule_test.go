@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"apollo/engine/hubtest"
 	"apollo/engine/remote"
 )
@@ -177,4 +179,32 @@ func bytesJoin(recs [][]byte) []byte {
 		parts = append(parts, string(r))
 	}
 	return []byte(strings.Join(parts, " "))
+}
+
+// TestScheduleLeaseOldBucket: on a hub whose lease bucket an older apollo
+// made without key TTLs, taking the lead fails at once with what to do;
+// apollo hub's set-up (Ensure with update) brings the bucket up to date,
+// and the lead can then be taken.
+func TestScheduleLeaseOldBucket(t *testing.T) {
+	cl := schedHub(t, 1)
+	ctx := t.Context()
+	c := connect(t, cl.URLs())
+	if err := c.JS.DeleteKeyValue(ctx, remote.LeaseBucket); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: remote.LeaseBucket, History: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s := serveOn(t, c, "old", "alpha", time.Minute)
+	ok, _, err := s.Lead(ctx)
+	if ok || err == nil || !strings.Contains(err.Error(), "restart its apollo hub nodes") {
+		t.Fatalf("Lead on an old bucket = %v, %v; want an error saying to restart the hub", ok, err)
+	}
+	if err := c.Ensure(ctx, 1, true); err != nil {
+		t.Fatal(err)
+	}
+	s = serveOn(t, c, "old", "alpha", time.Minute)
+	if ok, _, err := s.Lead(ctx); !ok || err != nil {
+		t.Fatalf("Lead after the hub's set-up = %v, %v", ok, err)
+	}
 }
