@@ -6,5 +6,7 @@
 // and kept aside, damage elsewhere refused — so a restart of serve picks up
 // where it stopped: it neither misses a scheduled time nor starts one
 // twice. Runs are ordinary apollo run child processes; this package never
-// touches a task's event log.
+// touches a task's event log. With a Shared (apollo serve --hub), several
+// serves share the schedules: the log lives in the hub, one serve leads,
+// and a serve that lost the lead acts on nothing (shared.go).
 package cron
