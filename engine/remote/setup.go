@@ -34,8 +34,10 @@ func streamConfigs(r int) []jetstream.StreamConfig {
 			Description: "apollo: remote attempts' output"},
 		// Kept until apollo serve's schedules are dropped; appends are
 		// fenced by the expected last sequence of their subject, not by ids.
+		// No direct gets: a replica that lags would answer a new leader's
+		// read of the log; the stream's leader answers every read.
 		{Name: SchedStream, Subjects: []string{"apollo.sched.>"}, Retention: jetstream.LimitsPolicy,
-			Storage: jetstream.FileStorage, Replicas: r, Duplicates: 2 * time.Minute, AllowDirect: true,
+			Storage: jetstream.FileStorage, Replicas: r, Duplicates: 2 * time.Minute,
 			Description: "apollo: the schedule logs of apollo serve processes that share their schedules"},
 	}
 }
