@@ -279,3 +279,44 @@ func TestSharedResign(t *testing.T) {
 		t.Error("alpha took the lead again after it stopped")
 	}
 }
+
+// TestSharedDeposedRefusedByHub: a leader whose key the hub let go early
+// (its own deadline has not passed: a fast hub clock) still believes it
+// leads when another serve takes the lead and writes the log. At the next
+// time both try: the hub refuses the old leader's started entry, so it
+// starts nothing and stops leading; the new leader starts the time once.
+func TestSharedDeposedRefusedByHub(t *testing.T) {
+	f := newFleet(t, 1, pipe(t, "0 2 * * *", pipeline.CatchupLatest, 10, pipeline.OverlapSkip), time.Minute)
+	a, b := f.serve("alpha"), f.serve("beta")
+	a.takeLead(t.Context())
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	c, err := remote.Connect(ctx, remote.Config{URLs: f.urls, Name: "hub clock", CallTimeout: time.Second, GiveUp: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	kv, err := c.JS.KeyValue(ctx, remote.LeaseBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, remote.SchedLeaseKey(f.group)); err != nil {
+		t.Fatal(err)
+	}
+	b.takeLead(t.Context())
+	if ok, _ := b.Leader(); !ok {
+		t.Fatal("beta did not take the lead the hub let go")
+	}
+	f.clk.Advance(14*time.Hour + 5*time.Second)
+	tickAll(a, b)
+	if got, want := f.fired(), "beta nightly-2026-11-02/schedule"; got != want {
+		t.Errorf("started %q, want %q", got, want)
+	}
+	if ok, _ := a.Leader(); ok {
+		t.Error("alpha still says it leads after the hub refused its append")
+	}
+	want := "lead alpha\ntracked\nlead beta\nstarted nightly-2026-11-02 schedule"
+	if got := sharedEvents(t, b); got != want {
+		t.Errorf("schedule log:\n%s\nwant:\n%s", got, want)
+	}
+}
