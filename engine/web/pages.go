@@ -53,6 +53,15 @@ func (s *Server) newPage(r *http.Request, title, nav string) page {
 	}
 	p.CanRun = p.CanAct && s.opts.Scheduler != nil
 	p.NoRun = s.opts.NoScheduler
+	if s.opts.Scheduler != nil {
+		if leading, holder := s.opts.Scheduler.Leader(); !leading { // serve --hub: another serve leads
+			if holder == "" {
+				holder = "another apollo serve"
+			}
+			p.CanRun = false
+			p.NoRun = "the schedules are shared through the hub and " + holder + " leads them: schedules run and runs start there"
+		}
+	}
 	p.ReadOnly = s.readOnlyNote()
 	return p
 }
