@@ -18,15 +18,20 @@ import (
 	"apollo/engine"
 	"apollo/engine/cron"
 	"apollo/engine/listen"
+	"apollo/engine/remote"
+	"apollo/engine/statedir"
 	"apollo/engine/usage"
 	"apollo/engine/web"
+	"apollo/eventlog"
 )
 
 func serveCommand() *command[*serveOptions] {
 	return &command[*serveOptions]{
 		about: about{name: "serve", exitCodes: serveExitCodes, summary: "watch runs in a browser, run pipelines on their schedules, export metrics",
-			usage: "apollo serve [--listen 127.0.0.1:8080] [--state-dir DIR]... [--pipelines DIR] [--token-file FILE | --auth-file FILE] [--allowed-hosts NAME,...]",
+			usage: "apollo serve [--listen 127.0.0.1:8080] [--state-dir DIR]... [--pipelines DIR] [--token-file FILE | --auth-file FILE] [--allowed-hosts NAME,...]\n" +
+				"               [--hub URL[,URL...] [--schedule-group NAME] [--hub-token-file F | --nkey-seed F | --tls-cert F --tls-key F] [--tls-ca F]]",
 			example: "  apollo serve --pipelines pipelines/\n" +
+				"  apollo serve --pipelines pipelines/ --hub nats://h1:4222,nats://h2:4222,nats://h3:4222   # on two hosts or more: one leads the schedules\n" +
 				"  apollo serve --listen 0.0.0.0:8080 --auth-file /etc/apollo/users --state-dir /srv/a --state-dir /srv/b\n" +
 				"  # users: one user:bcrypt-hash a line, as htpasswd -nB USER prints it"},
 		nargs: positional{0, 0, "takes no arguments"},
@@ -43,6 +48,8 @@ type serveOptions struct {
 	tokenFile string
 	authFile  string
 	hosts     []string
+	hub       hubFlags
+	group     string
 }
 
 // newServeOptions returns apollo serve's options, bound to the flags it adds to fs.
@@ -54,6 +61,9 @@ func newServeOptions(fs *pflag.FlagSet) *serveOptions {
 	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the token that signs users in (at least 16 characters)")
 	fs.StringVar(&o.authFile, "auth-file", "", "basic-auth users: one user:bcrypt-hash a line (htpasswd -nB USER)")
 	fs.StringSliceVar(&o.hosts, "allowed-hosts", nil, "with sign-in, the only Host names answered besides loopback ones (name or name:port, comma-separated)")
+	o.hub.addFlagsAs(fs, "share the schedules with the other serves of this hub: one leads, the log is in the hub, runs go through the hub: nats://host:port[,...]",
+		"hub-token-file")
+	fs.StringVar(&o.group, "schedule-group", "default", "with --hub: the name the serves sharing one pipelines folder's schedules give (letters, digits, _ and -)")
 	return o
 }
 
@@ -110,6 +120,13 @@ func runServe(ctx context.Context, o *serveOptions, in invocation) error {
 			return &usage.Error{Msg: "serve: --allowed-hosts " + err.Error()}
 		}
 	}
+	if o.hub.urls == "" && (o.hub.tokenFile != "" || o.hub.nkeySeed != "" || o.hub.tlsCA != "" || o.hub.tlsCert != "" || o.hub.tlsKey != "" ||
+		o.group != "default") {
+		return &usage.Error{Msg: "serve: --hub-token-file, --nkey-seed, --tls-ca, --tls-cert, --tls-key and --schedule-group go with --hub"}
+	}
+	if o.hub.urls != "" && !remote.ValidPool(o.group) {
+		return &usage.Error{Msg: fmt.Sprintf("serve: --schedule-group %q: use letters, digits, '_' and '-'", o.group)}
+	}
 	if !listen.Loopback(o.listen) && !auth.Enabled() {
 		return &usage.Error{Msg: fmt.Sprintf("serve: --listen %s is not a loopback address: anyone who reaches it would see every log; "+
 			"give --token-file or --auth-file, or listen on 127.0.0.1", o.listen)}
@@ -125,9 +142,18 @@ func runServe(ctx context.Context, o *serveOptions, in invocation) error {
 	wd, _ := os.Getwd()
 	noSched := ""
 	var sched *cron.Scheduler
+	host, _ := os.Hostname()
+	copts := cron.Options{StateDir: dirs[0], Launch: cron.ExecLauncher(selfExe(), wd), Logf: logf}
+	if o.hub.urls != "" && readOnly[0] == "" {
+		c, err := sharedSchedules(ctx, o, &copts, host, wd)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+	}
 	if readOnly[0] != "" {
 		noSched = fmt.Sprintf("the state folder %s is read-only (%s): schedules and runs from the page are off here", dirs[0], readOnly[0])
-	} else if sched, err = cron.New(cron.Options{StateDir: dirs[0], Launch: cron.ExecLauncher(selfExe(), wd), Logf: logf}); err != nil {
+	} else if sched, err = cron.New(copts); err != nil {
 		if _, ok := errors.AsType[*cron.LockedError](err); !ok {
 			return err
 		}
@@ -138,7 +164,6 @@ func runServe(ctx context.Context, o *serveOptions, in invocation) error {
 	if sched != nil {
 		defer sched.Close()
 	}
-	host, _ := os.Hostname()
 	srv, err := web.New(web.Options{StateDirs: dirs, Pipelines: o.pipelines, Auth: auth, Scheduler: sched,
 		NoScheduler: noSched, Version: version(), Logf: logf, Host: host, AllowedHosts: o.hosts, ReadOnly: readOnly})
 	if err != nil {
@@ -170,6 +195,51 @@ func runServe(ctx context.Context, o *serveOptions, in invocation) error {
 	}
 	fmt.Fprintln(in.stderr, "apollo serve: stopped; runs it started go on")
 	return nil
+}
+
+// sharedSchedules connects to the hub of serve --hub and sets copts to
+// share the schedules of the group there: the lead, the schedule log in the
+// hub, runs through the hub, and a task held by a coordinator anywhere
+// counted as running (docs/spec.md §8.9).
+func sharedSchedules(ctx context.Context, o *serveOptions, copts *cron.Options, host, wd string) (*remote.Client, error) {
+	c, err := remote.Connect(ctx, remote.Config{URLs: o.hub.urls, Name: "apollo serve " + host, Auth: o.hub.auth(),
+		CallTimeout: envDuration(envHubCallTimeout), GiveUp: envDuration(envHubGiveUp),
+		Waiting: func(what string, waited time.Duration, cause error) {
+			fmt.Fprintf(os.Stderr, "apollo serve: waiting for the hub: no answer to %q for %s (%v); still trying\n", what, waited.Round(time.Second), cause)
+		}})
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	if err := c.Ensure(ctx, c.ClusterSize(), false); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	ttl := envDuration(envHubLeaseTTL)
+	if ttl == 0 {
+		ttl = engine.DefaultLeaseTTL
+	}
+	abs, _ := filepath.Abs(copts.StateDir)
+	sh, err := c.NewSchedules(ctx, o.group, remote.Holder{Host: host, PID: os.Getpid(), StateDir: abs, Since: time.Now()}, ttl)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	copts.Shared = sh
+	copts.Me = fmt.Sprintf("apollo serve process %d on host %s (state folder %s)", os.Getpid(), host, abs)
+	copts.Launch = cron.ExecLauncher(selfExe(), wd, o.hub.runArgs()...)
+	copts.Holder = func(stateDir, taskID string) (int, bool) {
+		if pid, held := eventlog.Holder(statedir.Dir{Root: stateDir}.Lock(taskID)); held {
+			return pid, true
+		}
+		hctx, cancel := context.WithTimeout(ctx, c.Config().CallTimeout)
+		defer cancel()
+		h, held, err := c.TaskHolder(hctx, taskID, ttl)
+		if err != nil {
+			return 0, true // unknown: wait, rather than start a task that may run elsewhere
+		}
+		return h.PID, held
+	}
+	return c, nil
 }
 
 // readOnlyDir says why state folder dir cannot be written (a read-only

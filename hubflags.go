@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -20,13 +21,34 @@ type hubFlags struct {
 	tlsKey    string
 }
 
-func (o *hubFlags) addFlags(fs *pflag.FlagSet, what string) {
+func (o *hubFlags) addFlags(fs *pflag.FlagSet, what string) { o.addFlagsAs(fs, what, "token-file") }
+
+// addFlagsAs adds the flags with tokenFlag naming the hub's token file
+// (apollo serve's --token-file is its sign-in token).
+func (o *hubFlags) addFlagsAs(fs *pflag.FlagSet, what, tokenFlag string) {
 	fs.StringVar(&o.urls, "hub", "", what)
-	fs.StringVar(&o.tokenFile, "token-file", "", "a file holding the hub's token (apollo hub --token-file)")
+	fs.StringVar(&o.tokenFile, tokenFlag, "", "a file holding the hub's token (apollo hub --token-file)")
 	fs.StringVar(&o.nkeySeed, "nkey-seed", "", "a file holding this client's NKey seed (apollo hub --nkeys)")
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "CA file that signed the hub's certificate")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "client certificate, for a hub that verifies them")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "the client certificate's key")
+}
+
+// runArgs are the flags that give an apollo run child the same hub and
+// credentials, with absolute paths.
+func (o *hubFlags) runArgs() []string {
+	args := []string{"--hub", o.urls}
+	for _, f := range []struct{ flag, path string }{{"--token-file", o.tokenFile}, {"--nkey-seed", o.nkeySeed},
+		{"--tls-ca", o.tlsCA}, {"--tls-cert", o.tlsCert}, {"--tls-key", o.tlsKey}} {
+		if f.path != "" {
+			p, err := filepath.Abs(f.path)
+			if err != nil {
+				p = f.path
+			}
+			args = append(args, f.flag, p)
+		}
+	}
+	return args
 }
 
 func (o *hubFlags) auth() remote.Auth {

@@ -47,6 +47,7 @@ func TestServeScripts(t *testing.T) {
 			"setmatch":    cmdSetMatch,
 			"hook":        cmdHook,     // serve_hooks_test.go
 			"postjson":    cmdPostJSON, // serve_hooks_test.go
+			"waithub":     cmdWaitHub,
 		},
 	})
 }

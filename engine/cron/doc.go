@@ -9,5 +9,8 @@
 // restart of serve picks up where it stopped: it neither misses a
 // scheduled time nor starts one twice. Runs are ordinary apollo run child
 // processes; this package never writes a task's event log (an after:
-// trigger reads the upstream's for its outputs).
+// trigger reads the upstream's for its outputs). With a Shared (apollo
+// serve --hub), several serves share the schedules: the log lives in the
+// hub, one serve leads, and a serve that lost the lead acts on nothing
+// (shared.go).
 package cron

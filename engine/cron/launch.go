@@ -9,11 +9,12 @@ import (
 )
 
 // ExecLauncher starts each job as `exe run PIPELINE --task-id ID --var
-// task_date=DATE --state-dir DIR --progress plain` in the folder workdir,
+// task_date=DATE --state-dir DIR --progress plain [extra...]` in the
+// folder workdir (extra: apollo serve --hub's hub and credentials),
 // in a process group of its own so that it outlives a stop of apollo
 // serve (the next serve takes it up), its stdout and stderr going to the
 // output file.
-func ExecLauncher(exe, workdir string) Launcher {
+func ExecLauncher(exe, workdir string, extra ...string) Launcher {
 	return func(job Job, stateDir, output string) (*Process, error) {
 		args := []string{"run", job.Pipe.Path, "--state-dir", stateDir, "--progress", "plain"}
 		if job.TaskID != "" {
@@ -30,6 +31,7 @@ func ExecLauncher(exe, workdir string) Launcher {
 		if job.Fresh {
 			args = append(args, "--fresh")
 		}
+		args = append(args, extra...)
 		out, err := os.OpenFile(output, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 		if err != nil {
 			return nil, err

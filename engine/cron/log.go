@@ -293,6 +293,9 @@ func (l *Log) Append(e *Entry) error {
 	return nil
 }
 
+// Seq is the seq of the last entry written.
+func (l *Log) Seq() int64 { return l.seq }
+
 // Close closes the log and lets its lock go.
 func (l *Log) Close() error {
 	err := l.f.Close()

@@ -70,13 +70,18 @@ type Options struct {
 	Grace time.Duration
 	// Logf receives what the scheduler does, for serve's stderr.
 	Logf func(format string, args ...any)
+	// Shared, when set, keeps the schedule log in the hub and says which
+	// of the serves sharing it leads (shared.go); StateDir then holds only
+	// the runs' output. Me names this serve in the log (host and pid).
+	Shared Shared
+	Me     string
 }
 
 // Scheduler runs pipelines on their schedules and starts runs on demand,
 // recording everything in the schedule log.
 type Scheduler struct {
 	opts Options
-	log  *Log
+	log  journal
 
 	mu      sync.Mutex
 	pipes   map[string]*pipeState
@@ -89,6 +94,7 @@ type Scheduler struct {
 	wake    chan struct{}
 	wg      sync.WaitGroup
 	fired   map[string]bool // trigger decisions taken, by pipeline and Key (triggers.go)
+	lead    leadState       // with Options.Shared
 }
 
 type pipeState struct{ pipe Pipe }
@@ -124,13 +130,33 @@ func New(o Options) (*Scheduler, error) {
 			return eventlog.Holder(statedir.Dir{Root: stateDir}.Lock(taskID))
 		}
 	}
+	s := &Scheduler{opts: o, pipes: map[string]*pipeState{}, wake: make(chan struct{}, 1)}
+	s.reset()
+	if o.Shared != nil {
+		s.log = &sharedLog{sh: o.Shared, now: o.Clock.Now}
+		return s, nil // it reads the log when it takes the lead
+	}
 	l, entries, err := OpenLog(LogName(o.StateDir), o.Clock.Now)
 	if err != nil {
 		return nil, err
 	}
-	s := &Scheduler{opts: o, log: l, pipes: map[string]*pipeState{}, cursors: map[string]time.Time{},
-		queues: map[string][]*Entry{}, active: map[int64]*active{}, lag: map[string]time.Duration{}, wake: make(chan struct{}, 1),
-		fired: map[string]bool{}}
+	s.log = l
+	s.replay(entries)
+	return s, nil
+}
+
+// reset forgets what the log said: the state of a serve that reads it
+// anew.
+func (s *Scheduler) reset() {
+	s.cursors, s.queues, s.active = map[string]time.Time{}, map[string][]*Entry{}, map[int64]*active{}
+	s.orphans, s.recent, s.lag = nil, nil, map[string]time.Duration{}
+	s.fired = map[string]bool{} // trigger decisions taken (triggers.go)
+}
+
+// replay takes up what the log's entries say: the last time each schedule
+// was handled, the queue, and the runs that had not ended when the last
+// serve stopped.
+func (s *Scheduler) replay(entries []*Entry) {
 	started := map[int64]*Entry{}
 	for _, e := range entries {
 		s.noteFired(e)
@@ -153,7 +179,6 @@ func New(o Options) (*Scheduler, error) {
 		s.orphans = append(s.orphans, e)
 	}
 	slices.SortFunc(s.orphans, func(a, b *Entry) int { return int(a.Seq - b.Seq) })
-	return s, nil
 }
 
 // advance moves a pipeline's cursor past the scheduled time e handled.
@@ -187,6 +212,7 @@ func (s *Scheduler) remember(e *Entry) {
 // Close waits for nothing: children go on running (they are their own
 // process groups) and the next serve takes them up. It lets the log go.
 func (s *Scheduler) Close() error {
+	s.resign()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.log.Close()
@@ -197,20 +223,30 @@ func (s *Scheduler) Close() error {
 func (s *Scheduler) SetPipes(pipes []Pipe) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.opts.Clock.Now()
 	s.pipes = map[string]*pipeState{}
 	for _, p := range pipes {
 		s.pipes[p.Rel] = &pipeState{pipe: p}
-		if p.Schedule == nil {
+	}
+	s.poke()
+	if !s.acting() {
+		return nil // the serve that leads tracks them
+	}
+	return s.track()
+}
+
+// track records the schedules seen for the first time; s.mu is held.
+func (s *Scheduler) track() error {
+	now := s.opts.Clock.Now()
+	for _, rel := range slices.Sorted(maps.Keys(s.pipes)) {
+		if s.pipes[rel].pipe.Schedule == nil {
 			continue
 		}
-		if _, ok := s.cursors[p.Rel]; !ok {
-			if err := s.append(&Entry{Event: EventTracked, Pipeline: p.Rel, Scheduled: stamp(now)}); err != nil {
+		if _, ok := s.cursors[rel]; !ok {
+			if err := s.append(&Entry{Event: EventTracked, Pipeline: rel, Scheduled: stamp(now)}); err != nil {
 				return err
 			}
 		}
 	}
-	s.poke()
 	return nil
 }
 
@@ -225,7 +261,13 @@ func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // append writes e to the log and remembers it; s.mu is held.
 func (s *Scheduler) append(e *Entry) error {
+	if !s.acting() {
+		return s.notLeading()
+	}
 	if err := s.log.Append(e); err != nil {
+		if s.opts.Shared != nil { // deposed, or the hub is gone for longer than the lease
+			s.standDown(err)
+		}
 		return err
 	}
 	s.noteFired(e)
@@ -238,6 +280,14 @@ func (s *Scheduler) append(e *Entry) error {
 // time, when a run ends, and at least once a minute (a clock that jumps).
 func (s *Scheduler) Run(ctx context.Context) {
 	go s.watchFiles(ctx) // trigger_file.go; it ends with ctx
+	if s.opts.Shared != nil {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.leadLoop(ctx)
+		}()
+		defer func() { <-done }() // Close gives the lead up after the loop's last renewal
+	}
 	for {
 		next := s.Tick()
 		d := max(0, min(next.Sub(s.opts.Clock.Now()), time.Minute))
@@ -259,6 +309,9 @@ func (s *Scheduler) Tick() time.Time {
 	defer s.mu.Unlock()
 	now := s.opts.Clock.Now()
 	next := now.Add(24 * time.Hour)
+	if !s.acting() {
+		return next // the lead loop pokes when this serve takes the lead
+	}
 	s.takeUpOrphans()
 	for _, rel := range slices.Sorted(maps.Keys(s.pipes)) {
 		p := s.pipes[rel].pipe
@@ -462,7 +515,7 @@ func (s *Scheduler) startQueued(rel string) {
 // start records a started entry durably, then starts the child; s.mu is
 // held. A child that cannot start is recorded as exited at once.
 func (s *Scheduler) start(job Job, ref int64, reason string) *Entry {
-	out := filepath.Join("schedule", "out", strconv.FormatInt(s.log.seq+1, 10)+".log")
+	out := filepath.Join("schedule", "out", strconv.FormatInt(s.log.Seq()+1, 10)+".log")
 	e := &Entry{Event: EventStarted, Pipeline: job.Pipe.Rel, TaskID: job.TaskID, TaskDate: job.TaskDate, Trigger: job.Trigger,
 		By: job.By, Fresh: job.Fresh, Ref: ref, Reason: reason, Output: out}
 	if triggered(job.Trigger) || job.Trigger == TriggerResume {
@@ -482,6 +535,7 @@ func (s *Scheduler) start(job Job, ref int64, reason string) *Entry {
 	if dir == "" {
 		dir = s.opts.StateDir
 	}
+	gen := s.lead.gen
 	os.MkdirAll(filepath.Join(s.opts.StateDir, "schedule", "out"), 0o755)
 	proc, err := s.opts.Launch(job, dir, filepath.Join(s.opts.StateDir, out))
 	if err != nil {
@@ -498,7 +552,11 @@ func (s *Scheduler) start(job Job, ref int64, reason string) *Entry {
 		defer s.wg.Done()
 		code := proc.Wait()
 		s.mu.Lock()
-		s.exited(e.Seq, &code, "")
+		if s.lead.gen == gen {
+			s.exited(e.Seq, &code, "")
+		} else { // the serve that leads now finds it ended
+			s.opts.Logf("apollo serve: task %s exited %d after this serve stopped leading the schedules", job.TaskID, code)
+		}
 		s.mu.Unlock()
 		s.poke()
 	}()
@@ -536,6 +594,9 @@ func (s *Scheduler) Wait() { s.wg.Wait() }
 func (s *Scheduler) StartNow(job Job) (*Entry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.notLeading(); err != nil {
+		return nil, err
+	}
 	dir := job.StateDir
 	if dir == "" {
 		dir = s.opts.StateDir
@@ -560,6 +621,9 @@ func (s *Scheduler) StartNow(job Job) (*Entry, error) {
 func (s *Scheduler) Backfill(p Pipe, dates []string, by string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.notLeading(); err != nil {
+		return err
+	}
 	for _, d := range dates {
 		e := &Entry{Event: EventQueued, Pipeline: p.Rel, TaskID: p.TaskName + "-" + d, TaskDate: d, Trigger: TriggerBackfill, By: by}
 		if err := s.append(e); err != nil {

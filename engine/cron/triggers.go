@@ -60,7 +60,7 @@ func (s *Scheduler) fireTrigger(p Pipe, kind, key, by string, vars map[string]st
 	}
 	now := s.opts.Clock.Now().UTC()
 	date := now.Format("2006-01-02")
-	id := fmt.Sprintf("%s-%s-%s%d", p.TaskName, date, kind, s.log.seq+1)
+	id := fmt.Sprintf("%s-%s-%s%d", p.TaskName, date, kind, s.log.Seq()+1)
 	e := &Entry{Event: EventQueued, Pipeline: p.Rel, TaskID: id, TaskDate: date, Trigger: kind, By: by, Key: key, Vars: vars}
 	if err := s.append(e); err != nil {
 		s.opts.Logf("apollo serve: %v", err)

@@ -13,7 +13,9 @@
 //	                           apollo.step.<pool>~image.<t>.<s>   the same, of a container step: for workers with an engine
 //	APOLLO_EVENTS  limits      apollo.ev.<pool>.<task>            started, end, lost, marker: in order per task
 //	APOLLO_OUTPUT  limits      apollo.out.<pool>.<task>           a remote attempt's output, in chunks at offsets
+//	APOLLO_SCHED   limits      apollo.sched.<group>               apollo serve --hub's schedule log, fenced appends
 //	apollo_leases  KV          task.<task>                        one coordinator per task
+//	               KV          sched.<group>                      one leading serve per schedule group (key TTL)
 //	apollo_idem    KV          <pool>.<task>.<marker>             idem.once gates of remote attempts
 //
 // Reports and markers are per pool, so that apollo hub --nkeys can let a

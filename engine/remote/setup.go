@@ -35,6 +35,13 @@ func streamConfigs(r int) []jetstream.StreamConfig {
 			Storage: jetstream.FileStorage, Replicas: r, Duplicates: 2 * time.Minute,
 			AllowDirect: true, DenyDelete: true,
 			Description: "apollo: each task's event log, one subject per task, the records' exact lines"},
+		// Kept until apollo serve's schedules are dropped; appends are
+		// fenced by the expected last sequence of their subject, not by ids.
+		// No direct gets: a replica that lags would answer a new leader's
+		// read of the log; the stream's leader answers every read.
+		{Name: SchedStream, Subjects: []string{"apollo.sched.>"}, Retention: jetstream.LimitsPolicy,
+			Storage: jetstream.FileStorage, Replicas: r, Duplicates: 2 * time.Minute,
+			Description: "apollo: the schedule logs of apollo serve processes that share their schedules"},
 	}
 }
 
@@ -44,9 +51,10 @@ const LeaseMarkerTTL = 5 * time.Second
 
 func bucketConfigs(r int) []jetstream.KeyValueConfig {
 	return []jetstream.KeyValueConfig{
-		// LimitMarkerTTL lets each lease key carry its time to live.
-		{Bucket: LeaseBucket, History: 1, Storage: jetstream.FileStorage, Replicas: r,
-			LimitMarkerTTL: LeaseMarkerTTL, Description: "apollo: one coordinator per task"},
+		// LimitMarkerTTL lets a lease key expire by the hub's clock
+		// (KeyTTL); with history 1 it raises no key's TTL.
+		{Bucket: LeaseBucket, History: 1, Storage: jetstream.FileStorage, Replicas: r, LimitMarkerTTL: LeaseMarkerTTL,
+			Description: "apollo: one coordinator per task, one leading apollo serve per schedule group"},
 		{Bucket: IdemBucket, History: 1, Storage: jetstream.FileStorage, Replicas: r,
 			Description: "apollo: idem.once gates of remote attempts"},
 		{Bucket: TasksBucket, History: 1, Storage: jetstream.FileStorage, Replicas: r,
@@ -73,8 +81,8 @@ func (c *Client) EnsureForWorker(ctx context.Context, replicas int) error {
 func (c *Client) ensure(ctx context.Context, replicas int, update, worker bool) error {
 	replicas = max(1, min(replicas, 3))
 	for _, cfg := range streamConfigs(replicas) {
-		if worker && cfg.Name == LogStream {
-			continue // a worker never reads or writes a task's log
+		if worker && (cfg.Name == LogStream || cfg.Name == SchedStream) {
+			continue // a worker never reads or writes a task's log or a schedule log
 		}
 		err := c.Do(ctx, "create stream "+cfg.Name, func(ctx context.Context) error {
 			s, err := c.createStream(ctx, cfg, update)

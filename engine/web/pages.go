@@ -53,6 +53,15 @@ func (s *Server) newPage(r *http.Request, title, nav string) page {
 	}
 	p.CanRun = p.CanAct && s.opts.Scheduler != nil
 	p.NoRun = s.opts.NoScheduler
+	if s.opts.Scheduler != nil {
+		if leading, holder := s.opts.Scheduler.Leader(); !leading { // serve --hub: another serve leads
+			if holder == "" {
+				holder = "another apollo serve"
+			}
+			p.CanRun = false
+			p.NoRun = "the schedules are shared through the hub and " + holder + " leads them: schedules run and runs start there"
+		}
+	}
 	p.ReadOnly = s.readOnlyNote()
 	return p
 }
@@ -864,10 +873,18 @@ const keepScan = 2000
 
 func (s *Server) apiSchedule(w http.ResponseWriter, r *http.Request) {
 	entries := []*cron.Entry{}
+	out := map[string]any{"scheduler": s.opts.Scheduler != nil, "why": s.opts.NoScheduler}
 	if s.opts.Scheduler != nil {
 		entries = s.opts.Scheduler.Recent(keepScan)
+		// With serve --hub, one serve leads the shared schedules.
+		leading, leader := s.opts.Scheduler.Leader()
+		out["leading"] = leading
+		if leader != "" {
+			out["leader"] = leader
+		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"entries": entries, "scheduler": s.opts.Scheduler != nil, "why": s.opts.NoScheduler})
+	out["entries"] = entries
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) pageLogin(w http.ResponseWriter, r *http.Request) {
