@@ -233,7 +233,7 @@ func sharedSchedules(ctx context.Context, o *serveOptions, copts *cron.Options, 
 		}
 		hctx, cancel := context.WithTimeout(ctx, c.Config().CallTimeout)
 		defer cancel()
-		h, held, err := c.TaskHolder(hctx, taskID, ttl)
+		h, held, err := c.TaskHolder(hctx, taskID)
 		if err != nil {
 			return 0, true // unknown: wait, rather than start a task that may run elsewhere
 		}

@@ -318,11 +318,12 @@ func (s *Schedules) Append(ctx context.Context, line []byte) error {
 	return nil
 }
 
-// TaskHolder reports the coordinator that holds a task's lease, by the
-// rule apollo run --hub applies when it takes one: the key is there and
-// was renewed less than ttl ago. apollo serve asks it of a run that a
-// serve which led before started: such a run is watched, not started again.
-func (c *Client) TaskHolder(ctx context.Context, taskID string, ttl time.Duration) (h Holder, held bool, err error) {
+// TaskHolder reports the coordinator that holds a task's lease: its key is
+// there, which the hub removes a TTL after the holder's last renewal by its
+// own clock (no host compares its clock with the entry's time). apollo
+// serve asks it of a run that a serve which led before started: such a run
+// is watched, not started again.
+func (c *Client) TaskHolder(ctx context.Context, taskID string) (h Holder, held bool, err error) {
 	kv, err := c.kv(ctx, LeaseBucket)
 	if err != nil {
 		return Holder{}, false, err
@@ -337,5 +338,5 @@ func (c *Client) TaskHolder(ctx context.Context, taskID string, ttl time.Duratio
 		return Holder{}, false, err
 	}
 	_ = json.Unmarshal(e.Value(), &h)
-	return h, time.Since(e.Created()) <= ttl, nil
+	return h, true, nil
 }
