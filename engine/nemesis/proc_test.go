@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/Shopify/toxiproxy/v2"
@@ -22,12 +23,24 @@ import (
 // The parts of the world the nemesis plays with: the real binary's
 // processes, and a fault-injecting proxy in front of every connection.
 
+// binDir holds the binary apolloBin built; TestMain removes it.
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 // apolloBin builds the real binary once per test process.
 var apolloBin = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "apollo-nemesis-bin-")
 	if err != nil {
 		return "", err
 	}
+	binDir = dir
 	bin := filepath.Join(dir, "apollo")
 	out, err := exec.Command("go", "build", "-o", bin, "apollo").CombinedOutput()
 	if err != nil {
