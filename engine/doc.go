@@ -36,6 +36,7 @@
 //	usage      → (nothing of apollo)
 //	trace      → (nothing of apollo)
 //	e2e        → (nothing of apollo: its tests drive the built binary)
+//	nemesis    → eventlog
 //
 // What each holds: engine the scheduler and everything of one run (plan,
 // digests, snapshots, progress, summary, the child tasks of sub-pipelines); history the read-only views
@@ -53,7 +54,7 @@
 // pipeline the pipeline language; statedir the state
 // folder's files; cache the store of cached step results (cache: true);
 // template the {{name}} renderer; clock the injected time;
-// textfmt what people read; progress the board and the line reporter of apollo run; e2e the end-to-end tests; trace the OpenTelemetry spans of runs, exported over OTLP; listen the rule a listening address follows (loopback, or
+// textfmt what people read; progress the board and the line reporter of apollo run; e2e the end-to-end tests; trace the OpenTelemetry spans of runs, exported over OTLP; nemesis the randomized fault schedule over real processes and its checker; listen the rule a listening address follows (loopback, or
 // credentials); usage the command-line error. Outside engine/,
 // eventlog (the log format), luart (the Lua sandbox), stdlib (apollo.*
 // modules) and scripts (bundled Lua modules) import nothing of engine.

@@ -134,6 +134,14 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	if a.TLSCert != "" || a.TLSKey != "" {
 		opts = append(opts, nats.ClientCert(a.TLSCert, a.TLSKey))
 	}
+	if strings.Contains(strings.Trim(cfg.URLs, ", "), ",") {
+		// Several nodes listed: the list is how this host reaches the hub,
+		// and the addresses the nodes advertise (their own listen
+		// addresses) may be ones it must not use: behind a proxy, NAT or
+		// a container network. One URL listed: the nodes' addresses are
+		// how the client learns the rest of the cluster.
+		opts = append(opts, nats.IgnoreDiscoveredServers())
+	}
 	nc, err := nats.Connect(cfg.URLs, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("hub %s: %w", cfg.URLs, err)
