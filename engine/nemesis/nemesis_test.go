@@ -29,10 +29,10 @@ const (
 	// envDuration is how long faults are injected (default 25 s with
 	// -short, 1 minute without): the opt-in long run sets, say, 30m.
 	envDuration = "APOLLO_NEMESIS_DURATION"
-	// envDeleteState adds the fault "a killed coordinator's state folder
-	// is gone": the next coordinator starts in an empty one, half the
-	// time. It needs the task's log in the hub (docs/spec.md §8), which
-	// is what rebuilds the local log.
+	// envDeleteState=0 leaves out the fault "a killed coordinator's state
+	// folder is gone" (the next coordinator starts in an empty one, half
+	// the time), which the task's log in the hub (docs/spec.md §8.8) lets
+	// a run survive.
 	envDeleteState = "APOLLO_NEMESIS_DELETE_STATE"
 	// envKeep keeps the world's folder (process outputs, logs, effects)
 	// and prints where it is.
@@ -68,7 +68,7 @@ func TestNemesis(t *testing.T) {
 	}
 	t.Logf("nemesis: seed %d (replay the schedule with %s=%d), faults for %s", seed, envSeed, seed, dur)
 	w := newWorld(t, seed)
-	w.deleteState = os.Getenv(envDeleteState) != ""
+	w.deleteState = os.Getenv(envDeleteState) != "0"
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -419,10 +419,6 @@ func readLog(state, task string) [][]byte {
 	return ParseLines(b)
 }
 
-// logStream is the hub's stream of task logs (docs/spec.md §8): subject
-// apollo.log.<task token>, each message a log line.
-const logStream = "APOLLO_LOG"
-
 // hubLog reads the task's log as the hub holds it: nil when the hub holds
 // no task logs (no such stream), so that Check compares the coordinators'
 // logs with each other instead.
@@ -437,7 +433,7 @@ func (w *world) hubLog(task string) ([][]byte, error) {
 	var lines [][]byte
 	err = c.Do(ctx, "read the task's log", func(ctx context.Context) error {
 		lines = nil
-		s, err := c.JS.Stream(ctx, logStream)
+		s, err := c.JS.Stream(ctx, remote.LogStream)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return nil
 		}
@@ -452,7 +448,7 @@ func (w *world) hubLog(task string) ([][]byte, error) {
 		if info.State.Msgs == 0 {
 			return nil
 		}
-		cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"apollo.log.>"}})
+		cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{remote.LogSubject(task)}})
 		if err != nil {
 			return err
 		}
