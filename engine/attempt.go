@@ -207,7 +207,7 @@ func (r *taskRun) runCleanup(ctx context.Context, n *node) executor.Result {
 // silent): it is cut off, as by a crash, and work recovers and tries again.
 func (r *taskRun) attempt(ctx context.Context, n *node, c carrier) (d nodeDone, lost bool) {
 	at := &attemptRun{n: n, retry: n.retry}
-	began := r.e.opts.Clock.Now()
+	began := r.spanNow()
 	if err := c.begin(ctx, at); err != nil {
 		at.close()
 		return nodeDone{n: n, logErr: err}, false

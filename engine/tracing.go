@@ -162,6 +162,16 @@ const (
 	spanCleanup = "cleanup"
 )
 
+// spanNow is when a span begins: the run's clock with tracing on, the zero
+// time with it off (a run that traces nothing reads its clock no more often
+// than before, which tests with a ticking clock rely on).
+func (r *taskRun) spanNow() time.Time {
+	if r.trace == nil {
+		return time.Time{}
+	}
+	return r.e.opts.Clock.Now()
+}
+
 // startStepSpan starts the span of a step's attempt or cleanup (kind),
 // begun at began.
 func (r *taskRun) startStepSpan(ctx context.Context, kind string, n *node, retry int, began time.Time,

@@ -172,7 +172,15 @@ func TestFileTrigger(t *testing.T) {
 		go func() { s.Run(ctx); close(done) }()
 		defer func() { cancel(); <-done }()
 		for _, f := range files {
-			os.WriteFile(filepath.Join(in, f), []byte(f), 0o644)
+			// Written whole, then renamed into the glob: with no settle
+			// time, a file seen empty and then written is two changes.
+			tmp := filepath.Join(in, "."+f+".part")
+			if err := os.WriteFile(tmp, []byte(f), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tmp, filepath.Join(in, f)); err != nil {
+				t.Fatal(err)
+			}
 		}
 		deadline := time.Now().Add(20 * time.Second)
 		for {
