@@ -26,7 +26,7 @@ import (
 const (
 	// envSeed replays a schedule: the seed every run prints.
 	envSeed = "APOLLO_NEMESIS_SEED"
-	// envDuration is how long faults are injected (default 25 s with
+	// envDuration is how long faults are injected (default 10 s with
 	// -short, 1 minute without): the opt-in long run sets, say, 30m.
 	envDuration = "APOLLO_NEMESIS_DURATION"
 	// envDeleteState=0 leaves out the fault "a killed coordinator's state
@@ -57,7 +57,7 @@ const (
 func TestNemesis(t *testing.T) {
 	dur := time.Minute
 	if testing.Short() {
-		dur = 25 * time.Second
+		dur = 10 * time.Second
 	}
 	if d, err := time.ParseDuration(os.Getenv(envDuration)); err == nil && d > 0 {
 		dur = d
@@ -365,7 +365,13 @@ func (w *world) runTask(task string) []string {
 		w.mu.Lock()
 		w.coord, w.coordSlot = p, slot
 		w.mu.Unlock()
-		code := p.wait()
+		code, exited := p.waitUntil(began.Add(runLimit))
+		if !exited { // a coordinator that hangs is a finding, not a test timeout
+			notes = append(notes, fmt.Sprintf("coordinator %d still running at the task's limit, killed; its last line: %s", n, lastLine(p.out)))
+			p.signal(syscall.SIGCONT)
+			p.kill()
+			code = p.wait()
+		}
 		w.mu.Lock()
 		w.coord = nil
 		w.mu.Unlock()

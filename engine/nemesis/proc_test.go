@@ -150,6 +150,23 @@ func (p *proc) signal(sig syscall.Signal) bool {
 	return p.cmd.Process.Signal(sig) == nil
 }
 
+// waitUntil waits for the current start to exit until deadline: its exit
+// code and true, or false when it still runs then.
+func (p *proc) waitUntil(deadline time.Time) (int, bool) {
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	if done == nil {
+		return -3, true
+	}
+	select {
+	case <-done:
+		return p.wait(), true
+	case <-time.After(time.Until(deadline)):
+		return 0, false
+	}
+}
+
 // kill sends SIGKILL and waits for the exit.
 func (p *proc) kill() {
 	if p.signal(syscall.SIGKILL) {
