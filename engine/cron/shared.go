@@ -68,8 +68,8 @@ func (l *sharedLog) Append(e *Entry) error {
 func (l *sharedLog) Seq() int64   { return l.seq }
 func (l *sharedLog) Close() error { return nil }
 
-// EventLead: the serve By took the lead of the shared schedules and read
-// the log up to this entry; it acts from here on. An entry of a serve that
+// EventLead is the entry of a serve (By) that took the lead of the shared
+// schedules and read the log up to it; that serve acts from here on. An entry of a serve that
 // led before is refused by the hub once this one is written.
 const EventLead = "lead"
 
