@@ -149,11 +149,15 @@ func (l *Log) Append(ctx context.Context, seq int64, line []byte) error {
 			l.last, l.lastSeq = m.Sequence, seq
 			return nil
 		}
-		theirs := int64(0)
-		if m != nil {
-			theirs = headerSeq(m)
+		if m == nil || m.Sequence <= l.last {
+			// The subject's last message is still the one this append
+			// expects: the refusal (10164) was of a write in flight, which
+			// may be an earlier try of this very append on a hub that lost
+			// its quorum, or the read came from a lagging replica. Only a
+			// stored message of another writer fences; try again.
+			return fmt.Errorf("record %d refused while a write to %s is in flight: %w", seq, l.subject, err)
 		}
-		return Final(&FencedError{TaskID: l.taskID, Seq: seq, Theirs: theirs})
+		return Final(&FencedError{TaskID: l.taskID, Seq: seq, Theirs: headerSeq(m)})
 	})
 }
 
