@@ -59,10 +59,14 @@
 //
 // # Memory
 //
-// The child bounds each job with three mechanisms (memory.go), set when the
-// job starts, relative to what the process holds then (base):
+// The child bounds each job with three mechanisms (memory.go), relative to
+// what the process holds when they are set (base). The heap meter is set
+// for each job; the Go memory limit and RLIMIT_DATA are set for the first
+// job and kept for the next ones while their limit is the same and the
+// runtime's memory has not moved by more than 4 MiB (setting RLIMIT_DATA
+// reads /proc/self/status, which costs more than a no-op job):
 //
-//   - a heap meter: a goroutine reads runtime/metrics every 2 ms and stops
+//   - a heap meter: a timer reads runtime/metrics every 2 ms and stops
 //     the job (ErrMemoryLimit is the cause of the handler's ctx) when the
 //     live heap the last collection marked is over base + limit, or the
 //     heap's objects, live or garbage, over base + 1.5 × limit, and a

@@ -380,6 +380,45 @@ func TestDiesOfMemory(t *testing.T) {
 	}
 }
 
+// TestLimitsKept: a child keeps the limits it set for a job for the next
+// job with the same limit; they bound that job as they bound the first: the
+// heap meter stops a bomb, RLIMIT_DATA kills a child that allocates past it
+// at once, and a job with a larger limit gets the larger limit.
+func TestLimitsKept(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("RLIMIT_DATA is set on Linux only")
+	}
+	t.Parallel()
+	p := testPool(t, "", Options{})
+	warm := func() {
+		t.Helper()
+		if _, err := p.Run(t.Context(), jobJSON(testJob{Op: "pid"}), Limits{MemoryMB: 64}, noRequests); err != nil {
+			t.Fatal(err)
+		}
+	}
+	warm()
+	started := p.Started()
+	_, err := p.Run(t.Context(), jobJSON(testJob{Op: "lua", Lua: memoryBombs[1].code, MB: 64}), Limits{MemoryMB: 64}, noRequests)
+	var me *MemoryError
+	if !errors.As(err, &me) || p.Started() != started {
+		t.Errorf("a bomb in a child that ran a job with its limit: %v (%d children started, want %d)", err, p.Started(), started)
+	}
+	warm()
+	started = p.Started()
+	_, err = p.Run(t.Context(), jobJSON(testJob{Op: "hog", MB: 1024}), Limits{MemoryMB: 64}, noRequests)
+	if !errors.As(err, &me) || !me.Died || p.Started() != started {
+		t.Errorf("one allocation past RLIMIT_DATA in a child that ran a job with its limit: %#v (%d children started, want %d)", err, p.Started(), started)
+	}
+	if raceEnabled {
+		return
+	}
+	warm()
+	out, err := p.Run(t.Context(), jobJSON(testJob{Op: "grow", MB: 200}), Limits{MemoryMB: 256}, noRequests)
+	if err != nil || string(out) != "grown" {
+		t.Errorf("200 MiB under a limit of 256 after a job limited to 64: %q, %v", out, err)
+	}
+}
+
 // TestRetire: a child that kept much of a job's memory is not given
 // another job.
 func TestRetire(t *testing.T) {

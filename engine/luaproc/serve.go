@@ -46,6 +46,7 @@ type server struct {
 	wmu  sync.Mutex // one frame at a time on out
 	in   chan frame // frames from the parent; closed at the end of its stream
 	mem  meterConfig
+	lim  limits // the Go memory limit and RLIMIT_DATA, kept between jobs
 	gone chan struct{} // closed when the parent's stream ends
 
 	mu         sync.Mutex
@@ -65,7 +66,7 @@ func Serve(ctx context.Context, stdin io.Reader, stdout io.Writer, h Handler) er
 }
 
 func serve(ctx context.Context, stdin io.Reader, stdout io.Writer, h Handler, mem meterConfig) error {
-	s := &server{out: stdout, in: make(chan frame), mem: mem, gone: make(chan struct{})}
+	s := &server{out: stdout, in: make(chan frame), mem: mem, lim: limits{cfg: mem}, gone: make(chan struct{})}
 	if err := s.write(kindHello, []byte(version)); err != nil {
 		return fmt.Errorf("luaproc: say hello: %w", err)
 	}
@@ -159,10 +160,8 @@ func (s *server) job(ctx context.Context, limit uint64, job []byte, h Handler, f
 	default:
 	}
 
-	var m *meter
-	if limit > 0 {
-		m = s.mem.start(limit, func() { cancel(ErrMemoryLimit) })
-	}
+	s.lim.set(limit)
+	m := s.mem.start(limit, func() { cancel(ErrMemoryLimit) }, nil, nil)
 	out, herr := h(jctx, job, func(req []byte) ([]byte, error) { return s.call(jctx, req) })
 	over := m.stop()
 
