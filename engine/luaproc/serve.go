@@ -46,7 +46,7 @@ type server struct {
 	wmu  sync.Mutex // one frame at a time on out
 	in   chan frame // frames from the parent; closed at the end of its stream
 	mem  meterConfig
-	lim  limits // the Go memory limit and RLIMIT_DATA, kept between jobs
+	lim  limits        // the Go memory limit and RLIMIT_DATA, kept between jobs
 	gone chan struct{} // closed when the parent's stream ends
 
 	mu         sync.Mutex
