@@ -274,7 +274,7 @@ func appendLine(path, line string) {
 // memory limit the runner sets (package luaproc), and answers on stdout,
 // until stdin ends or ctx does (SIGTERM). bundled are the bundled
 // modules, the same as the runner's when the binary is.
-func RunIsolatedChild(ctx context.Context, stdin io.Reader, stdout io.Writer, bundled fs.FS) error {
+func RunIsolatedChild(ctx context.Context, stdin *os.File, stdout io.Writer, bundled fs.FS) error {
 	// The mark is for binaries that do not get here; the commands a step
 	// starts (an apollo run of its own) must not inherit it.
 	os.Unsetenv(luaProcessEnv)

@@ -35,6 +35,12 @@
 // parent answers requests on Run's goroutine, one at a time. Anything else
 // ends the child: a parent never reads a frame it did not expect.
 //
+// The child reads the parent's stream on the goroutine that runs the
+// handler, and only between jobs and while a request waits for its answer:
+// a job crosses no hand-off from a reading goroutine to another. While a
+// job runs and nothing reads, the child learns that the parent is gone from
+// the meter's timer, which looks at the pipe (poll(2), POLLHUP) every 2 ms.
+//
 // # Children
 //
 // The pool starts children on demand and keeps those that finish a job
