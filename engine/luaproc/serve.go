@@ -46,14 +46,14 @@ type frame struct {
 // job from the pipe runs it: nothing hands a frame from one goroutine to
 // another, which would wake a second thread for every job.
 type server struct {
-	in   *os.File // the parent's stream, pollable (a read deadline stops a read)
-	fd   int      // in's descriptor, for the meter's look at the pipe
-	r    *bufio.Reader
-	out  io.Writer
-	wmu  sync.Mutex // one frame at a time on out
-	cmu  sync.Mutex // one request at a time
-	mem  meterConfig
-	lim  limits // the Go memory limit and RLIMIT_DATA, kept between jobs
+	in  *os.File // the parent's stream, pollable (a read deadline stops a read)
+	fd  int      // in's descriptor, for the meter's look at the pipe
+	r   *bufio.Reader
+	out io.Writer
+	wmu sync.Mutex // one frame at a time on out
+	cmu sync.Mutex // one request at a time
+	mem meterConfig
+	lim limits // the Go memory limit and RLIMIT_DATA, kept between jobs
 }
 
 // Serve is the child's side: it says hello on stdout, then runs the jobs
