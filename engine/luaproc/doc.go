@@ -35,7 +35,9 @@
 // parent answers requests on Run's goroutine, one at a time. Anything else
 // ends the child: a parent never reads a frame it did not expect.
 //
-// The child reads the parent's stream on the goroutine that runs the
+// The parent reads a child's stream on Run's goroutine (the end of Run's
+// ctx stops the read with a read deadline), and the child reads the
+// parent's stream on the goroutine that runs the
 // handler, and only between jobs and while a request waits for its answer:
 // a job crosses no hand-off from a reading goroutine to another. While a
 // job runs and nothing reads, the child learns that the parent is gone from

@@ -36,12 +36,6 @@ const orphanGrace = 5 * time.Second
 // durable when call returns.
 type Handler func(ctx context.Context, job []byte, call func(req []byte) ([]byte, error)) ([]byte, error)
 
-// frame is one frame read from the other side.
-type frame struct {
-	kind byte
-	body []byte
-}
-
 // server is the child's side of the protocol. The goroutine that reads a
 // job from the pipe runs it: nothing hands a frame from one goroutine to
 // another, which would wake a second thread for every job.
