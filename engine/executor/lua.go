@@ -45,6 +45,7 @@ type Lua struct {
 	mu       sync.Mutex
 	runtimes map[string]*luart.Runtime
 	pool     *luaproc.Pool
+	cwd      string // the working directory, read with the pool's making
 }
 
 func (x *Lua) runtime(p *pipeline.Pipeline) *luart.Runtime {
@@ -107,7 +108,7 @@ func (x *Lua) Run(ctx context.Context, a *Attempt) Result {
 		}
 		return Result{Err: err, ExitCode: -1}
 	}
-	return runInProcess(ctx, pool, a, x.Workdir)
+	return runInProcess(ctx, pool, a, x.Workdir, x.cwd)
 }
 
 // processes returns the pool of Lua processes, made on first use.
@@ -121,7 +122,7 @@ func (x *Lua) processes() (*luaproc.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	x.pool = pool
+	x.pool, x.cwd = pool, workingDir()
 	return pool, nil
 }
 
