@@ -96,7 +96,10 @@ type Pool struct {
 	busy    int
 	most    int // the most children busy at once
 	closed  bool
-	spares  int // children being started to replace ones that left
+	spares  int // children being started ahead (Warm) or to replace ones that left
+	waiting int // jobs waiting for one of them
+	// spared is closed, and replaced, when a spare's start ended.
+	spared chan struct{}
 	started atomic.Int64
 }
 
@@ -108,7 +111,7 @@ func New(opts Options) *Pool {
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 30 * time.Second
 	}
-	return &Pool{opts: opts}
+	return &Pool{opts: opts, spared: make(chan struct{})}
 }
 
 // Started returns how many children the pool has started.
@@ -306,6 +309,27 @@ func (p *Pool) get(ctx context.Context) (*child, error) {
 	}
 	p.busy++
 	p.most = max(p.most, p.busy)
+	// A job finding no idle child waits for a spare being started rather
+	// than start one more, as long as there are spares for every job
+	// waiting: the spare has been starting for a while already.
+	for len(p.idle) == 0 && p.spares > p.waiting {
+		p.waiting++
+		spared := p.spared
+		p.mu.Unlock()
+		var err error
+		select {
+		case <-spared:
+		case <-ctx.Done():
+			err = context.Cause(ctx)
+		}
+		p.mu.Lock()
+		p.waiting--
+		if err != nil {
+			p.busy--
+			p.mu.Unlock()
+			return nil, err
+		}
+	}
 	for len(p.idle) > 0 {
 		c := p.idle[len(p.idle)-1]
 		p.idle = p.idle[:len(p.idle)-1]
@@ -366,23 +390,43 @@ func (p *Pool) leave() {
 		p.spares++
 	}
 	p.mu.Unlock()
-	if !spare {
-		return
+	if spare {
+		go p.spare()
 	}
-	go func() {
-		c, err := p.start(context.Background())
-		p.mu.Lock()
-		p.spares--
-		keep := err == nil && !p.closed && len(p.idle) < p.maxIdle()
-		if keep {
-			p.idle = append(p.idle, c)
-			c.timer = time.AfterFunc(p.opts.IdleTimeout, func() { p.expire(c) })
-		}
-		p.mu.Unlock()
-		if err == nil && !keep {
-			c.close()
-		}
-	}()
+}
+
+// Warm starts a child in the background when none is idle or being
+// started, so that the first job does not wait for a whole start: a caller
+// that will soon run jobs calls it ahead (the engine, when a run has Lua
+// steps). It does nothing for a pool that keeps no idle children.
+func (p *Pool) Warm() {
+	p.mu.Lock()
+	spare := !p.closed && len(p.idle)+p.spares == 0 && p.maxIdle() > 0
+	if spare {
+		p.spares++
+	}
+	p.mu.Unlock()
+	if spare {
+		go p.spare()
+	}
+}
+
+// spare starts a child and makes it idle; p.spares counted it.
+func (p *Pool) spare() {
+	c, err := p.start(context.Background())
+	p.mu.Lock()
+	p.spares--
+	keep := err == nil && !p.closed && len(p.idle) < max(p.maxIdle(), p.waiting)
+	if keep {
+		p.idle = append(p.idle, c)
+		c.timer = time.AfterFunc(p.opts.IdleTimeout, func() { p.expire(c) })
+	}
+	close(p.spared)
+	p.spared = make(chan struct{})
+	p.mu.Unlock()
+	if err == nil && !keep {
+		c.close()
+	}
 }
 
 // expire ends an idle child whose idle timeout passed.

@@ -467,6 +467,27 @@ func TestFreshChildren(t *testing.T) {
 	}
 }
 
+// TestWarm: a pool warmed ahead runs its first job in the child it started
+// then, rather than start another.
+func TestWarm(t *testing.T) {
+	t.Parallel()
+	p := testPool(t, "", Options{})
+	p.Warm()
+	p.Warm() // one is being started: no second
+	out, err := p.Run(t.Context(), jobJSON(testJob{Op: "echo", Data: "warm"}), Limits{}, noRequests)
+	if err != nil || string(out) != "warm" {
+		t.Fatalf("Run = %q, %v", out, err)
+	}
+	if p.Started() != 1 {
+		t.Errorf("%d children started, want the one Warm started", p.Started())
+	}
+	fresh := testPool(t, "", Options{MaxIdle: -1})
+	fresh.Warm()
+	if fresh.Started() != 0 {
+		t.Errorf("a pool that keeps no idle children started %d on Warm", fresh.Started())
+	}
+}
+
 // TestIdleTimeout: an idle child ends after the idle timeout.
 func TestIdleTimeout(t *testing.T) {
 	t.Parallel()
