@@ -99,7 +99,7 @@ type Pool struct {
 	spares  int // children being started ahead (Warm) or to replace ones that left
 	waiting int // jobs waiting for one of them
 	// spared is closed, and replaced, when a spare's start ended.
-	spared chan struct{}
+	spared  chan struct{}
 	started atomic.Int64
 }
 
