@@ -149,10 +149,19 @@ func (x *Lua) runHere(ctx context.Context, a *Attempt) Result {
 	// effect outside this process: no file is created, no module loaded, no script code run.
 	// The state is made on the side because it is the shorter task: when the fsync returns
 	// the state is ready, and nothing waits for a goroutine to be woken.
-	ready := make(chan prepared, 1)
-	go func() { ready <- x.prepare(ctx, a, out) }()
-	serr := a.Started(0)
-	p := <-ready
+	//
+	// In a Lua process the runner made the STEP_START durable before it sent the job: there is
+	// nothing to overlap, and a goroutine would only wake a second thread.
+	var p prepared
+	var serr error
+	if x.luaProcess {
+		p = x.prepare(ctx, a, out)
+	} else {
+		ready := make(chan prepared, 1)
+		go func() { ready <- x.prepare(ctx, a, out) }()
+		serr = a.Started(0)
+		p = <-ready
+	}
 	if p.st != nil {
 		defer p.st.Close()
 	}
