@@ -31,8 +31,10 @@ import (
 //
 // The runner stays the log's only writer: a Lua process asks it for markers and
 // to record them (markerRequest), and waits for the answer, so an
-// idem.once marker is durable before the code it guards runs. The STEP_START
-// is durable before the job is sent. A Lua process writes the attempt's output
+// idem.once marker is durable before the code it guards runs. The runner
+// makes the STEP_START durable while the Lua process reads the job and makes
+// the state, and the Lua process asks for its outcome (startRequest) before
+// it runs any code of the step. A Lua process writes the attempt's output
 // file itself (print, apollo.log); when the runner stops or loses a Lua process,
 // it adds the error line.
 
@@ -199,15 +201,27 @@ func absIn(cwd, path string) string {
 // directory relative paths are taken from (the Lua process's is the same, but
 // the job must not depend on it).
 func runInProcess(ctx context.Context, pool *luaproc.Pool, a *Attempt, workdir, cwd string) Result {
-	if err := a.Started(0); err != nil {
-		return Result{Err: err, ExitCode: -1, NotStarted: true}
-	}
 	mem := memoryMB(a.Step)
 	job, err := json.Marshal(newIsolatedJob(a, workdir, cwd))
 	if err != nil {
+		if serr := a.Started(0); serr != nil {
+			return Result{Err: serr, ExitCode: -1, NotStarted: true}
+		}
 		return Result{Err: fmt.Errorf("encode the Lua attempt for its Lua process: %w", err), ExitCode: -1}
 	}
-	out, err := pool.Run(ctx, job, luaproc.Limits{MemoryMB: mem, KillGrace: a.KillGrace}, markerRequests(a))
+	// The STEP_START is made durable once the job is sent, while the Lua
+	// process reads it and makes the state; the Lua process runs no code of
+	// the step before the runner answers its start request with the outcome.
+	var started bool
+	var serr error
+	start := func() { started, serr = true, a.Started(0) }
+	out, err := pool.RunSent(ctx, job, luaproc.Limits{MemoryMB: mem, KillGrace: a.KillGrace}, start, requests(a, &serr))
+	if !started {
+		start()
+	}
+	if serr != nil {
+		return Result{Err: serr, ExitCode: -1, NotStarted: true}
+	}
 	var ans isolatedResult
 	answered := len(out) > 0 && json.Unmarshal(out, &ans) == nil
 	res := Result{ExitCode: 1}
@@ -261,10 +275,18 @@ func newIsolatedJob(a *Attempt, workdir, cwd string) isolatedJob {
 		Failed: a.Failed, Secrets: a.Secrets, MaskValues: a.Mask.Values(), Sources: a.Sources}
 }
 
-// markerRequests answers a Lua process's marker requests from the task's
-// markers; a record is durable when the answer is sent.
-func markerRequests(a *Attempt) func(ctx context.Context, raw []byte) ([]byte, error) {
+// requests answers a Lua process's requests: start with the outcome of the
+// attempt's STEP_START (*serr, set before any request is read), and marker
+// requests from the task's markers; a record is durable when the answer is
+// sent.
+func requests(a *Attempt, serr *error) func(ctx context.Context, raw []byte) ([]byte, error) {
 	return func(ctx context.Context, raw []byte) ([]byte, error) {
+		if string(raw) == startRequest {
+			if *serr != nil {
+				return nil, *serr
+			}
+			return nil, nil
+		}
 		var req markerRequest
 		if err := json.Unmarshal(raw, &req); err != nil {
 			return nil, fmt.Errorf("a Lua process's request cannot be read: %w", err)
@@ -285,6 +307,11 @@ func markerRequests(a *Attempt) func(ctx context.Context, raw []byte) ([]byte, e
 		return nil, fmt.Errorf("a Lua process asked for %q, which the runner does not answer", req.Op)
 	}
 }
+
+// startRequest is a Lua process's request to run the attempt's code, once its
+// state is made: the runner answers once the STEP_START is durable, with
+// its error if it could not be made so.
+const startRequest = `{"op":"start"}`
 
 // remoteMarkers is a Lua process's MarkerStore: requests to the runner. A get
 // that fails answers "no marker": whatever the caller does next records a
@@ -351,7 +378,12 @@ func RunIsolatedChild(ctx context.Context, stdin *os.File, stdout io.Writer, bun
 		}
 		a := &Attempt{TaskID: job.TaskID, StepID: job.StepID, RetryCount: job.RetryCount, Step: step,
 			Env: job.Env, Dir: job.Dir, OutputPath: job.OutputPath, OutputLimit: job.OutputLimit,
-			Started:  func(int) error { return nil }, // the runner made the STEP_START durable
+			Started: func(int) error { // the runner makes the STEP_START durable
+				if _, err := call([]byte(startRequest)); err != nil {
+					return err
+				}
+				return nil
+			},
 			Pipeline: pl, Cleanup: job.Cleanup, InputDigest: job.InputDigest, Vars: job.Vars,
 			Params: job.Params, Upstream: job.Upstream, ArtifactsDir: job.ArtifactsDir, StateDir: job.StateDir,
 			Markers: remoteMarkers{call: call}, Failed: job.Failed, Secrets: job.Secrets,

@@ -150,12 +150,14 @@ func (x *Lua) runHere(ctx context.Context, a *Attempt) Result {
 	// The state is made on the side because it is the shorter task: when the fsync returns
 	// the state is ready, and nothing waits for a goroutine to be woken.
 	//
-	// In a Lua process the runner made the STEP_START durable before it sent the job: there is
-	// nothing to overlap, and a goroutine would only wake a second thread.
+	// In a Lua process the runner makes the STEP_START durable while the Lua process reads the
+	// job and makes the state, and Started asks the runner for the outcome: a goroutine would
+	// only wake a second thread.
 	var p prepared
 	var serr error
 	if x.luaProcess {
 		p = x.prepare(ctx, a, out)
+		serr = a.Started(0)
 	} else {
 		ready := make(chan prepared, 1)
 		go func() { ready <- x.prepare(ctx, a, out) }()

@@ -484,6 +484,15 @@ func (p *Pool) Close() error {
 // went over its limit is replaced by a fresh one, started in the
 // background.
 func (p *Pool) Run(ctx context.Context, job []byte, lim Limits, onRequest func(ctx context.Context, req []byte) ([]byte, error)) ([]byte, error) {
+	return p.RunSent(ctx, job, lim, nil, onRequest)
+}
+
+// RunSent is Run, calling sent (if not nil) on Run's goroutine once the job
+// is sent, before any request is answered: what the parent must do before
+// the job may have effects (make a record durable) is done while the child
+// reads the job and prepares it, and the child asks for its outcome with a
+// request, which is answered after sent has returned.
+func (p *Pool) RunSent(ctx context.Context, job []byte, lim Limits, sent func(), onRequest func(ctx context.Context, req []byte) ([]byte, error)) ([]byte, error) {
 	if lim.KillGrace <= 0 {
 		lim.KillGrace = 5 * time.Second
 	}
@@ -500,7 +509,13 @@ func (p *Pool) Run(ctx context.Context, job []byte, lim Limits, onRequest func(c
 	if err := c.send(kindJob, head[:], job); err != nil {
 		c.kill()
 		p.leave()
+		if sent != nil {
+			sent()
+		}
 		return nil, p.died(c, lim)
+	}
+	if sent != nil {
+		sent()
 	}
 	disarm := c.watch(ctx)
 	for {
