@@ -424,3 +424,26 @@ func BenchmarkLuaWorker(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLuaChain runs the chain of 200 no-op Lua steps of
+// BenchmarkLuaStep (durability always) through the engine, one run per
+// iteration, in Lua processes (process) or with isolation: inprocess
+// (inprocess): what `perf stat` and `strace -c` count per step
+// (docs/performance.md), each sub-benchmark alone with -bench.
+func BenchmarkLuaChain(b *testing.B) {
+	const steps = 200
+	for _, iso := range []string{"process", "inprocess"} {
+		b.Run(iso, func(b *testing.B) {
+			body := bodyNoop
+			if iso == "inprocess" {
+				body += "\n    isolation: inprocess"
+			}
+			dir, path := writePipeline(b, pipelineYAML(steps, "chain", pipeline.DurabilityAlways, 1, body))
+			var took time.Duration
+			for i := 0; b.Loop(); i++ {
+				took += benchRun(b, dir, path, i, nil, false)
+			}
+			b.ReportMetric(float64(took.Nanoseconds())/1000/float64(b.N*steps), "µs/step")
+		})
+	}
+}
