@@ -33,8 +33,8 @@ import (
 // to record them (markerRequest), and waits for the answer, so an
 // idem.once marker is durable before the code it guards runs. The runner
 // makes the STEP_START durable while the Lua process reads the job and makes
-// the state, and the Lua process asks for its outcome (startRequest) before
-// it runs any code of the step. A Lua process writes the attempt's output
+// the state, then sends its outcome (luaproc.Pool.RunSent), which the Lua
+// process waits for before it runs any code of the step. A Lua process writes the attempt's output
 // file itself (print, apollo.log); when the runner stops or loses a Lua process,
 // it adds the error line.
 
@@ -214,8 +214,8 @@ func runInProcess(ctx context.Context, pool *luaproc.Pool, a *Attempt, workdir, 
 	// the step before the runner answers its start request with the outcome.
 	var started bool
 	var serr error
-	start := func() { started, serr = true, a.Started(0) }
-	out, err := pool.RunSent(ctx, job, luaproc.Limits{MemoryMB: mem, KillGrace: a.KillGrace}, start, requests(a, &serr))
+	start := func() error { started, serr = true, a.Started(0); return serr }
+	out, err := pool.RunSent(ctx, job, luaproc.Limits{MemoryMB: mem, KillGrace: a.KillGrace}, start, markerRequests(a))
 	if !started {
 		start()
 	}
@@ -275,18 +275,10 @@ func newIsolatedJob(a *Attempt, workdir, cwd string) isolatedJob {
 		Failed: a.Failed, Secrets: a.Secrets, MaskValues: a.Mask.Values(), Sources: a.Sources}
 }
 
-// requests answers a Lua process's requests: start with the outcome of the
-// attempt's STEP_START (*serr, set before any request is read), and marker
-// requests from the task's markers; a record is durable when the answer is
-// sent.
-func requests(a *Attempt, serr *error) func(ctx context.Context, raw []byte) ([]byte, error) {
+// markerRequests answers a Lua process's marker requests from the task's
+// markers; a record is durable when the answer is sent.
+func markerRequests(a *Attempt) func(ctx context.Context, raw []byte) ([]byte, error) {
 	return func(ctx context.Context, raw []byte) ([]byte, error) {
-		if string(raw) == startRequest {
-			if *serr != nil {
-				return nil, *serr
-			}
-			return nil, nil
-		}
 		var req markerRequest
 		if err := json.Unmarshal(raw, &req); err != nil {
 			return nil, fmt.Errorf("a Lua process's request cannot be read: %w", err)
@@ -307,11 +299,6 @@ func requests(a *Attempt, serr *error) func(ctx context.Context, raw []byte) ([]
 		return nil, fmt.Errorf("a Lua process asked for %q, which the runner does not answer", req.Op)
 	}
 }
-
-// startRequest is a Lua process's request to run the attempt's code, once its
-// state is made: the runner answers once the STEP_START is durable, with
-// its error if it could not be made so.
-const startRequest = `{"op":"start"}`
 
 // remoteMarkers is a Lua process's MarkerStore: requests to the runner. A get
 // that fails answers "no marker": whatever the caller does next records a
@@ -378,11 +365,9 @@ func RunIsolatedChild(ctx context.Context, stdin *os.File, stdout io.Writer, bun
 		}
 		a := &Attempt{TaskID: job.TaskID, StepID: job.StepID, RetryCount: job.RetryCount, Step: step,
 			Env: job.Env, Dir: job.Dir, OutputPath: job.OutputPath, OutputLimit: job.OutputLimit,
-			Started: func(int) error { // the runner makes the STEP_START durable
-				if _, err := call([]byte(startRequest)); err != nil {
-					return err
-				}
-				return nil
+			Started: func(int) error { // the go-ahead: the runner made the STEP_START durable
+				_, err := call(nil)
+				return err
 			},
 			Pipeline: pl, Cleanup: job.Cleanup, InputDigest: job.InputDigest, Vars: job.Vars,
 			Params: job.Params, Upstream: job.Upstream, ArtifactsDir: job.ArtifactsDir, StateDir: job.StateDir,

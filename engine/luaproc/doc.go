@@ -21,14 +21,19 @@
 // kind byte and the payload.
 //
 //	'H' child → parent  "luaproc 1"; once, when the child is ready
-//	'J' parent → child  8-byte big-endian memory limit in bytes (0: none), then the job
+//	'J' parent → child  8-byte big-endian memory limit in bytes (0: none), a flags byte
+//	                    (1: held, a go-ahead follows), then the job
 //	'Q' child → parent  a request (the handler's call)
-//	'A' parent → child  flags byte (1: the request failed), then the answer or the error message
+//	'A' parent → child  flags byte (1: the request failed), then the answer or the error
+//	                    message; also a held job's go-ahead (1: refused, with the message)
 //	'R' child → parent  flags byte, then the result or the handler's error message;
 //	                    flags: 1 the handler failed, 2 the memory meter stopped the job,
 //	                    4 the child exits after this frame (retired)
 //
-// A job is 'J', then any number of 'Q'/'A' pairs (the child waits for each
+// A job is 'J', then, if it is held (Pool.RunSent), its go-ahead 'A' once the
+// parent has done what the job waits for (the handler waits for it with
+// call(nil); the child reads it after the handler if the handler did not),
+// then any number of 'Q'/'A' pairs (the child waits for each
 // answer, so whatever the parent does before answering — making a record
 // durable — is done before the job goes on), then 'R'. A child that is not
 // retired then waits for the next 'J'; at the end of its stdin it exits. The

@@ -488,11 +488,12 @@ func (p *Pool) Run(ctx context.Context, job []byte, lim Limits, onRequest func(c
 }
 
 // RunSent is Run, calling sent (if not nil) on Run's goroutine once the job
-// is sent, before any request is answered: what the parent must do before
-// the job may have effects (make a record durable) is done while the child
-// reads the job and prepares it, and the child asks for its outcome with a
-// request, which is answered after sent has returned.
-func (p *Pool) RunSent(ctx context.Context, job []byte, lim Limits, sent func(), onRequest func(ctx context.Context, req []byte) ([]byte, error)) ([]byte, error) {
+// is sent, and then sending the child its outcome, the job's go-ahead:
+// what the parent must do before the job may have effects (make a record
+// durable) is done while the child reads the job and prepares it. The
+// child's handler waits for the go-ahead with call(nil), which returns
+// sent's error, if any, as an error with its message.
+func (p *Pool) RunSent(ctx context.Context, job []byte, lim Limits, sent func() error, onRequest func(ctx context.Context, req []byte) ([]byte, error)) ([]byte, error) {
 	if lim.KillGrace <= 0 {
 		lim.KillGrace = 5 * time.Second
 	}
@@ -505,17 +506,24 @@ func (p *Pool) RunSent(ctx context.Context, job []byte, lim Limits, sent func(),
 	}
 	c.stderr.reset()
 	var head [jobHeaderLen]byte
-	binary.BigEndian.PutUint64(head[:], uint64(max(lim.MemoryMB, 0))<<20)
-	if err := c.send(kindJob, head[:], job); err != nil {
+	binary.BigEndian.PutUint64(head[:8], uint64(max(lim.MemoryMB, 0))<<20)
+	if sent != nil {
+		head[8] = jobHeld
+	}
+	err = c.send(kindJob, head[:], job)
+	if sent != nil {
+		goAhead := []byte{0}
+		if serr := sent(); serr != nil {
+			goAhead = append([]byte{answerErr}, serr.Error()...)
+		}
+		if err == nil {
+			err = c.send(kindAnswer, goAhead)
+		}
+	}
+	if err != nil {
 		c.kill()
 		p.leave()
-		if sent != nil {
-			sent()
-		}
 		return nil, p.died(c, lim)
-	}
-	if sent != nil {
-		sent()
 	}
 	disarm := c.watch(ctx)
 	for {

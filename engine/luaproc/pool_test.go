@@ -81,6 +81,11 @@ func testHandler(ctx context.Context, raw []byte, call func([]byte) ([]byte, err
 		return []byte(job.Data), nil
 	case "pid":
 		return []byte(strconv.Itoa(os.Getpid())), nil
+	case "held":
+		if _, err := call(nil); err != nil {
+			return []byte("refused: " + err.Error()), nil
+		}
+		return []byte("go"), nil
 	case "ask":
 		var answers []string
 		for _, r := range job.Reqs {
@@ -485,6 +490,34 @@ func TestWarm(t *testing.T) {
 	fresh.Warm()
 	if fresh.Started() != 0 {
 		t.Errorf("a pool that keeps no idle children started %d on Warm", fresh.Started())
+	}
+}
+
+// TestRunSent: a held job's handler gets the go-ahead once sent has
+// returned, or sent's error; a handler that does not wait for it leaves
+// the child fit for the next job.
+func TestRunSent(t *testing.T) {
+	t.Parallel()
+	p := testPool(t, "", Options{})
+	var order []string
+	sent := func(err error) func() error {
+		return func() error { order = append(order, "sent"); return err }
+	}
+	out, err := p.RunSent(t.Context(), jobJSON(testJob{Op: "held"}), Limits{MemoryMB: 64}, sent(nil), noRequests)
+	if err != nil || string(out) != "go" || len(order) != 1 {
+		t.Errorf("RunSent = %q, %v (sent called %d times); want go, sent once", out, err, len(order))
+	}
+	out, err = p.RunSent(t.Context(), jobJSON(testJob{Op: "held"}), Limits{MemoryMB: 64}, sent(errors.New("no disk")), noRequests)
+	if err != nil || string(out) != "refused: no disk" {
+		t.Errorf("RunSent with a failing sent = %q, %v; want refused: no disk", out, err)
+	}
+	first, err := p.RunSent(t.Context(), jobJSON(testJob{Op: "pid"}), Limits{}, sent(nil), noRequests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := p.Run(t.Context(), jobJSON(testJob{Op: "pid"}), Limits{}, noRequests)
+	if err != nil || string(first) != string(second) || p.Started() != 1 {
+		t.Errorf("after a held job whose handler did not wait: %q, %v, pids %s and %s, %d children started; want the same child", second, err, first, second, p.Started())
 	}
 }
 

@@ -33,7 +33,9 @@ const orphanGrace = 5 * time.Second
 // call sends a request to the parent and returns its answer (an error the
 // parent's onRequest returned comes back as an error with its message); it
 // waits for the answer, so a request the parent must make durable is
-// durable when call returns.
+// durable when call returns. call(nil) waits for a held job's go-ahead
+// (Pool.RunSent) and returns its refusal as an error; for a job that is not
+// held it returns at once.
 type Handler func(ctx context.Context, job []byte, call func(req []byte) ([]byte, error)) ([]byte, error)
 
 // server is the child's side of the protocol. The goroutine that reads a
@@ -84,8 +86,9 @@ func serve(ctx context.Context, stdin *os.File, stdout io.Writer, h Handler, mem
 		case kind != kindJob || len(body) < jobHeaderLen:
 			return fmt.Errorf("%w: %q where a job was expected", errFrame, kind)
 		}
-		limit := binary.BigEndian.Uint64(body[:jobHeaderLen])
-		retire, err := s.job(ctx, limit, body[jobHeaderLen:], h, fresh)
+		limit := binary.BigEndian.Uint64(body[:8])
+		held := body[8]&jobHeld != 0
+		retire, err := s.job(ctx, limit, held, body[jobHeaderLen:], h, fresh)
 		if err != nil || retire {
 			return err
 		}
@@ -155,7 +158,7 @@ func (s *server) write(kind byte, parts ...[]byte) error {
 
 // job runs one job under its memory limit (limit bytes; 0 for none) and
 // sends its result. It reports whether the child must exit after it.
-func (s *server) job(ctx context.Context, limit uint64, job []byte, h Handler, fresh uint64) (retire bool, err error) {
+func (s *server) job(ctx context.Context, limit uint64, held bool, job []byte, h Handler, fresh uint64) (retire bool, err error) {
 	jctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	done := make(chan struct{})
@@ -163,8 +166,24 @@ func (s *server) job(ctx context.Context, limit uint64, job []byte, h Handler, f
 
 	s.lim.set(limit)
 	m := s.mem.start(limit, func() { cancel(ErrMemoryLimit) }, s.parentGone, func() { orphaned(cancel, done) })
-	out, herr := h(jctx, job, func(req []byte) ([]byte, error) { return s.call(jctx, req, cancel, done) })
+	waiting := held // the go-ahead is still to be read
+	out, herr := h(jctx, job, func(req []byte) ([]byte, error) {
+		if req == nil {
+			if !waiting {
+				return nil, nil
+			}
+			waiting = false
+			return s.answer(jctx, cancel, done)
+		}
+		return s.call(jctx, req, cancel, done)
+	})
 	over := m.stop()
+	if waiting && jctx.Err() == nil {
+		// The handler did not wait for it: it is read here, not where
+		// the next job is. A child that could not read it retires.
+		_, err := s.answer(jctx, cancel, done)
+		waiting = errors.Is(err, errParentGone) || errors.Is(err, errFrame) || jctx.Err() != nil
+	}
 
 	var flags byte
 	if herr != nil {
@@ -177,7 +196,7 @@ func (s *server) job(ctx context.Context, limit uint64, job []byte, h Handler, f
 	// A child that went over its limit, was stopped, lost its parent or
 	// kept much of what its job allocated is not given another job: its
 	// heap is not what the next job's limit assumes.
-	if over || ctx.Err() != nil || errors.Is(context.Cause(jctx), errParentGone) || goMemory() > fresh+retireGrowth {
+	if waiting || over || ctx.Err() != nil || errors.Is(context.Cause(jctx), errParentGone) || goMemory() > fresh+retireGrowth {
 		flags |= resultRetired
 		retire = true
 	}
@@ -200,6 +219,11 @@ func (s *server) call(ctx context.Context, req []byte, cancel context.CancelCaus
 	if err := s.write(kindRequest, req); err != nil {
 		return nil, fmt.Errorf("luaproc: send a request: %w", err)
 	}
+	return s.answer(ctx, cancel, done)
+}
+
+// answer reads the answer to a request, or a held job's go-ahead.
+func (s *server) answer(ctx context.Context, cancel context.CancelCauseFunc, done <-chan struct{}) ([]byte, error) {
 	stop := context.AfterFunc(ctx, s.interrupt)
 	kind, body, err := readFrame(s.r)
 	stop()
