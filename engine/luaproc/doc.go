@@ -55,9 +55,9 @@
 // parallelism; Options.MaxIdle < 0 keeps none, for a fresh child per job),
 // each for IdleTimeout; a child is started in the background to replace
 // one that died, was stopped, went over its limit or retired, so the next
-// job finds one ready. An apollo Lua process takes about 18 ms from exec to its
-// hello, and a job with one request about 0.35 ms (2 shared cores under a
-// load of 8). A child retires after a job that left the Go runtime holding
+// job finds one ready (Pool.Warm starts one ahead). An apollo Lua process
+// takes about 18 ms from exec to its hello, and a job with one request
+// 0.14-0.24 ms (BenchmarkRun; 2 shared cores under a load of 17-20). A child retires after a job that left the Go runtime holding
 // more than 64 MiB beyond what it started with: its heap is not what the
 // next job's limit assumes. Each child leads its own process
 // group: a terminal's ^C reaches only the parent, which decides, and the
