@@ -233,8 +233,15 @@ func BenchmarkLuaStep(b *testing.B) {
 			}
 			var engine, inproc, bare, fsync, luaPool, luaIn time.Duration
 			for i := 0; b.Loop(); i++ {
-				engine += benchRun(b, dir, path, 2*i, c.fsys, false)
-				inproc += benchRun(b, dir, inPath, 2*i+1, c.fsys, false)
+				// The order rotates, so that neither side always runs on a
+				// machine the other just warmed (or loaded).
+				if i%2 == 0 {
+					engine += benchRun(b, dir, path, 2*i, c.fsys, false)
+					inproc += benchRun(b, dir, inPath, 2*i+1, c.fsys, false)
+				} else {
+					inproc += benchRun(b, dir, inPath, 2*i+1, c.fsys, false)
+					engine += benchRun(b, dir, path, 2*i, c.fsys, false)
+				}
 
 				began := time.Now()
 				for range steps {
@@ -254,8 +261,13 @@ func BenchmarkLuaStep(b *testing.B) {
 				}
 				fsync += time.Since(began)
 
-				luaPool += luaOnly(p)
-				luaIn += luaOnly(inP)
+				if i%2 == 0 {
+					luaPool += luaOnly(p)
+					luaIn += luaOnly(inP)
+				} else {
+					luaIn += luaOnly(inP)
+					luaPool += luaOnly(p)
+				}
 			}
 			perStep := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 / float64(b.N*steps) }
 			b.ReportMetric(perStep(engine), "µs/step")
@@ -378,5 +390,60 @@ func watchMemory() func() uint64 {
 	return func() uint64 {
 		heap, _ := peak()
 		return heap
+	}
+}
+
+// BenchmarkLuaWorker runs no-op Lua attempts through the Lua executor
+// alone, without the engine or the log, one attempt per iteration: in a Lua
+// process of the executor's pool (process) or in this process (inprocess).
+// It is what `perf stat` and `strace -c` count per attempt
+// (docs/performance.md): each sub-benchmark runs alone with -bench.
+func BenchmarkLuaWorker(b *testing.B) {
+	const steps = 200
+	for _, iso := range []string{"process", "inprocess"} {
+		b.Run(iso, func(b *testing.B) {
+			body := bodyNoop
+			if iso == "inprocess" {
+				body += "\n    isolation: inprocess"
+			}
+			dir, path := writePipeline(b, pipelineYAML(steps, "chain", pipeline.DurabilityAlways, 1, body))
+			p, err := pipeline.Load(path, pipeline.LoadOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			x := &executor.Lua{Workdir: dir}
+			for i := 0; b.Loop(); i++ {
+				s := p.Steps[i%steps]
+				a := &executor.Attempt{TaskID: "bench", StepID: s.ID, Step: s, Pipeline: p, Dir: dir,
+					OutputPath: filepath.Join(dir, "out-"+s.ID+".log"), Started: func(int) error { return nil },
+					Vars: map[string]string{"step_id": s.ID}, ArtifactsDir: dir, StateDir: dir}
+				if res := x.Run(b.Context(), a); res.Err != nil {
+					b.Fatalf("step %s: %v", s.ID, res.Err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkLuaChain runs the chain of 200 no-op Lua steps of
+// BenchmarkLuaStep (durability always) through the engine, one run per
+// iteration, in Lua processes (process) or with isolation: inprocess
+// (inprocess): what `perf stat` and `strace -c` count per step
+// (docs/performance.md), each sub-benchmark alone with -bench.
+func BenchmarkLuaChain(b *testing.B) {
+	const steps = 200
+	for _, iso := range []string{"process", "inprocess"} {
+		b.Run(iso, func(b *testing.B) {
+			body := bodyNoop
+			if iso == "inprocess" {
+				body += "\n    isolation: inprocess"
+			}
+			dir, path := writePipeline(b, pipelineYAML(steps, "chain", pipeline.DurabilityAlways, 1, body))
+			var took time.Duration
+			for i := 0; b.Loop(); i++ {
+				took += benchRun(b, dir, path, i, nil, false)
+			}
+			b.ReportMetric(float64(took.Nanoseconds())/1000/float64(b.N*steps), "µs/step")
+		})
 	}
 }

@@ -122,6 +122,9 @@ func (e *Engine) Run(ctx context.Context, path string, ro RunOptions) error {
 	if ro.Hub.URLs != "" && ro.Parallel == 0 && t.p.Parallelism == 0 {
 		t.parallel = hubParallelism(len(t.steps)) // the workers' slots bound what runs
 	}
+	if ro.Hub.URLs == "" {
+		e.warmLua(t.steps)
+	}
 	if err := eventlog.MkdirAll(e.fs(), t.dir.Logs()); err != nil {
 		if ReadOnly(err) {
 			return e.runReadOnly(t, ro, err)
@@ -698,4 +701,22 @@ func (r *taskRun) node(id string) *node {
 	r.byIDMu.RLock()
 	defer r.byIDMu.RUnlock()
 	return r.byID[id]
+}
+
+// warmLua starts a Lua process ahead when steps has a Lua step that runs in
+// one (the default isolation), so that it starts while the run opens its
+// log rather than when the first Lua step is ready.
+func (e *Engine) warmLua(steps []*renderedStep) {
+	w, ok := e.opts.Executors["lua"].(interface{ Warm() })
+	if !ok {
+		return
+	}
+	for _, r := range steps {
+		s := r.step
+		lua := s.Lua != "" || s.Script != "" || s.Uses != "" || s.CleanupLua != "" || s.CleanupScript != ""
+		if lua && s.Isolation != "inprocess" && s.Isolation != "process" {
+			w.Warm()
+			return
+		}
+	}
 }

@@ -8,7 +8,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"apollo/engine/luaproc"
 	"apollo/engine/pipeline"
@@ -29,8 +31,10 @@ import (
 //
 // The runner stays the log's only writer: a Lua process asks it for markers and
 // to record them (markerRequest), and waits for the answer, so an
-// idem.once marker is durable before the code it guards runs. The STEP_START
-// is durable before the job is sent. A Lua process writes the attempt's output
+// idem.once marker is durable before the code it guards runs. The runner
+// makes the STEP_START durable while the Lua process reads the job and makes
+// the state, then sends its outcome (luaproc.Pool.RunSent), which the Lua
+// process waits for before it runs any code of the step. A Lua process writes the attempt's output
 // file itself (print, apollo.log); when the runner stops or loses a Lua process,
 // it adds the error line.
 
@@ -43,7 +47,14 @@ const IsolatedCommand = "__lua-attempt"
 // are absolute: the Lua process's working directory is the runner's, but the
 // job must not depend on it.
 type isolatedJob struct {
-	Pipeline     *pipeline.Pipeline         `json:"pipeline"` // Path, Dir, Modules and the one step
+	// PipelinePath, PipelineDir and Modules are the pipeline's; Step is
+	// what the Lua process needs of the step, not the step: a job is sent
+	// for every attempt, and the whole step is mostly what a Lua body never
+	// reads.
+	PipelinePath string                     `json:"pipeline_path"`
+	PipelineDir  string                     `json:"pipeline_dir"`
+	Modules      []string                   `json:"modules,omitempty"`
+	Step         isolatedStep               `json:"step"`
 	StepID       string                     `json:"step_id"`
 	TaskID       string                     `json:"task_id"`
 	RetryCount   int                        `json:"retry_count"`
@@ -70,6 +81,36 @@ type isolatedJob struct {
 	// Sources are the Attempt's: the Lua process runs the files as the runner
 	// read them.
 	Sources luart.Sources `json:"sources,omitempty"`
+}
+
+// isolatedStep is what a Lua process reads of a step (Lua.Run and the
+// standard library's view of it, stepEnv).
+type isolatedStep struct {
+	ID             string            `json:"id"`
+	Lua            string            `json:"lua,omitempty"`
+	LuaLine        int               `json:"lua_line,omitempty"`
+	Script         string            `json:"script,omitempty"`
+	Uses           string            `json:"uses,omitempty"`
+	CleanupLua     string            `json:"cleanup_lua,omitempty"`
+	CleanupLuaLine int               `json:"cleanup_lua_line,omitempty"`
+	CleanupScript  string            `json:"cleanup_script,omitempty"`
+	MemoryMB       int               `json:"memory_mb,omitempty"`
+	Timeout        time.Duration     `json:"timeout,omitempty"`
+	Allow          []string          `json:"allow,omitempty"`
+	HTTPHosts      []string          `json:"http_hosts"` // nil (any host) is not [] (none)
+	Item           map[string]string `json:"item,omitempty"`
+}
+
+func newIsolatedStep(s *pipeline.Step) isolatedStep {
+	return isolatedStep{ID: s.ID, Lua: s.Lua, LuaLine: s.LuaLine, Script: s.Script, Uses: s.Uses,
+		CleanupLua: s.CleanupLua, CleanupLuaLine: s.CleanupLuaLine, CleanupScript: s.CleanupScript,
+		MemoryMB: s.MemoryMB, Timeout: s.Timeout, Allow: s.Allow, HTTPHosts: s.HTTPHosts, Item: s.Item}
+}
+
+func (s isolatedStep) step() *pipeline.Step {
+	return &pipeline.Step{ID: s.ID, Lua: s.Lua, LuaLine: s.LuaLine, Script: s.Script, Uses: s.Uses,
+		CleanupLua: s.CleanupLua, CleanupLuaLine: s.CleanupLuaLine, CleanupScript: s.CleanupScript,
+		MemoryMB: s.MemoryMB, Timeout: s.Timeout, Allow: s.Allow, HTTPHosts: s.HTTPHosts, Item: s.Item}
 }
 
 // isolatedResult is what the Lua process answers.
@@ -112,7 +153,7 @@ func (x *Isolated) Run(ctx context.Context, a *Attempt) Result {
 		return Result{Err: err, ExitCode: -1}
 	}
 	defer pool.Close()
-	return runInProcess(ctx, pool, a, a.Dir)
+	return runInProcess(ctx, pool, a, a.Dir, workingDir())
 }
 
 // newProcessPool returns a pool of Lua processes running binary ("" for this
@@ -140,18 +181,47 @@ func newProcessPool(binary string, maxIdle int) (*luaproc.Pool, error) {
 // luaProcessEnv marks the environment of a Lua process.
 const luaProcessEnv = "APOLLO_LUA_PROCESS"
 
-// runInProcess runs a Lua attempt in a Lua process of pool; workdir is the Lua
-// executor's, which chunk names are relative to.
-func runInProcess(ctx context.Context, pool *luaproc.Pool, a *Attempt, workdir string) Result {
-	if err := a.Started(0); err != nil {
-		return Result{Err: err, ExitCode: -1, NotStarted: true}
+// workingDir is the process's working directory, or "" when it cannot be
+// told (paths then stay as they are).
+func workingDir() string {
+	wd, _ := os.Getwd()
+	return wd
+}
+
+// absIn returns path made absolute against cwd, the working directory.
+func absIn(cwd, path string) string {
+	if filepath.IsAbs(path) || cwd == "" {
+		return filepath.Clean(path)
 	}
+	return filepath.Join(cwd, path)
+}
+
+// runInProcess runs a Lua attempt in a Lua process of pool; workdir is the Lua
+// executor's, which chunk names are relative to, and cwd the working
+// directory relative paths are taken from (the Lua process's is the same, but
+// the job must not depend on it).
+func runInProcess(ctx context.Context, pool *luaproc.Pool, a *Attempt, workdir, cwd string) Result {
 	mem := memoryMB(a.Step)
-	job, err := json.Marshal(newIsolatedJob(a, workdir))
+	job, err := json.Marshal(newIsolatedJob(a, workdir, cwd))
 	if err != nil {
+		if serr := a.Started(0); serr != nil {
+			return Result{Err: serr, ExitCode: -1, NotStarted: true}
+		}
 		return Result{Err: fmt.Errorf("encode the Lua attempt for its Lua process: %w", err), ExitCode: -1}
 	}
-	out, err := pool.Run(ctx, job, luaproc.Limits{MemoryMB: mem, KillGrace: a.KillGrace}, markerRequests(a))
+	// The STEP_START is made durable once the job is sent, while the Lua
+	// process reads it and makes the state; the Lua process runs no code of
+	// the step before the runner answers its start request with the outcome.
+	var started bool
+	var serr error
+	start := func() error { started, serr = true, a.Started(0); return serr }
+	out, err := pool.RunSent(ctx, job, luaproc.Limits{MemoryMB: mem, KillGrace: a.KillGrace}, start, markerRequests(a))
+	if !started {
+		start()
+	}
+	if serr != nil {
+		return Result{Err: serr, ExitCode: -1, NotStarted: true}
+	}
 	var ans isolatedResult
 	answered := len(out) > 0 && json.Unmarshal(out, &ans) == nil
 	res := Result{ExitCode: 1}
@@ -187,19 +257,21 @@ func runInProcess(ctx context.Context, pool *luaproc.Pool, a *Attempt, workdir s
 	return res
 }
 
-// newIsolatedJob describes a for a Lua process.
-func newIsolatedJob(a *Attempt, workdir string) isolatedJob {
-	p := &pipeline.Pipeline{Path: a.Pipeline.Path, Dir: absOr(a.Pipeline.Dir), Modules: a.Pipeline.Modules, Steps: []*pipeline.Step{a.Step}}
+// newIsolatedJob describes a for a Lua process; relative paths are taken
+// from cwd.
+func newIsolatedJob(a *Attempt, workdir, cwd string) isolatedJob {
 	var tags []string
 	for _, kv := range a.Env {
 		if strings.HasPrefix(kv, "APOLLO_") || strings.HasPrefix(kv, "TRACEPARENT=") {
 			tags = append(tags, kv)
 		}
 	}
-	return isolatedJob{Pipeline: p, StepID: a.StepID, TaskID: a.TaskID, RetryCount: a.RetryCount,
+	abs := func(p string) string { return absIn(cwd, p) }
+	return isolatedJob{PipelinePath: a.Pipeline.Path, PipelineDir: abs(a.Pipeline.Dir), Modules: a.Pipeline.Modules,
+		Step: newIsolatedStep(a.Step), StepID: a.StepID, TaskID: a.TaskID, RetryCount: a.RetryCount,
 		Cleanup: a.Cleanup, InputDigest: a.InputDigest, Vars: a.Vars, Params: a.Params, Upstream: a.Upstream,
-		ArtifactsDir: absOr(a.ArtifactsDir), StateDir: absOr(a.StateDir), Dir: absOr(a.Dir), Workdir: absOr(workdir),
-		OutputPath: absOr(a.OutputPath), OutputLimit: a.OutputLimit, Env: tags,
+		ArtifactsDir: abs(a.ArtifactsDir), StateDir: abs(a.StateDir), Dir: abs(a.Dir), Workdir: abs(workdir),
+		OutputPath: abs(a.OutputPath), OutputLimit: a.OutputLimit, Env: tags,
 		Failed: a.Failed, Secrets: a.Secrets, MaskValues: a.Mask.Values(), Sources: a.Sources}
 }
 
@@ -274,7 +346,7 @@ func appendLine(path, line string) {
 // memory limit the runner sets (package luaproc), and answers on stdout,
 // until stdin ends or ctx does (SIGTERM). bundled are the bundled
 // modules, the same as the runner's when the binary is.
-func RunIsolatedChild(ctx context.Context, stdin io.Reader, stdout io.Writer, bundled fs.FS) error {
+func RunIsolatedChild(ctx context.Context, stdin *os.File, stdout io.Writer, bundled fs.FS) error {
 	// The mark is for binaries that do not get here; the commands a step
 	// starts (an apollo run of its own) must not inherit it.
 	os.Unsetenv(luaProcessEnv)
@@ -284,10 +356,8 @@ func RunIsolatedChild(ctx context.Context, stdin io.Reader, stdout io.Writer, bu
 		if err := json.Unmarshal(raw, &job); err != nil {
 			return nil, fmt.Errorf("%s: read the job: %w", IsolatedCommand, err)
 		}
-		step := job.Pipeline.Step(job.StepID)
-		if step == nil {
-			return nil, fmt.Errorf("%s: no step %q in the job", IsolatedCommand, job.StepID)
-		}
+		step := job.Step.step()
+		pl := &pipeline.Pipeline{Path: job.PipelinePath, Dir: job.PipelineDir, Modules: job.Modules, Steps: []*pipeline.Step{step}}
 		x := executors[job.Workdir]
 		if x == nil {
 			x = &Lua{Bundled: bundled, Workdir: job.Workdir, luaProcess: true}
@@ -295,8 +365,11 @@ func RunIsolatedChild(ctx context.Context, stdin io.Reader, stdout io.Writer, bu
 		}
 		a := &Attempt{TaskID: job.TaskID, StepID: job.StepID, RetryCount: job.RetryCount, Step: step,
 			Env: job.Env, Dir: job.Dir, OutputPath: job.OutputPath, OutputLimit: job.OutputLimit,
-			Started:  func(int) error { return nil }, // the runner made the STEP_START durable
-			Pipeline: job.Pipeline, Cleanup: job.Cleanup, InputDigest: job.InputDigest, Vars: job.Vars,
+			Started: func(int) error { // the go-ahead: the runner made the STEP_START durable
+				_, err := call(nil)
+				return err
+			},
+			Pipeline: pl, Cleanup: job.Cleanup, InputDigest: job.InputDigest, Vars: job.Vars,
 			Params: job.Params, Upstream: job.Upstream, ArtifactsDir: job.ArtifactsDir, StateDir: job.StateDir,
 			Markers: remoteMarkers{call: call}, Failed: job.Failed, Secrets: job.Secrets,
 			Mask: textfmt.NewMasker(job.MaskValues...), Sources: job.Sources}

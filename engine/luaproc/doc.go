@@ -21,19 +21,32 @@
 // kind byte and the payload.
 //
 //	'H' child → parent  "luaproc 1"; once, when the child is ready
-//	'J' parent → child  8-byte big-endian memory limit in bytes (0: none), then the job
+//	'J' parent → child  8-byte big-endian memory limit in bytes (0: none), a flags byte
+//	                    (1: held, a go-ahead follows), then the job
 //	'Q' child → parent  a request (the handler's call)
-//	'A' parent → child  flags byte (1: the request failed), then the answer or the error message
+//	'A' parent → child  flags byte (1: the request failed), then the answer or the error
+//	                    message; also a held job's go-ahead (1: refused, with the message)
 //	'R' child → parent  flags byte, then the result or the handler's error message;
 //	                    flags: 1 the handler failed, 2 the memory meter stopped the job,
 //	                    4 the child exits after this frame (retired)
 //
-// A job is 'J', then any number of 'Q'/'A' pairs (the child waits for each
+// A job is 'J', then, if it is held (Pool.RunSent), its go-ahead 'A' once the
+// parent has done what the job waits for (the handler waits for it with
+// call(nil); the child reads it after the handler if the handler did not),
+// then any number of 'Q'/'A' pairs (the child waits for each
 // answer, so whatever the parent does before answering — making a record
 // durable — is done before the job goes on), then 'R'. A child that is not
 // retired then waits for the next 'J'; at the end of its stdin it exits. The
 // parent answers requests on Run's goroutine, one at a time. Anything else
 // ends the child: a parent never reads a frame it did not expect.
+//
+// The parent reads a child's stream on Run's goroutine (the end of Run's
+// ctx stops the read with a read deadline), and the child reads the
+// parent's stream on the goroutine that runs the
+// handler, and only between jobs and while a request waits for its answer:
+// a job crosses no hand-off from a reading goroutine to another. While a
+// job runs and nothing reads, the child learns that the parent is gone from
+// the meter's timer, which looks at the pipe (poll(2), POLLHUP) every 2 ms.
 //
 // # Children
 //
@@ -42,9 +55,9 @@
 // parallelism; Options.MaxIdle < 0 keeps none, for a fresh child per job),
 // each for IdleTimeout; a child is started in the background to replace
 // one that died, was stopped, went over its limit or retired, so the next
-// job finds one ready. An apollo Lua process takes about 18 ms from exec to its
-// hello, and a job with one request about 0.35 ms (2 shared cores under a
-// load of 8). A child retires after a job that left the Go runtime holding
+// job finds one ready (Pool.Warm starts one ahead). An apollo Lua process
+// takes about 18 ms from exec to its hello, and a job with one request
+// 0.14-0.24 ms (BenchmarkRun; 2 shared cores under a load of 17-20). A child retires after a job that left the Go runtime holding
 // more than 64 MiB beyond what it started with: its heap is not what the
 // next job's limit assumes. Each child leads its own process
 // group: a terminal's ^C reaches only the parent, which decides, and the
@@ -59,10 +72,14 @@
 //
 // # Memory
 //
-// The child bounds each job with three mechanisms (memory.go), set when the
-// job starts, relative to what the process holds then (base):
+// The child bounds each job with three mechanisms (memory.go), relative to
+// what the process holds when they are set (base). The heap meter is set
+// for each job; the Go memory limit and RLIMIT_DATA are set for the first
+// job and kept for the next ones while their limit is the same and the
+// runtime's memory has not moved by more than 4 MiB (setting RLIMIT_DATA
+// reads /proc/self/status, which costs more than a no-op job):
 //
-//   - a heap meter: a goroutine reads runtime/metrics every 2 ms and stops
+//   - a heap meter: a timer reads runtime/metrics every 2 ms and stops
 //     the job (ErrMemoryLimit is the cause of the handler's ctx) when the
 //     live heap the last collection marked is over base + limit, or the
 //     heap's objects, live or garbage, over base + 1.5 × limit, and a

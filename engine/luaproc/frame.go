@@ -19,7 +19,7 @@ const (
 
 // version is the hello frame's payload; a child saying anything else is not
 // spoken to.
-const version = "luaproc 1"
+const version = "luaproc 2"
 
 // MaxFrame is the largest frame either side accepts: a job, a request, an
 // answer or a result.
@@ -36,8 +36,11 @@ const (
 const answerErr = 1 // the request failed: the rest is its message
 
 // jobHeaderLen is the length of a job frame's header: the memory limit in
-// bytes, big-endian.
-const jobHeaderLen = 8
+// bytes, big-endian, then a flags byte.
+const jobHeaderLen = 9
+
+// jobHeld is the flag of a job whose go-ahead follows (Pool.RunSent).
+const jobHeld = 1
 
 // errFrame is a malformed frame: the other side is not speaking the protocol.
 var errFrame = errors.New("luaproc: malformed frame")

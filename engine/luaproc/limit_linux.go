@@ -2,6 +2,7 @@ package luaproc
 
 import (
 	"bufio"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -17,13 +18,19 @@ import (
 // reserves, which RLIMIT_AS would (over a GiB before any work). The hard
 // limit is left alone, so that a later job may have a larger limit; Lua
 // cannot call setrlimit. Failure is ignored: the meter still bounds the job.
+// An extra of math.MaxUint64 lifts it to the hard limit.
 func setDataLimit(extra uint64) {
-	data := vmData()
-	if data == 0 {
-		return
-	}
 	var rl unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_DATA, &rl); err != nil {
+		return
+	}
+	if extra == math.MaxUint64 {
+		rl.Cur = rl.Max
+		unix.Setrlimit(unix.RLIMIT_DATA, &rl)
+		return
+	}
+	data := vmData()
+	if data == 0 {
 		return
 	}
 	rl.Cur = min(data+extra, rl.Max)

@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"sync/atomic"
+	"sync"
 	"time"
 )
 
@@ -13,7 +13,7 @@ import (
 // measurements behind the choice). limit is the job's limit in bytes; the
 // heap's size when the job starts is its base.
 //
-//   - The heap meter: a goroutine reads runtime/metrics every
+//   - The heap meter: a timer reads runtime/metrics every
 //     sampleInterval (a few hundred nanoseconds, no stop of the world) and
 //     suspects the job when the live heap the last collection marked is
 //     over base + limit, or when the heap's objects, live or garbage, are
@@ -63,64 +63,123 @@ const dataSlack = 64 << 20
 // runtime may hold after a job for the child to be given another.
 const retireGrowth = 64 << 20
 
-// meter bounds one job's memory; the zero value of *meter (nil) bounds
-// nothing.
-type meter struct {
-	tripped atomic.Bool
-	quit    chan struct{}
-	done    chan struct{}
-	goLimit bool
+// limitDrift is how far the runtime's memory may move, after the Go memory
+// limit and RLIMIT_DATA were set for a job, for a later job with the same
+// limit to keep them: both are relative to what the process held when they
+// were set, which a job that left little behind has not changed.
+const limitDrift = 4 << 20
+
+// limits are the Go memory limit and RLIMIT_DATA a process has set, kept
+// from one job to the next while they still fit (see set).
+type limits struct {
+	cfg   meterConfig
+	limit uint64 // the limit they were set for; 0: none set
+	total uint64 // the runtime's memory when they were set
 }
 
-// start bounds the memory of the job about to run to limit bytes; trip is
-// called (once) when the meter sees the heap over it.
-func (c meterConfig) start(limit uint64, trip func()) *meter {
-	m := &meter{quit: make(chan struct{}), done: make(chan struct{}), goLimit: c.goLimit}
-	base, total := heapObjects(), goMemory()
-	scaled := func(r float64) uint64 { return uint64(float64(limit) * max(r, 1)) }
-	if c.goLimit {
-		debug.SetMemoryLimit(int64(min(total+scaled(c.goLimitRatio), math.MaxInt64)))
+// set makes the process's limits those of a job with a limit of limit
+// bytes (0: none). Setting RLIMIT_DATA reads /proc/self/status, which costs
+// more than the rest of a small job: the limits set for the job before are
+// kept when its limit was the same and the runtime's memory has not moved
+// by more than limitDrift since.
+func (l *limits) set(limit uint64) {
+	total := goMemory()
+	if limit == l.limit && (limit == 0 || max(total, l.total)-min(total, l.total) <= limitDrift) {
+		return
 	}
-	if c.rlimit {
-		setDataLimit(scaled(c.dataRatio) + dataSlack)
+	if limit == 0 {
+		if l.cfg.goLimit {
+			debug.SetMemoryLimit(math.MaxInt64)
+		}
+		if l.cfg.rlimit {
+			setDataLimit(math.MaxUint64)
+		}
+		l.limit = 0
+		return
 	}
-	if !c.sample {
-		close(m.done)
+	if l.cfg.goLimit {
+		debug.SetMemoryLimit(int64(min(total+scaled(limit, l.cfg.goLimitRatio), math.MaxInt64)))
+	}
+	if l.cfg.rlimit {
+		setDataLimit(scaled(limit, l.cfg.dataRatio) + dataSlack)
+	}
+	l.limit, l.total = limit, total
+}
+
+// scaled is limit × r, r no less than 1.
+func scaled(limit uint64, r float64) uint64 { return uint64(float64(limit) * max(r, 1)) }
+
+// meter watches one job while it runs: every interval, until stop, it
+// calls gone (the parent is gone: the job is stopped) and, when it
+// samples, checks the heap against the job's limit (trip: the job is
+// stopped). It is a timer, not a goroutine: a job shorter than interval
+// costs a timer set and stopped, and nothing to wake.
+type meter struct {
+	interval time.Duration
+	sample   bool
+	live     uint64 // the heap meter's thresholds (see meterConfig)
+	hard     uint64
+	trip     func()
+	gone     func() bool
+	left     func()
+
+	mu      sync.Mutex // held while a check runs; stop waits for it
+	t       *time.Timer
+	check   heapCheck
+	stopped bool
+	tripped bool
+}
+
+// start starts watching the job about to run, bounded to limit bytes (0:
+// none, only gone is watched); trip is called (once) when the meter sees
+// the heap over it, left (once) when gone reports the parent gone.
+func (c meterConfig) start(limit uint64, trip func(), gone func() bool, left func()) *meter {
+	m := &meter{interval: c.interval, trip: trip, gone: gone, left: left}
+	if m.interval <= 0 {
+		m.interval = defaultMeter.interval
+	}
+	if limit > 0 && c.sample {
+		base := heapObjects()
+		m.sample, m.live, m.hard = true, base+limit, base+scaled(limit, c.hardRatio)
+	}
+	if !m.sample && gone == nil {
 		return m
 	}
-	live, hard := base+limit, base+scaled(c.hardRatio)
-	go func() {
-		defer close(m.done)
-		t := time.NewTicker(c.interval)
-		defer t.Stop()
-		var check heapCheck
-		for {
-			select {
-			case <-m.quit:
-				return
-			case <-t.C:
-			}
-			if check.overLimit(live, hard) {
-				m.tripped.Store(true)
-				trip()
-				return
-			}
-		}
-	}()
+	m.mu.Lock()
+	m.t = time.AfterFunc(m.interval, m.tick)
+	m.mu.Unlock()
 	return m
 }
 
-// stop ends the meter and reports whether it stopped the job.
+// tick is one check, on the timer's goroutine.
+func (m *meter) tick() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopped {
+		return
+	}
+	if m.gone != nil && m.gone() {
+		m.left()
+		return
+	}
+	if m.sample && m.check.overLimit(m.live, m.hard) {
+		m.tripped = true
+		m.trip()
+		return
+	}
+	m.t.Reset(m.interval)
+}
+
+// stop ends the meter, once a check that runs has ended, and reports
+// whether it stopped the job for its memory.
 func (m *meter) stop() bool {
-	if m == nil {
-		return false
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stopped = true
+	if m.t != nil {
+		m.t.Stop()
 	}
-	close(m.quit)
-	<-m.done
-	if m.goLimit {
-		debug.SetMemoryLimit(math.MaxInt64)
-	}
-	return m.tripped.Load()
+	return m.tripped
 }
 
 // heapCheck is the meter's check of the heap, tick after tick.

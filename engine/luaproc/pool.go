@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -95,7 +96,10 @@ type Pool struct {
 	busy    int
 	most    int // the most children busy at once
 	closed  bool
-	spares  int // children being started to replace ones that left
+	spares  int // children being started ahead (Warm) or to replace ones that left
+	waiting int // jobs waiting for one of them
+	// spared is closed, and replaced, when a spare's start ended.
+	spared  chan struct{}
 	started atomic.Int64
 }
 
@@ -107,17 +111,20 @@ func New(opts Options) *Pool {
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 30 * time.Second
 	}
-	return &Pool{opts: opts}
+	return &Pool{opts: opts, spared: make(chan struct{})}
 }
 
 // Started returns how many children the pool has started.
 func (p *Pool) Started() int64 { return p.started.Load() }
 
-// child is one child process.
+// child is one child process. Its stream is read on the goroutine that
+// uses it (Run's, or the one ending it): no reading goroutine hands its
+// frames to another, which would wake a second thread for every frame.
 type child struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	frames chan frame    // from its stdout; closed at its end
+	out    *os.File      // its stdout, pollable: a read deadline stops a read
+	r      *bufio.Reader // on out
 	exited chan struct{} // closed once it was waited for
 	err    error         // how it ended; set before exited is closed
 	stderr *headBuffer
@@ -136,60 +143,75 @@ func (p *Pool) start(ctx context.Context) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	// Its stdout is a pipe of our own, not StdoutPipe: Wait would close
+	// StdoutPipe's, and the child is waited for while its stream is read.
+	out, w, err := os.Pipe()
 	if err != nil {
+		stdin.Close()
 		return nil, err
 	}
-	c := &child{cmd: cmd, stdin: stdin, frames: make(chan frame), exited: make(chan struct{}), stderr: &headBuffer{max: 4 << 10}}
+	cmd.Stdout = w
+	c := &child{cmd: cmd, stdin: stdin, out: out, r: bufio.NewReader(out), exited: make(chan struct{}), stderr: &headBuffer{max: 4 << 10}}
 	cmd.Stderr = c.stderr
 	// Wait returns this long after the child exits even if something it
 	// started still holds its standard error.
 	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		out.Close()
 		return nil, fmt.Errorf("luaproc: start %s: %w", p.opts.Path, err)
 	}
 	p.started.Add(1)
-	go c.read(bufio.NewReader(stdout))
-	timer := time.NewTimer(p.opts.StartTimeout)
-	defer timer.Stop()
-	select {
-	case f, ok := <-c.frames:
-		if ok && f.kind == kindHello && string(f.body) == version {
-			return c, nil
-		}
-		c.kill()
-		if !ok {
-			return nil, fmt.Errorf("luaproc: %s did not start: %w", p.opts.Path, c.exitError())
-		}
-		return nil, fmt.Errorf("luaproc: %s does not speak %q", p.opts.Path, version)
-	case <-timer.C:
-		c.kill()
-		return nil, fmt.Errorf("luaproc: %s did not start within %s", p.opts.Path, p.opts.StartTimeout)
-	case <-ctx.Done():
+	go func() {
+		c.err = cmd.Wait()
+		close(c.exited)
+	}()
+	out.SetReadDeadline(time.Now().Add(p.opts.StartTimeout))
+	disarm := c.watch(ctx)
+	kind, body, err := readFrame(c.r)
+	disarm()
+	switch {
+	case err == nil && kind == kindHello && string(body) == version:
+		return c, nil
+	case ctx.Err() != nil:
 		c.kill()
 		return nil, context.Cause(ctx)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		c.kill()
+		return nil, fmt.Errorf("luaproc: %s did not start within %s", p.opts.Path, p.opts.StartTimeout)
+	case err != nil:
+		c.kill()
+		return nil, fmt.Errorf("luaproc: %s did not start: %w", p.opts.Path, c.exitError())
 	}
+	c.kill()
+	return nil, fmt.Errorf("luaproc: %s does not speak %q", p.opts.Path, version)
 }
 
-// read passes the child's frames to c.frames until its stdout ends, then
-// waits for it.
-func (c *child) read(r *bufio.Reader) {
-	var readErr error
-	for {
-		kind, body, err := readFrame(r)
-		if err != nil {
-			readErr = err
-			break
+// watch makes the end of ctx stop a read of the child's stream (a read
+// deadline in the past). disarm undoes it, and clears the stream's
+// deadline: once it has returned, the end of ctx no longer touches the
+// child, which may serve another job.
+func (c *child) watch(ctx context.Context) (disarm func()) {
+	var mu sync.Mutex
+	over := false
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !over {
+			c.out.SetReadDeadline(time.Unix(1, 0))
 		}
-		c.frames <- frame{kind, body}
+	})
+	return func() {
+		if stop() {
+			c.out.SetReadDeadline(time.Time{})
+			return
+		}
+		mu.Lock()
+		over = true
+		mu.Unlock()
+		c.out.SetReadDeadline(time.Time{})
 	}
-	close(c.frames)
-	if !errors.Is(readErr, io.EOF) {
-		// A child that writes garbage or cuts a frame is not to be trusted.
-		c.signal(syscall.SIGKILL)
-	}
-	c.err = c.cmd.Wait()
-	close(c.exited)
 }
 
 // signal sends sig to the child's process group.
@@ -205,10 +227,12 @@ func (c *child) kill() {
 	c.drain()
 }
 
-// drain reads what the child still sends until it has exited.
+// drain reads what the child still sends until its stream ends, and waits
+// for it to exit.
 func (c *child) drain() {
-	for range c.frames {
-	}
+	c.out.SetReadDeadline(time.Time{})
+	io.Copy(io.Discard, c.out)
+	c.out.Close()
 	<-c.exited
 }
 
@@ -285,12 +309,34 @@ func (p *Pool) get(ctx context.Context) (*child, error) {
 	}
 	p.busy++
 	p.most = max(p.most, p.busy)
+	// A job finding no idle child waits for a spare being started rather
+	// than start one more, as long as there are spares for every job
+	// waiting: the spare has been starting for a while already.
+	for len(p.idle) == 0 && p.spares > p.waiting {
+		p.waiting++
+		spared := p.spared
+		p.mu.Unlock()
+		var err error
+		select {
+		case <-spared:
+		case <-ctx.Done():
+			err = context.Cause(ctx)
+		}
+		p.mu.Lock()
+		p.waiting--
+		if err != nil {
+			p.busy--
+			p.mu.Unlock()
+			return nil, err
+		}
+	}
 	for len(p.idle) > 0 {
 		c := p.idle[len(p.idle)-1]
 		p.idle = p.idle[:len(p.idle)-1]
 		c.timer.Stop()
 		select {
 		case <-c.exited:
+			c.out.Close()
 			continue // died while idle
 		default:
 		}
@@ -344,23 +390,43 @@ func (p *Pool) leave() {
 		p.spares++
 	}
 	p.mu.Unlock()
-	if !spare {
-		return
+	if spare {
+		go p.spare()
 	}
-	go func() {
-		c, err := p.start(context.Background())
-		p.mu.Lock()
-		p.spares--
-		keep := err == nil && !p.closed && len(p.idle) < p.maxIdle()
-		if keep {
-			p.idle = append(p.idle, c)
-			c.timer = time.AfterFunc(p.opts.IdleTimeout, func() { p.expire(c) })
-		}
-		p.mu.Unlock()
-		if err == nil && !keep {
-			c.close()
-		}
-	}()
+}
+
+// Warm starts a child in the background when none is idle or being
+// started, so that the first job does not wait for a whole start: a caller
+// that will soon run jobs calls it ahead (the engine, when a run has Lua
+// steps). It does nothing for a pool that keeps no idle children.
+func (p *Pool) Warm() {
+	p.mu.Lock()
+	spare := !p.closed && len(p.idle)+p.spares == 0 && p.maxIdle() > 0
+	if spare {
+		p.spares++
+	}
+	p.mu.Unlock()
+	if spare {
+		go p.spare()
+	}
+}
+
+// spare starts a child and makes it idle; p.spares counted it.
+func (p *Pool) spare() {
+	c, err := p.start(context.Background())
+	p.mu.Lock()
+	p.spares--
+	keep := err == nil && !p.closed && len(p.idle) < max(p.maxIdle(), p.waiting)
+	if keep {
+		p.idle = append(p.idle, c)
+		c.timer = time.AfterFunc(p.opts.IdleTimeout, func() { p.expire(c) })
+	}
+	close(p.spared)
+	p.spared = make(chan struct{})
+	p.mu.Unlock()
+	if err == nil && !keep {
+		c.close()
+	}
 }
 
 // expire ends an idle child whose idle timeout passed.
@@ -418,6 +484,16 @@ func (p *Pool) Close() error {
 // went over its limit is replaced by a fresh one, started in the
 // background.
 func (p *Pool) Run(ctx context.Context, job []byte, lim Limits, onRequest func(ctx context.Context, req []byte) ([]byte, error)) ([]byte, error) {
+	return p.RunSent(ctx, job, lim, nil, onRequest)
+}
+
+// RunSent is Run, calling sent (if not nil) on Run's goroutine once the job
+// is sent, and then sending the child its outcome, the job's go-ahead:
+// what the parent must do before the job may have effects (make a record
+// durable) is done while the child reads the job and prepares it. The
+// child's handler waits for the go-ahead with call(nil), which returns
+// sent's error, if any, as an error with its message.
+func (p *Pool) RunSent(ctx context.Context, job []byte, lim Limits, sent func() error, onRequest func(ctx context.Context, req []byte) ([]byte, error)) ([]byte, error) {
 	if lim.KillGrace <= 0 {
 		lim.KillGrace = 5 * time.Second
 	}
@@ -430,42 +506,64 @@ func (p *Pool) Run(ctx context.Context, job []byte, lim Limits, onRequest func(c
 	}
 	c.stderr.reset()
 	var head [jobHeaderLen]byte
-	binary.BigEndian.PutUint64(head[:], uint64(max(lim.MemoryMB, 0))<<20)
-	if err := c.send(kindJob, head[:], job); err != nil {
+	binary.BigEndian.PutUint64(head[:8], uint64(max(lim.MemoryMB, 0))<<20)
+	if sent != nil {
+		head[8] = jobHeld
+	}
+	err = c.send(kindJob, head[:], job)
+	if sent != nil {
+		goAhead := []byte{0}
+		if serr := sent(); serr != nil {
+			goAhead = append([]byte{answerErr}, serr.Error()...)
+		}
+		if err == nil {
+			err = c.send(kindAnswer, goAhead)
+		}
+	}
+	if err != nil {
 		c.kill()
 		p.leave()
 		return nil, p.died(c, lim)
 	}
+	disarm := c.watch(ctx)
 	for {
-		select {
-		case f, ok := <-c.frames:
-			if !ok {
-				p.leave()
-				return nil, p.died(c, lim)
-			}
-			switch f.kind {
-			case kindRequest:
-				ans, rerr := onRequest(ctx, f.body)
-				flag := []byte{0}
-				if rerr != nil {
-					flag[0], ans = answerErr, []byte(rerr.Error())
-				}
-				if err := c.send(kindAnswer, flag, ans); err != nil {
-					c.kill()
-					p.leave()
-					return nil, p.died(c, lim)
-				}
-			case kindResult:
-				return p.result(c, f.body, lim)
-			default:
-				c.kill()
-				p.leave()
-				return nil, fmt.Errorf("%w: %q from the child during a job", errFrame, f.kind)
-			}
-		case <-ctx.Done():
+		kind, body, err := readFrame(c.r)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			disarm()
 			c.stop(lim.KillGrace)
 			p.leave()
 			return nil, context.Cause(ctx)
+		case err != nil:
+			disarm()
+			if !errors.Is(err, io.EOF) {
+				// A child that writes garbage or cuts a frame is not to be trusted.
+				c.kill()
+			} else {
+				c.drain()
+			}
+			p.leave()
+			return nil, p.died(c, lim)
+		case kind == kindRequest:
+			ans, rerr := onRequest(ctx, body)
+			flag := []byte{0}
+			if rerr != nil {
+				flag[0], ans = answerErr, []byte(rerr.Error())
+			}
+			if err := c.send(kindAnswer, flag, ans); err != nil {
+				disarm()
+				c.kill()
+				p.leave()
+				return nil, p.died(c, lim)
+			}
+		case kind == kindResult:
+			disarm()
+			return p.result(c, body, lim)
+		default:
+			disarm()
+			c.kill()
+			p.leave()
+			return nil, fmt.Errorf("%w: %q from the child during a job", errFrame, kind)
 		}
 	}
 }

@@ -81,6 +81,11 @@ func testHandler(ctx context.Context, raw []byte, call func([]byte) ([]byte, err
 		return []byte(job.Data), nil
 	case "pid":
 		return []byte(strconv.Itoa(os.Getpid())), nil
+	case "held":
+		if _, err := call(nil); err != nil {
+			return []byte("refused: " + err.Error()), nil
+		}
+		return []byte("go"), nil
 	case "ask":
 		var answers []string
 		for _, r := range job.Reqs {
@@ -380,6 +385,46 @@ func TestDiesOfMemory(t *testing.T) {
 	}
 }
 
+// TestLimitsKept: a child keeps the limits it set for a job for the next
+// job with the same limit; they bound that job as they bound the first: the
+// heap meter stops a bomb, RLIMIT_DATA kills a child that allocates past it
+// at once, and a job with a larger limit gets the larger limit.
+func TestLimitsKept(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("RLIMIT_DATA is set on Linux only")
+	}
+	t.Parallel()
+	// warmed returns a pool whose one child ran a job limited to 64 MiB and
+	// waits idle: the next job runs in it.
+	warmed := func() *Pool {
+		t.Helper()
+		p := testPool(t, "", Options{})
+		if _, err := p.Run(t.Context(), jobJSON(testJob{Op: "pid"}), Limits{MemoryMB: 64}, noRequests); err != nil {
+			t.Fatal(err)
+		}
+		if p.Started() != 1 {
+			t.Fatalf("%d children started for one job", p.Started())
+		}
+		return p
+	}
+	_, err := warmed().Run(t.Context(), jobJSON(testJob{Op: "lua", Lua: memoryBombs[1].code, MB: 64}), Limits{MemoryMB: 64}, noRequests)
+	var me *MemoryError
+	if !errors.As(err, &me) {
+		t.Errorf("a bomb in a child that ran a job with its limit: %v, want a *MemoryError", err)
+	}
+	_, err = warmed().Run(t.Context(), jobJSON(testJob{Op: "hog", MB: 1024}), Limits{MemoryMB: 64}, noRequests)
+	if !errors.As(err, &me) || !me.Died {
+		t.Errorf("one allocation past RLIMIT_DATA in a child that ran a job with its limit: %#v, want a *MemoryError with Died", err)
+	}
+	if raceEnabled {
+		return
+	}
+	out, err := warmed().Run(t.Context(), jobJSON(testJob{Op: "grow", MB: 200}), Limits{MemoryMB: 256}, noRequests)
+	if err != nil || string(out) != "grown" {
+		t.Errorf("200 MiB under a limit of 256 after a job limited to 64: %q, %v", out, err)
+	}
+}
+
 // TestRetire: a child that kept much of a job's memory is not given
 // another job.
 func TestRetire(t *testing.T) {
@@ -424,6 +469,55 @@ func TestFreshChildren(t *testing.T) {
 	pid, _ := strconv.Atoi(pids[1])
 	if !gone(pid, 3*time.Second) {
 		t.Errorf("the child %d outlived its job", pid)
+	}
+}
+
+// TestWarm: a pool warmed ahead runs its first job in the child it started
+// then, rather than start another.
+func TestWarm(t *testing.T) {
+	t.Parallel()
+	p := testPool(t, "", Options{})
+	p.Warm()
+	p.Warm() // one is being started: no second
+	out, err := p.Run(t.Context(), jobJSON(testJob{Op: "echo", Data: "warm"}), Limits{}, noRequests)
+	if err != nil || string(out) != "warm" {
+		t.Fatalf("Run = %q, %v", out, err)
+	}
+	if p.Started() != 1 {
+		t.Errorf("%d children started, want the one Warm started", p.Started())
+	}
+	fresh := testPool(t, "", Options{MaxIdle: -1})
+	fresh.Warm()
+	if fresh.Started() != 0 {
+		t.Errorf("a pool that keeps no idle children started %d on Warm", fresh.Started())
+	}
+}
+
+// TestRunSent: a held job's handler gets the go-ahead once sent has
+// returned, or sent's error; a handler that does not wait for it leaves
+// the child fit for the next job.
+func TestRunSent(t *testing.T) {
+	t.Parallel()
+	p := testPool(t, "", Options{})
+	var order []string
+	sent := func(err error) func() error {
+		return func() error { order = append(order, "sent"); return err }
+	}
+	out, err := p.RunSent(t.Context(), jobJSON(testJob{Op: "held"}), Limits{MemoryMB: 64}, sent(nil), noRequests)
+	if err != nil || string(out) != "go" || len(order) != 1 {
+		t.Errorf("RunSent = %q, %v (sent called %d times); want go, sent once", out, err, len(order))
+	}
+	out, err = p.RunSent(t.Context(), jobJSON(testJob{Op: "held"}), Limits{MemoryMB: 64}, sent(errors.New("no disk")), noRequests)
+	if err != nil || string(out) != "refused: no disk" {
+		t.Errorf("RunSent with a failing sent = %q, %v; want refused: no disk", out, err)
+	}
+	first, err := p.RunSent(t.Context(), jobJSON(testJob{Op: "pid"}), Limits{}, sent(nil), noRequests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := p.Run(t.Context(), jobJSON(testJob{Op: "pid"}), Limits{}, noRequests)
+	if err != nil || string(first) != string(second) || p.Started() != 1 {
+		t.Errorf("after a held job whose handler did not wait: %q, %v, pids %s and %s, %d children started; want the same child", second, err, first, second, p.Started())
 	}
 }
 
@@ -478,7 +572,11 @@ func TestParallel(t *testing.T) {
 // and returns.
 func TestOrphan(t *testing.T) {
 	t.Parallel()
-	inR, inW := io.Pipe()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inR.Close()
 	outR, outW := io.Pipe()
 	served := make(chan error, 1)
 	running := make(chan struct{})

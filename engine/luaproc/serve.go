@@ -10,6 +10,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrMemoryLimit is the cause of a job's context when the child's memory
@@ -31,26 +33,23 @@ const orphanGrace = 5 * time.Second
 // call sends a request to the parent and returns its answer (an error the
 // parent's onRequest returned comes back as an error with its message); it
 // waits for the answer, so a request the parent must make durable is
-// durable when call returns.
+// durable when call returns. call(nil) waits for a held job's go-ahead
+// (Pool.RunSent) and returns its refusal as an error; for a job that is not
+// held it returns at once.
 type Handler func(ctx context.Context, job []byte, call func(req []byte) ([]byte, error)) ([]byte, error)
 
-// frame is one frame read from the other side.
-type frame struct {
-	kind byte
-	body []byte
-}
-
-// server is the child's side of the protocol.
+// server is the child's side of the protocol. The goroutine that reads a
+// job from the pipe runs it: nothing hands a frame from one goroutine to
+// another, which would wake a second thread for every job.
 type server struct {
-	out  io.Writer
-	wmu  sync.Mutex // one frame at a time on out
-	in   chan frame // frames from the parent; closed at the end of its stream
-	mem  meterConfig
-	gone chan struct{} // closed when the parent's stream ends
-
-	mu         sync.Mutex
-	cancel     context.CancelCauseFunc // the running job's, or nil
-	callerDone chan struct{}           // closed when the running job's handler returned
+	in  *os.File // the parent's stream, pollable (a read deadline stops a read)
+	fd  int      // in's descriptor, for the meter's look at the pipe
+	r   *bufio.Reader
+	out io.Writer
+	wmu sync.Mutex // one frame at a time on out
+	cmu sync.Mutex // one request at a time
+	mem meterConfig
+	lim limits // the Go memory limit and RLIMIT_DATA, kept between jobs
 }
 
 // Serve is the child's side: it says hello on stdout, then runs the jobs
@@ -59,68 +58,87 @@ type server struct {
 // child's SIGTERM), or a job leaves the process unfit for another (over its
 // limit, or grown). It returns nil then, and the process should exit. A
 // child whose parent is gone and whose job does not stop within 5 s exits
-// at once (os.Exit(1)).
-func Serve(ctx context.Context, stdin io.Reader, stdout io.Writer, h Handler) error {
+// at once (os.Exit(1)). stdin is read on the goroutine that calls Serve,
+// which runs the handler too.
+func Serve(ctx context.Context, stdin *os.File, stdout io.Writer, h Handler) error {
 	return serve(ctx, stdin, stdout, h, defaultMeter)
 }
 
-func serve(ctx context.Context, stdin io.Reader, stdout io.Writer, h Handler, mem meterConfig) error {
-	s := &server{out: stdout, in: make(chan frame), mem: mem, gone: make(chan struct{})}
+func serve(ctx context.Context, stdin *os.File, stdout io.Writer, h Handler, mem meterConfig) error {
+	in, fd, err := pollable(stdin)
+	if err != nil {
+		return fmt.Errorf("luaproc: read from the parent: %w", err)
+	}
+	s := &server{in: in, fd: fd, r: bufio.NewReader(in), out: stdout, mem: mem, lim: limits{cfg: mem}}
 	if err := s.write(kindHello, []byte(version)); err != nil {
 		return fmt.Errorf("luaproc: say hello: %w", err)
 	}
-	readErr := make(chan error, 1)
-	go func() { readErr <- s.read(bufio.NewReader(stdin)) }()
+	// The child's SIGTERM between jobs stops the read of the next one.
+	defer context.AfterFunc(ctx, s.interrupt)()
 	fresh := goMemory()
 	for {
-		var f frame
-		select {
-		case <-ctx.Done():
+		kind, body, err := readFrame(s.r)
+		switch {
+		case ctx.Err() != nil || errors.Is(err, io.EOF):
 			return nil
-		case got, ok := <-s.in:
-			if !ok {
-				if err := <-readErr; err != nil && !errors.Is(err, io.EOF) {
-					return fmt.Errorf("luaproc: read from the parent: %w", err)
-				}
-				return nil
-			}
-			f = got
+		case err != nil:
+			return fmt.Errorf("luaproc: read from the parent: %w", err)
+		case kind != kindJob || len(body) < jobHeaderLen:
+			return fmt.Errorf("%w: %q where a job was expected", errFrame, kind)
 		}
-		if f.kind != kindJob || len(f.body) < jobHeaderLen {
-			return fmt.Errorf("%w: %q where a job was expected", errFrame, f.kind)
-		}
-		limit := binary.BigEndian.Uint64(f.body[:jobHeaderLen])
-		retire, err := s.job(ctx, limit, f.body[jobHeaderLen:], h, fresh)
+		limit := binary.BigEndian.Uint64(body[:8])
+		held := body[8]&jobHeld != 0
+		retire, err := s.job(ctx, limit, held, body[jobHeaderLen:], h, fresh)
 		if err != nil || retire {
 			return err
 		}
 	}
 }
 
-// read passes the parent's frames to s.in; at the end of the stream it
-// closes s.in and stops the running job, if any, as nobody waits for it.
-func (s *server) read(r *bufio.Reader) error {
-	defer close(s.in)
-	for {
-		kind, body, err := readFrame(r)
-		if err != nil {
-			close(s.gone)
-			s.orphaned()
-			return err
-		}
-		s.in <- frame{kind, body}
+// pollable returns f, or a descriptor of the same pipe that the runtime's
+// poller watches (os.Stdin is a blocking file), so that a read deadline
+// stops a read; and its descriptor.
+func pollable(f *os.File) (*os.File, int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, 0, err
 	}
+	if f.SetReadDeadline(time.Time{}) == nil {
+		fd := -1
+		rc.Control(func(d uintptr) { fd = int(d) })
+		return f, fd, nil
+	}
+	fd := -1
+	var derr error
+	if err := rc.Control(func(d uintptr) { fd, derr = unix.FcntlInt(d, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return nil, 0, err
+	}
+	if derr != nil {
+		return nil, 0, derr
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, 0, err
+	}
+	return os.NewFile(uintptr(fd), f.Name()), fd, nil
 }
 
-// orphaned stops the running job of a child whose parent is gone, and ends
-// the process if the job does not stop within orphanGrace.
-func (s *server) orphaned() {
-	s.mu.Lock()
-	cancel, done := s.cancel, s.callerDone
-	s.mu.Unlock()
-	if cancel == nil {
-		return
-	}
+// interrupt stops the read of the parent's stream under way, and any
+// later one: the child is ending.
+func (s *server) interrupt() { s.in.SetReadDeadline(time.Unix(1, 0)) }
+
+// parentGone reports, without reading, whether the parent closed its end
+// of the stream: the meter asks while a job runs and nothing reads it.
+func (s *server) parentGone() bool {
+	fds := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0 && fds[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
+}
+
+// orphaned stops the job of a child whose parent is gone (cancel), and
+// ends the process if the job does not stop within orphanGrace (done is
+// closed when its handler returned).
+func orphaned(cancel context.CancelCauseFunc, done <-chan struct{}) {
 	cancel(errParentGone)
 	go func() {
 		select {
@@ -140,31 +158,32 @@ func (s *server) write(kind byte, parts ...[]byte) error {
 
 // job runs one job under its memory limit (limit bytes; 0 for none) and
 // sends its result. It reports whether the child must exit after it.
-func (s *server) job(ctx context.Context, limit uint64, job []byte, h Handler, fresh uint64) (retire bool, err error) {
+func (s *server) job(ctx context.Context, limit uint64, held bool, job []byte, h Handler, fresh uint64) (retire bool, err error) {
 	jctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	done := make(chan struct{})
 	defer close(done)
-	s.mu.Lock()
-	s.cancel, s.callerDone = cancel, done
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.cancel, s.callerDone = nil, nil
-		s.mu.Unlock()
-	}()
-	select {
-	case <-s.gone:
-		return true, nil
-	default:
-	}
 
-	var m *meter
-	if limit > 0 {
-		m = s.mem.start(limit, func() { cancel(ErrMemoryLimit) })
-	}
-	out, herr := h(jctx, job, func(req []byte) ([]byte, error) { return s.call(jctx, req) })
+	s.lim.set(limit)
+	m := s.mem.start(limit, func() { cancel(ErrMemoryLimit) }, s.parentGone, func() { orphaned(cancel, done) })
+	waiting := held // the go-ahead is still to be read
+	out, herr := h(jctx, job, func(req []byte) ([]byte, error) {
+		if req == nil {
+			if !waiting {
+				return nil, nil
+			}
+			waiting = false
+			return s.answer(jctx, cancel, done)
+		}
+		return s.call(jctx, req, cancel, done)
+	})
 	over := m.stop()
+	if waiting && jctx.Err() == nil {
+		// The handler did not wait for it: it is read here, not where
+		// the next job is. A child that could not read it retires.
+		_, err := s.answer(jctx, cancel, done)
+		waiting = errors.Is(err, errParentGone) || errors.Is(err, errFrame) || jctx.Err() != nil
+	}
 
 	var flags byte
 	if herr != nil {
@@ -177,7 +196,7 @@ func (s *server) job(ctx context.Context, limit uint64, job []byte, h Handler, f
 	// A child that went over its limit, was stopped, lost its parent or
 	// kept much of what its job allocated is not given another job: its
 	// heap is not what the next job's limit assumes.
-	if over || ctx.Err() != nil || errors.Is(context.Cause(jctx), errParentGone) || goMemory() > fresh+retireGrowth {
+	if waiting || over || ctx.Err() != nil || errors.Is(context.Cause(jctx), errParentGone) || goMemory() > fresh+retireGrowth {
 		flags |= resultRetired
 		retire = true
 	}
@@ -187,29 +206,37 @@ func (s *server) job(ctx context.Context, limit uint64, job []byte, h Handler, f
 	return retire, nil
 }
 
-// call sends a request and waits for its answer.
-func (s *server) call(ctx context.Context, req []byte) ([]byte, error) {
+// call sends a request and reads its answer; cancel and done are the job's
+// (see orphaned). A job whose context ends while it waits stops waiting:
+// the child retires after it, so it never reads a job where an answer
+// stands.
+func (s *server) call(ctx context.Context, req []byte, cancel context.CancelCauseFunc, done <-chan struct{}) ([]byte, error) {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return nil, context.Cause(ctx)
 	}
 	if err := s.write(kindRequest, req); err != nil {
 		return nil, fmt.Errorf("luaproc: send a request: %w", err)
 	}
-	select {
-	case f, ok := <-s.in:
-		switch {
-		case !ok:
-			return nil, errParentGone
-		case f.kind != kindAnswer || len(f.body) == 0:
-			return nil, fmt.Errorf("%w: %q where an answer was expected", errFrame, f.kind)
-		case f.body[0]&answerErr != 0:
-			return nil, errors.New(string(f.body[1:]))
-		}
-		return f.body[1:], nil
-	case <-ctx.Done():
-		// The answer, if it comes, is read by nobody: the job is over and
-		// the child retires (its context ended), so it never reads a job
-		// where an answer stands.
+	return s.answer(ctx, cancel, done)
+}
+
+// answer reads the answer to a request, or a held job's go-ahead.
+func (s *server) answer(ctx context.Context, cancel context.CancelCauseFunc, done <-chan struct{}) ([]byte, error) {
+	stop := context.AfterFunc(ctx, s.interrupt)
+	kind, body, err := readFrame(s.r)
+	stop()
+	switch {
+	case ctx.Err() != nil:
 		return nil, context.Cause(ctx)
+	case err != nil:
+		orphaned(cancel, done)
+		return nil, errParentGone
+	case kind != kindAnswer || len(body) == 0:
+		return nil, fmt.Errorf("%w: %q where an answer was expected", errFrame, kind)
+	case body[0]&answerErr != 0:
+		return nil, errors.New(string(body[1:]))
 	}
+	return body[1:], nil
 }
