@@ -184,3 +184,20 @@ func (c *Client) UnindexTask(ctx context.Context, taskID string) error {
 		return err
 	})
 }
+
+// PurgeRead removes from the hub the task's records up to the last that
+// Read handed over (apollo gc --hub, once they are archived): a record
+// stored after that read is kept.
+func (l *Log) PurgeRead(ctx context.Context) error {
+	if l.last == 0 {
+		return nil
+	}
+	s, err := l.c.Stream(ctx, LogStream)
+	if err != nil {
+		return err
+	}
+	upTo := l.last
+	return l.c.Do(ctx, "purge "+l.subject, func(ctx context.Context) error {
+		return s.Purge(ctx, jetstream.WithPurgeSubject(l.subject), jetstream.WithPurgeSequence(upTo+1))
+	})
+}
