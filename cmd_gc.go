@@ -16,7 +16,7 @@ func gcCommand() *command[*gcOptions] {
 				"       apollo gc --hub URLS --older-than AGE [--archive DIR] [--include-unfinished] [--dry-run] [--json] [--state-dir DIR]",
 			example: "  apollo gc --older-than 30d --dry-run\n  apollo gc --older-than 30d\n  apollo gc --older-than 12h --archive /mnt/backup/apollo\n" +
 				"  apollo gc --hub nats://h1:4222 --older-than 30d --archive /mnt/backup/apollo   # the hub's logs: archived here, then dropped from the hub",
-			json:    history.GCJSONDoc},
+			json: history.GCJSONDoc},
 		nargs: positional{0, 0, "takes no arguments"},
 		flags: newGCOptions,
 		run:   runGC,
