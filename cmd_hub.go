@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -17,7 +18,7 @@ import (
 func hubCommand() *command[*hubOptions] {
 	return &command[*hubOptions]{
 		about: about{name: "hub", exitCodes: hubExitCodes, summary: "run a node of the hub that dispatches steps to workers (scale-out)",
-			usage: "apollo hub --store DIR [--listen HOST:PORT] [--cluster HOST:PORT --routes HOST:PORT,...] [--name N]",
+			usage: "apollo hub --store DIR [--listen HOST:PORT] [--cluster HOST:PORT --routes HOST:PORT,...] [--name N] [--log-max-bytes SIZE]",
 			example: "  apollo hub --store /var/lib/apollo/hub\n" +
 				"  # three nodes (run each on its own machine, or with its own ports):\n" +
 				"  apollo hub --store h1 --name h1 --listen 127.0.0.1:4222 --cluster 127.0.0.1:6222 --routes 127.0.0.1:6222,127.0.0.1:6223,127.0.0.1:6224\n" +
@@ -32,8 +33,9 @@ func hubCommand() *command[*hubOptions] {
 
 // hubOptions are the flags of apollo hub.
 type hubOptions struct {
-	o      hub.Options
-	routes string
+	o           hub.Options
+	routes      string
+	logMaxBytes string
 }
 
 // newHubOptions returns apollo hub's options, bound to the flags it adds to fs.
@@ -50,7 +52,34 @@ func newHubOptions(fs *pflag.FlagSet) *hubOptions {
 	fs.StringVar(&o.o.TLSKey, "tls-key", "", "the node's TLS key")
 	fs.StringVar(&o.o.TLSCA, "tls-ca", "", "CA whose client certificates the node accepts (and verifies)")
 	fs.BoolVar(&o.o.Verbose, "verbose", false, "print the server's notices too")
+	fs.StringVar(&o.logMaxBytes, "log-max-bytes", "", "bound the tasks' logs stream (APOLLO_LOG), e.g. 20GiB: when full, new records are refused, none dropped; archive with apollo gc --hub (default: no bound but the store's)")
 	return o
+}
+
+// parseSize reads a size: a whole number of bytes with an optional unit,
+// B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (of 1024); at
+// least 1 MiB.
+func parseSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		n      int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	num, mult := strings.TrimSpace(s), int64(1)
+	for _, u := range units {
+		if rest, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = strings.TrimSpace(rest), u.n
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q: give a size such as 500MiB, 20GiB or 1TB", s)
+	}
+	if n*mult < 1<<20 {
+		return 0, fmt.Errorf("%q: at least 1MiB", s)
+	}
+	return n * mult, nil
 }
 
 // runHub runs the node until SIGINT or SIGTERM.
@@ -61,6 +90,13 @@ func runHub(ctx context.Context, o *hubOptions, in invocation) error {
 				o.o.Routes = append(o.o.Routes, r)
 			}
 		}
+	}
+	if o.logMaxBytes != "" {
+		n, err := parseSize(o.logMaxBytes)
+		if err != nil {
+			return &usage.Error{Msg: "hub: --log-max-bytes " + err.Error()}
+		}
+		o.o.LogMaxBytes = n
 	}
 	o.o.Log = in.stderr
 	h, err := hub.Start(o.o)
@@ -86,6 +122,10 @@ func runHub(ctx context.Context, o *hubOptions, in invocation) error {
 			fmt.Fprintf(in.stdout, "apollo hub %s: the first coordinator or worker sets the streams up (clients need certificates, and this node has none of its own)\n", h.Name())
 		default:
 			fmt.Fprintf(in.stdout, "apollo hub %s: streams ready, %d replica(s) each\n", h.Name(), min(h.Size(), 3))
+			if o.o.LogMaxBytes > 0 {
+				fmt.Fprintf(in.stdout, "apollo hub %s: the tasks' logs are bounded to %s: once full, new records are refused "+
+					"(none dropped) until apollo gc --hub archives finished runs\n", h.Name(), o.logMaxBytes)
+			}
 		}
 	case <-ctx.Done():
 	}

@@ -26,12 +26,23 @@ func hubLogFolder(ctx context.Context, h *hubFlags, taskID string) (string, erro
 		return "", err
 	}
 	defer c.Close()
+	dir, l, err := hubLogCopy(ctx, c, taskID)
+	if err == nil && l == nil {
+		err = fmt.Errorf("the hub at %s holds no log of task %s", h.urls, taskID)
+	}
+	return dir, err
+}
+
+// hubLogCopy is hubLogFolder through client c; it returns the log as read
+// (for a purge of what was read), or "" and nil when the hub holds no log
+// of the task.
+func hubLogCopy(ctx context.Context, c *remote.Client, taskID string) (string, *remote.Log, error) {
 	l, err := c.OpenLog(ctx, taskID)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if l.Last() == 0 {
-		return "", fmt.Errorf("the hub at %s holds no log of task %s", h.urls, taskID)
+		return "", nil, nil
 	}
 	var data []byte
 	name := ""
@@ -43,11 +54,11 @@ func hubLogFolder(ctx context.Context, h *hubFlags, taskID string) (string, erro
 		return nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("read the log of task %s from the hub: %w", taskID, err)
+		return "", nil, fmt.Errorf("read the log of task %s from the hub: %w", taskID, err)
 	}
 	dir, err := os.MkdirTemp("", "apollo-hub-log-")
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	d := statedir.Dir{Root: dir}
 	start := int64(1)
@@ -58,13 +69,13 @@ func hubLogFolder(ctx context.Context, h *hubFlags, taskID string) (string, erro
 	}
 	if err := eventlog.MkdirAll(eventlog.OS{}, d.Logs()); err != nil {
 		os.RemoveAll(dir)
-		return "", err
+		return "", nil, err
 	}
 	if err := os.WriteFile(d.Log(taskID, start), data, 0o644); err != nil {
 		os.RemoveAll(dir)
-		return "", err
+		return "", nil, err
 	}
-	return filepath.Clean(dir), nil
+	return filepath.Clean(dir), l, nil
 }
 
 // listHub prints the tasks of the hub's task index (apollo list --hub),

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"apollo/engine"
 	"apollo/engine/cron"
+	"apollo/engine/hubview"
 	"apollo/engine/listen"
 	"apollo/engine/remote"
 	"apollo/engine/statedir"
@@ -32,6 +34,7 @@ func serveCommand() *command[*serveOptions] {
 				"               [--hub URL[,URL...] [--schedule-group NAME] [--hub-token-file F | --nkey-seed F | --tls-cert F --tls-key F] [--tls-ca F]]",
 			example: "  apollo serve --pipelines pipelines/\n" +
 				"  apollo serve --pipelines pipelines/ --hub nats://h1:4222,nats://h2:4222,nats://h3:4222   # on two hosts or more: one leads the schedules\n" +
+				"  apollo serve --hub nats://h1:4222   # every task whose log is in the hub, no state folder needed\n" +
 				"  apollo serve --listen 0.0.0.0:8080 --auth-file /etc/apollo/users --state-dir /srv/a --state-dir /srv/b\n" +
 				"  # users: one user:bcrypt-hash a line, as htpasswd -nB USER prints it"},
 		nargs: positional{0, 0, "takes no arguments"},
@@ -61,7 +64,7 @@ func newServeOptions(fs *pflag.FlagSet) *serveOptions {
 	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the token that signs users in (at least 16 characters)")
 	fs.StringVar(&o.authFile, "auth-file", "", "basic-auth users: one user:bcrypt-hash a line (htpasswd -nB USER)")
 	fs.StringSliceVar(&o.hosts, "allowed-hosts", nil, "with sign-in, the only Host names answered besides loopback ones (name or name:port, comma-separated)")
-	o.hub.addFlagsAs(fs, "share the schedules with the other serves of this hub: one leads, the log is in the hub, runs go through the hub: nats://host:port[,...]",
+	o.hub.addFlagsAs(fs, "show every task whose log is in this hub, and share the schedules with its other serves (one leads, runs go through the hub): nats://host:port[,...]",
 		"hub-token-file")
 	fs.StringVar(&o.group, "schedule-group", "default", "with --hub: the name the serves sharing one pipelines folder's schedules give (letters, digits, _ and -)")
 	return o
@@ -86,7 +89,10 @@ func selfExe() string {
 // own process groups; the next serve takes them up.
 func runServe(ctx context.Context, o *serveOptions, in invocation) error {
 	dirs := o.stateDirs
-	if len(dirs) == 0 {
+	// serve --hub alone shows the hub's tasks and needs no state folder;
+	// schedules (--pipelines) need one.
+	hubOnly := o.hub.urls != "" && len(dirs) == 0 && o.pipelines == ""
+	if len(dirs) == 0 && !hubOnly {
 		dirs = []string{stateDirDefault()}
 	}
 	for _, d := range dirs {
@@ -143,15 +149,30 @@ func runServe(ctx context.Context, o *serveOptions, in invocation) error {
 	noSched := ""
 	var sched *cron.Scheduler
 	host, _ := os.Hostname()
-	copts := cron.Options{StateDir: dirs[0], Launch: cron.ExecLauncher(selfExe(), wd), Logf: logf}
-	if o.hub.urls != "" && readOnly[0] == "" {
+	var view *web.HubFolder
+	if o.hub.urls != "" {
+		hv, stop, err := hubView(ctx, o, host, logf)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		view = hv
+	}
+	var copts cron.Options
+	if !hubOnly {
+		copts = cron.Options{StateDir: dirs[0], Launch: cron.ExecLauncher(selfExe(), wd), Logf: logf}
+	}
+	if o.hub.urls != "" && !hubOnly && readOnly[0] == "" {
 		c, err := sharedSchedules(ctx, o, &copts, host, wd)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
 	}
-	if readOnly[0] != "" {
+	if hubOnly {
+		noSched = "this serve shows the hub's tasks and has no state folder of its own (give --state-dir and --pipelines for schedules " +
+			"and runs from the page)"
+	} else if readOnly[0] != "" {
 		noSched = fmt.Sprintf("the state folder %s is read-only (%s): schedules and runs from the page are off here", dirs[0], readOnly[0])
 	} else if sched, err = cron.New(copts); err != nil {
 		if _, ok := errors.AsType[*cron.LockedError](err); !ok {
@@ -165,7 +186,7 @@ func runServe(ctx context.Context, o *serveOptions, in invocation) error {
 		defer sched.Close()
 	}
 	srv, err := web.New(web.Options{StateDirs: dirs, Pipelines: o.pipelines, Auth: auth, Scheduler: sched,
-		NoScheduler: noSched, Version: version(), Logf: logf, Host: host, AllowedHosts: o.hosts, ReadOnly: readOnly})
+		NoScheduler: noSched, Version: version(), Logf: logf, Host: host, AllowedHosts: o.hosts, ReadOnly: readOnly, Hub: view})
 	if err != nil {
 		return err
 	}
@@ -178,8 +199,12 @@ func runServe(ctx context.Context, o *serveOptions, in invocation) error {
 		return err
 	}
 	defer srv.Close()
+	shown := strings.Join(dirs, ", ")
+	if view != nil {
+		shown = strings.Join(append(slices.Clone(dirs), view.Label), ", ")
+	}
 	fmt.Fprintf(in.stderr, "apollo serve: http://%s/ (state folders: %s; pipelines: %s; sign-in: %s)\n",
-		ln.Addr(), strings.Join(dirs, ", "), orNone(o.pipelines), srv.DescribeAuth())
+		ln.Addr(), shown, orNone(o.pipelines), srv.DescribeAuth())
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
@@ -240,6 +265,50 @@ func sharedSchedules(ctx context.Context, o *serveOptions, copts *cron.Options, 
 		return h.PID, held
 	}
 	return c, nil
+}
+
+// hubView connects to the hub of serve --hub and keeps a copy of every
+// task's log it holds in a temporary folder, for the pages to show as one
+// more state folder (docs/spec.md §8.8). stop ends the copy and removes
+// the folder.
+func hubView(ctx context.Context, o *serveOptions, host string, logf func(string, ...any)) (*web.HubFolder, func(), error) {
+	c, err := remote.Connect(ctx, remote.Config{URLs: o.hub.urls, Name: "apollo serve view " + host, Auth: o.hub.auth(),
+		CallTimeout: envDuration(envHubCallTimeout), GiveUp: envDuration(envHubGiveUp)})
+	if err != nil {
+		return nil, nil, fmt.Errorf("serve: %w", err)
+	}
+	if err := c.Ensure(ctx, c.ClusterSize(), false); err != nil {
+		c.Close()
+		return nil, nil, fmt.Errorf("serve: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "apollo-serve-hub-")
+	if err != nil {
+		c.Close()
+		return nil, nil, fmt.Errorf("serve: %w", err)
+	}
+	m := hubview.New(c, dir, logf)
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := m.Run(mctx); err != nil {
+			logf("apollo serve: the copy of the hub's logs stopped: %v", err)
+		}
+	}()
+	// The first page lists what the hub held at the start (bounded: the
+	// rest comes in as it is read).
+	select {
+	case <-m.Ready():
+	case <-time.After(30 * time.Second):
+	case <-ctx.Done():
+	}
+	stop := func() {
+		cancel()
+		<-done
+		c.Close()
+		os.RemoveAll(dir)
+	}
+	return &web.HubFolder{Dir: dir, Label: "hub " + o.hub.urls, Holder: m.Holder}, stop, nil
 }
 
 // readOnlyDir says why state folder dir cannot be written (a read-only

@@ -294,3 +294,21 @@ func allowed(err error) string {
 	}
 	return "allowed"
 }
+
+// cmdHubPurge drops a task's log from the hub but not its index entry, as
+// an apollo gc --hub cut off between the two leaves it: hubpurge URLS TASK.
+func cmdHubPurge(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: hubpurge URLS TASK")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := remote.Connect(ctx, remote.Config{URLs: args[0], Name: "hubpurge", CallTimeout: time.Second, GiveUp: 30 * time.Second})
+	if err != nil {
+		ts.Fatalf("hubpurge: %v", err)
+	}
+	defer c.Close()
+	l, err := c.OpenLog(ctx, args[1])
+	ts.Check(err)
+	ts.Check(l.Purge(ctx))
+}

@@ -63,6 +63,7 @@ func TestScripts(t *testing.T) {
 			"waitlog":  cmdWaitLog,
 			"forge":    cmdForge,
 			"snoop":    cmdSnoop,
+			"hubpurge": cmdHubPurge,
 			// notify_test.go
 			"hooksink": cmdHookSink,
 			"hooks":    cmdHooks,

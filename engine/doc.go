@@ -14,6 +14,7 @@
 //	worker     → container, executor, remote, textfmt, trace; stdlib
 //	hub        → listen, remote
 //	hubtest    → hub, remote, statedir; eventlog
+//	hubview    → remote, statedir; eventlog
 //	remote     → pipeline; luart
 //	completion → pipeline, usage
 //	cron       → clock, pipeline, statedir; eventlog
@@ -50,7 +51,7 @@
 // Lua processes, each job under a hard memory limit; markers a task's
 // idempotency markers; remote the names, messages and deadline-bounded
 // client that a coordinator and its workers share through the hub; worker
-// apollo worker; hub an embedded hub node; hubtest hub clusters for tests;
+// apollo worker; hub an embedded hub node; hubtest hub clusters for tests; hubview the copy of the hub's task logs that apollo serve --hub shows;
 // pipeline the pipeline language; statedir the state
 // folder's files; cache the store of cached step results (cache: true);
 // template the {{name}} renderer; clock the injected time;

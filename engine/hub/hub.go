@@ -45,6 +45,10 @@ type Options struct {
 	// notices.
 	Log     io.Writer
 	Verbose bool
+	// LogMaxBytes bounds the log stream APOLLO_LOG, which the node sets
+	// up: at the bound new records are refused, none dropped (docs/spec.md
+	// §8.8); 0: no bound of its own.
+	LogMaxBytes int64
 	// GiveUp bounds the setup of streams after start (default 10 minutes:
 	// the cluster may still be forming).
 	GiveUp time.Duration
@@ -300,7 +304,7 @@ func (h *Hub) setup(auth remote.Auth) {
 	ctx, cancel := context.WithTimeout(context.Background(), giveUp)
 	defer cancel()
 	c, err := remote.Connect(ctx, remote.Config{URLs: h.url, Name: "apollo hub " + h.s.Name(), Auth: auth,
-		CallTimeout: 2 * time.Second, GiveUp: giveUp})
+		CallTimeout: 2 * time.Second, GiveUp: giveUp, LogMaxBytes: h.opts.LogMaxBytes})
 	if err != nil {
 		h.setupErr = err
 		h.logf("cannot set up the streams: %v", err)

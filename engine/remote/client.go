@@ -54,6 +54,10 @@ type Config struct {
 	// the call is for, how long it has waited and the last error.
 	Waiting    func(what string, waited time.Duration, cause error)
 	WaitNotice time.Duration
+	// LogMaxBytes bounds the log stream this client creates, or brings up
+	// to date (apollo hub --log-max-bytes); 0: no bound of its own, the
+	// hub's storage is the bound.
+	LogMaxBytes int64
 }
 
 // UnreachableError says the hub did not answer for longer than the limit.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -48,6 +49,42 @@ type FencedError struct {
 func (e *FencedError) Error() string {
 	return fmt.Sprintf("task %s: the hub refused this coordinator's record seq %d: another coordinator has written the task's log since "+
 		"(its last record there is seq %d); this one stops and dispatches nothing more", e.TaskID, e.Seq, e.Theirs)
+}
+
+// LogFullError says the hub refused a record because the log stream is at
+// its bound (apollo hub --log-max-bytes) or the hub's storage is full:
+// nothing was stored, and nothing of any log was dropped. The coordinator
+// stops; once finished runs are archived (apollo gc --hub) or the bound is
+// raised, the same command resumes the task.
+type LogFullError struct {
+	TaskID string
+	Seq    int64
+	Cause  error
+}
+
+func (e *LogFullError) Error() string {
+	return fmt.Sprintf("task %s: the hub refused record seq %d: its log stream %s is full (%v); nothing was dropped. "+
+		"Archive finished runs with apollo gc --hub URLS --older-than AGE, or raise apollo hub --log-max-bytes, "+
+		"then run the same command to resume the task", e.TaskID, e.Seq, LogStream, e.Cause)
+}
+
+func (e *LogFullError) Unwrap() error { return e.Cause }
+
+// full reports whether err is the hub refusing a message for want of room:
+// the stream at its bound (discard new), or the hub's storage used up.
+func full(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.ErrorCode {
+	case 10077: // JSStreamStoreFailedF: the store's own refusal
+		d := strings.ToLower(apiErr.Description)
+		return strings.Contains(d, "maximum bytes") || strings.Contains(d, "maximum messages") || strings.Contains(d, "resources")
+	case 10047: // JSStorageResourcesExceededErr
+		return true
+	}
+	return false
 }
 
 // Log is a coordinator's writer and reader of one task's log in the hub.
@@ -132,6 +169,9 @@ func (l *Log) Append(ctx context.Context, seq int64, line []byte) error {
 		if err == nil {
 			l.last, l.lastSeq = ack.Sequence, seq
 			return nil
+		}
+		if full(err) {
+			return Final(&LogFullError{TaskID: l.taskID, Seq: seq, Cause: err})
 		}
 		if !LostRace(err) {
 			if permanent(err) {

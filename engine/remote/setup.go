@@ -16,8 +16,9 @@ const DedupWindow = time.Hour
 // still ingest what its workers reported.
 const Retention = 7 * 24 * time.Hour
 
-// streamConfigs are the streams of the layout in doc.go, with replicas r.
-func streamConfigs(r int) []jetstream.StreamConfig {
+// streamConfigs are the streams of the layout in doc.go, with replicas r,
+// the log stream bounded to logMaxBytes (0: no bound of its own).
+func streamConfigs(r int, logMaxBytes int64) []jetstream.StreamConfig {
 	return []jetstream.StreamConfig{
 		{Name: StepsStream, Subjects: []string{"apollo.step.>"}, Retention: jetstream.WorkQueuePolicy,
 			Storage: jetstream.FileStorage, Replicas: r, Duplicates: DedupWindow,
@@ -31,9 +32,11 @@ func streamConfigs(r int) []jetstream.StreamConfig {
 		// The tasks' logs: never dropped by age or count (a gap in seq is
 		// the only sign of a dropped record), never a record deleted;
 		// retries are fenced by the expected last sequence, not deduped.
+		// At its bound the stream refuses new records (DiscardNew) rather
+		// than drop old ones: apollo gc --hub archives and purges.
 		{Name: LogStream, Subjects: []string{"apollo.log.>"}, Retention: jetstream.LimitsPolicy,
 			Storage: jetstream.FileStorage, Replicas: r, Duplicates: 2 * time.Minute,
-			AllowDirect: true, DenyDelete: true,
+			AllowDirect: true, DenyDelete: true, MaxBytes: logMaxBytes, Discard: jetstream.DiscardNew,
 			Description: "apollo: each task's event log, one subject per task, the records' exact lines"},
 		// Kept until apollo serve's schedules are dropped; appends are
 		// fenced by the expected last sequence of their subject, not by ids.
@@ -80,7 +83,7 @@ func (c *Client) EnsureForWorker(ctx context.Context, replicas int) error {
 
 func (c *Client) ensure(ctx context.Context, replicas int, update, worker bool) error {
 	replicas = max(1, min(replicas, 3))
-	for _, cfg := range streamConfigs(replicas) {
+	for _, cfg := range streamConfigs(replicas, c.cfg.LogMaxBytes) {
 		if worker && (cfg.Name == LogStream || cfg.Name == SchedStream) {
 			continue // a worker never reads or writes a task's log or a schedule log
 		}

@@ -79,6 +79,11 @@ func (s *Server) actRun(w http.ResponseWriter, r *http.Request) {
 	if run == nil {
 		return
 	}
+	if s.isHub(run.key.SD) {
+		s.refuse(w, r, http.StatusForbidden, fmt.Sprintf("task %s is shown from the hub (%s): this serve changes nothing of it; %s",
+			run.f.TaskID, s.dirName(run.key.SD), hubReadOnly))
+		return
+	}
 	if why := s.readOnly(run.key.SD); why != "" {
 		s.refuse(w, r, http.StatusForbidden, fmt.Sprintf("the state folder %s is read-only (%s): its runs take no intervention",
 			s.dirs[run.key.SD].Root, why))
@@ -213,6 +218,10 @@ func (s *Server) actPipeline(w http.ResponseWriter, r *http.Request) { s.startRu
 // startRun is actPipeline, and the API's start of a run with its task id
 // (default task_name-date) and variables.
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request, taskID string, vars map[string]string) {
+	if s.isHub(0) {
+		s.refuse(w, r, http.StatusForbidden, "this serve has no state folder of its own (apollo serve --hub without --state-dir or --pipelines): no run starts here")
+		return
+	}
 	if why := s.readOnly(0); why != "" {
 		s.refuse(w, r, http.StatusForbidden, fmt.Sprintf("the state folder %s is read-only (%s): no run starts there", s.dirs[0].Root, why))
 		return

@@ -196,10 +196,14 @@ type index struct {
 	pending int // runs not read yet
 	changed func(keys []runKey)
 	saveMu  sync.Mutex
+	// hubSD is the folder that copies the hub's logs, -1 for none;
+	// hubHolder says who holds its tasks.
+	hubSD     int
+	hubHolder func(taskID string) (pid int, held bool)
 }
 
 func newIndex(dirs []statedir.Dir, now func() time.Time) *index {
-	return &index{dirs: dirs, now: now, runs: map[runKey]*run{}, newest: map[string]*run{}, changed: func([]runKey) {}}
+	return &index{dirs: dirs, now: now, runs: map[runKey]*run{}, newest: map[string]*run{}, changed: func([]runKey) {}, hubSD: -1}
 }
 
 // cacheEntry is one finished run in the index cache.
@@ -411,6 +415,16 @@ func (ix *index) touch(sd int, name string) {
 		ix.changed(keys)
 		return
 	}
+	if _, err := os.Lstat(r.f.Path); errors.Is(err, os.ErrNotExist) {
+		todo := ix.scan() // gone: the scan drops it and says so
+		ix.readAll(todo)
+		keys := make([]runKey, len(todo))
+		for i, r := range todo {
+			keys[i] = r.key
+		}
+		ix.changed(keys)
+		return
+	}
 	if ix.refresh(r, r.hasDetail()) {
 		ix.changed([]runKey{r.key})
 	}
@@ -420,6 +434,51 @@ func (r *run) hasDetail() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.sum != nil && time.Since(r.lastUse) < 10*time.Minute
+}
+
+// holder says whether a runner holds r's task, and its pid: the task lock
+// in its state folder, or the lease in the hub for the hub's copy.
+func (ix *index) holder(r *run) (int, bool) {
+	if r.key.SD == ix.hubSD {
+		if ix.hubHolder == nil {
+			return 0, false
+		}
+		return ix.hubHolder(r.f.TaskID)
+	}
+	return eventlog.Holder(ix.dirs[r.key.SD].Lock(r.f.TaskID))
+}
+
+// shadowed reports whether r is the hub's copy of a log that one of the
+// state folders holds with as much in it (the coordinator ran here, or
+// rebuilt its log here): the run is listed and counted once, from the
+// state folder. A state folder's copy that lags the hub's (its
+// coordinator moved to another host) is not the same any more, and both
+// are shown.
+func (ix *index) shadowed(r *run) bool {
+	if r.key.SD != ix.hubSD {
+		return false
+	}
+	r.mu.Lock()
+	size := r.size
+	r.mu.Unlock()
+	for sd := range ix.dirs {
+		if sd == ix.hubSD {
+			continue
+		}
+		ix.mu.RLock()
+		l := ix.runs[runKey{sd, r.key.Name}]
+		ix.mu.RUnlock()
+		if l == nil {
+			continue
+		}
+		l.mu.Lock()
+		lsize := l.size
+		l.mu.Unlock()
+		if lsize >= size {
+			return true
+		}
+	}
+	return false
 }
 
 // get returns the run of key.
@@ -449,7 +508,7 @@ func (ix *index) entry(r *run) history.RunInfo {
 	if !newest {
 		return info
 	}
-	pid, held := eventlog.Holder(ix.dirs[r.key.SD].Lock(r.f.TaskID))
+	pid, held := ix.holder(r)
 	if sum != nil {
 		r.mu.Lock()
 		info = sum.Info(held, pid, ix.now())
@@ -531,7 +590,7 @@ func (ix *index) detail(r *run) *detail {
 		newest := ix.newest[itoa(r.key.SD)+"/"+r.f.TaskID] == r
 		ix.mu.RUnlock()
 		if newest {
-			runner.PID, runner.Held = eventlog.Holder(ix.dirs[r.key.SD].Lock(r.f.TaskID))
+			runner.PID, runner.Held = ix.holder(r)
 		}
 	}
 	r.mu.Lock()

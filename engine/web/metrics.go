@@ -75,6 +75,9 @@ func (c *runsCollector) Collect(ch chan<- prometheus.Metric) {
 			buckets: make([]uint64, len(durationBuckets)+1), last: map[string]time.Time{}}
 	}
 	for _, r := range s.ix.list() {
+		if s.ix.shadowed(r) {
+			continue
+		}
 		ri := s.ix.entry(r)
 		f := figs[r.key.SD]
 		f.status[ri.Status]++
@@ -99,7 +102,7 @@ func (c *runsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	now := s.opts.Now()
 	for i, f := range figs {
-		dir := s.dirs[i].Root
+		dir := s.dirName(i)
 		for _, st := range []string{"running", "succeeded", "failed", "interrupted", "unfinished", "corrupt"} {
 			ch <- prometheus.MustNewConstMetric(descRuns, prometheus.GaugeValue, float64(f.status[st]), dir, st)
 		}

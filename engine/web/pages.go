@@ -149,12 +149,15 @@ func (s *Server) runs(f runsFilter) ([]listRow, []string) {
 	var rows []listRow
 	names := map[string]bool{}
 	for _, r := range s.ix.list() {
+		if s.ix.shadowed(r) {
+			continue
+		}
 		ri := s.ix.entry(r)
 		if ri.TaskName != "" {
 			names[ri.TaskName] = true
 		}
 		if f.keep(ri) {
-			rows = append(rows, listRow{RunInfo: ri, run: r, Link: runLink(r.key), Key: itoa(r.key.SD) + "/" + r.key.Name, Dir: s.dirs[r.key.SD].Root})
+			rows = append(rows, listRow{RunInfo: ri, run: r, Link: runLink(r.key), Key: itoa(r.key.SD) + "/" + r.key.Name, Dir: s.dirName(r.key.SD)})
 		}
 	}
 	return rows, slices.Sorted(func(yield func(string) bool) {
@@ -268,7 +271,7 @@ func (s *Server) sseRuns(w http.ResponseWriter, r *http.Request) {
 		for _, k := range sb.takeKeys() {
 			key := itoa(k.SD) + "/" + k.Name
 			run := s.ix.get(k)
-			if run == nil {
+			if run == nil || s.ix.shadowed(run) {
 				items = append(items, item{Key: key, Gone: true})
 				continue
 			}
@@ -304,6 +307,7 @@ type runData struct {
 	Resumable bool
 	StateDir  string
 	ReadOnly  bool   // the run's state folder cannot be written: no intervention
+	FromHub   bool   // the run is the hub's copy of a coordinator's log: no intervention
 	Trigger   string // what trigger started the run (hooks.go), "" for none
 }
 
@@ -361,7 +365,7 @@ func (s *Server) runData(run *run, d *detail) runData {
 	rep := d.report
 	link := runLink(run.key)
 	rd := runData{Key: itoa(run.key.SD) + "/" + run.key.Name, Link: link, Report: rep, Running: rep.Status == "running",
-		StateDir: s.dirs[run.key.SD].Root, Attempts: len(d.timeline), Trigger: triggerOf(d.start)}
+		StateDir: s.dirName(run.key.SD), Attempts: len(d.timeline), Trigger: triggerOf(d.start)}
 	rd.Resumable = !rd.Running && !rep.Archived && rep.Status != "complete"
 	attempts := map[string][]int{}
 	for _, a := range d.timeline {
@@ -410,6 +414,7 @@ func (s *Server) pageRun(w http.ResponseWriter, r *http.Request) {
 	rd := s.runData(run, d)
 	if s.readOnly(run.key.SD) != "" {
 		p.CanAct, p.CanRun, rd.ReadOnly = false, false, true
+		rd.FromHub = s.isHub(run.key.SD)
 	}
 	if len(rd.Steps) > maxTableSteps && r.URL.Query().Get("all") == "" {
 		rd.Hidden = len(rd.Steps) - maxTableSteps

@@ -59,7 +59,26 @@ type Options struct {
 	// a server with sign-in answers ("name" or "name:port"); none: any.
 	// Without sign-in only loopback names are answered (hostAllowed).
 	AllowedHosts []string
+	// Hub, when set, is the copy of the hub's task logs (apollo serve
+	// --hub, docs/spec.md §8.8), shown as one more state folder after
+	// StateDirs: read-only, named by its label.
+	Hub *HubFolder
 }
+
+// HubFolder is a folder laid out as a state folder's that holds a copy of
+// the logs the hub holds, which a follower of the hub keeps up to date.
+// Its runs take no intervention: their coordinators run elsewhere.
+type HubFolder struct {
+	Dir   string
+	Label string // how pages and metrics name it ("hub nats://...")
+	// Holder says whether a coordinator holds the task's lease, and its
+	// pid (on its own host).
+	Holder func(taskID string) (pid int, held bool)
+}
+
+// hubReadOnly is why the hub's runs take no intervention.
+const hubReadOnly = "the hub's copy of logs that coordinators on other machines write: an intervention is taken where " +
+	"the task's coordinator runs (apollo script, or the apollo serve of its state folder)"
 
 // Server is apollo serve's HTTP side.
 type Server struct {
@@ -119,7 +138,15 @@ func New(o Options) (*Server, error) {
 	for _, d := range o.StateDirs {
 		s.dirs = append(s.dirs, statedir.Dir{Root: d})
 	}
+	hubSD := -1
+	if o.Hub != nil {
+		hubSD = len(s.dirs)
+		s.dirs = append(s.dirs, statedir.Dir{Root: o.Hub.Dir})
+	}
 	s.ix = newIndex(s.dirs, o.Now)
+	if o.Hub != nil {
+		s.ix.hubSD, s.ix.hubHolder = hubSD, o.Hub.Holder
+	}
 	s.ix.changed = s.hub.runsChanged
 	t, err := template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")
 	if err != nil {
@@ -457,26 +484,49 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request, msg string) {
 
 // readOnly says why state folder sd cannot be written, "" when it can.
 func (s *Server) readOnly(sd int) string {
+	if s.isHub(sd) {
+		return hubReadOnly
+	}
 	if sd >= 0 && sd < len(s.opts.ReadOnly) {
 		return s.opts.ReadOnly[sd]
 	}
 	return ""
 }
 
+// isHub reports whether state folder sd is the copy of the hub's logs.
+func (s *Server) isHub(sd int) bool { return s.opts.Hub != nil && sd == len(s.dirs)-1 }
+
+// dirName is how pages and metrics name state folder sd: its path, or the
+// hub's label.
+func (s *Server) dirName(sd int) string {
+	if s.isHub(sd) {
+		return s.opts.Hub.Label
+	}
+	return s.dirs[sd].Root
+}
+
 // readOnlyNote is what every page says of the read-only state folders, ""
 // when there are none.
 func (s *Server) readOnlyNote() string {
 	var ro []string
-	for sd, d := range s.dirs {
-		if why := s.readOnly(sd); why != "" {
-			ro = append(ro, d.Root+" ("+why+")")
+	for sd := range s.dirs {
+		if why := s.readOnly(sd); why != "" && !s.isHub(sd) {
+			ro = append(ro, s.dirName(sd)+" ("+why+")")
 		}
 	}
-	if len(ro) == 0 {
-		return ""
+	note := ""
+	if len(ro) > 0 {
+		note = "read-only: state folder " + strings.Join(ro, ", ") + ": its runs are shown as they are; " +
+			"no schedule runs and no intervention is taken there"
 	}
-	return "read-only: state folder " + strings.Join(ro, ", ") + ": its runs are shown as they are; " +
-		"no schedule runs and no intervention is taken there"
+	if s.opts.Hub != nil {
+		if note != "" {
+			note += ". "
+		}
+		note += "The runs of " + s.opts.Hub.Label + " are shown from the hub, as their coordinators write them; " +
+			"they take no intervention here"
+	}
+	return note
 }
 
 // Close saves the index cache.
