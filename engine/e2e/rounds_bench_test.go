@@ -23,11 +23,15 @@ type contender struct {
 // rotated by one each round so that no tool always runs first on a cold
 // cache or last on a hot one, and reports each tool's median time per unit
 // (units per command: steps, or 1 for a whole run) and its median over the
-// first contender's, the baseline, measured in the same run. after, when
-// set, runs untimed at the end of each round.
+// first contender's, the baseline, measured in the same run; and the same
+// for the CPU time of each command's whole process tree (user+system, its
+// waited-for children included), which a machine busy with other work
+// disturbs less than wall time. after, when set, runs untimed at the end of
+// each round.
 func rounds(b *testing.B, dir string, units int, unit string, cs []contender, after func(i int)) {
 	b.Helper()
 	took := make([][]time.Duration, len(cs))
+	cpu := make([][]time.Duration, len(cs))
 	for i := 0; b.Loop(); i++ {
 		for k := range cs {
 			j := (i + k) % len(cs)
@@ -39,6 +43,7 @@ func rounds(b *testing.B, dir string, units int, unit string, cs []contender, af
 			if err != nil {
 				b.Fatalf("%s: %v\n%s", cs[j].name, err, out)
 			}
+			cpu[j] = append(cpu[j], cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime())
 		}
 		if after != nil {
 			b.StopTimer()
@@ -51,12 +56,14 @@ func rounds(b *testing.B, dir string, units int, unit string, cs []contender, af
 		slices.Sort(s)
 		return s[len(s)/2]
 	}
-	base := median(took[0])
+	base, cpuBase := median(took[0]), median(cpu[0])
 	for j, c := range cs {
-		m := median(took[j])
+		m, mc := median(took[j]), median(cpu[j])
 		b.ReportMetric(float64(m.Nanoseconds())/1000/float64(units), c.name+"-µs/"+unit)
+		b.ReportMetric(float64(mc.Nanoseconds())/1000/float64(units), c.name+"-cpu-µs/"+unit)
 		if j > 0 {
 			b.ReportMetric(float64(m)/float64(base), c.name+"/"+cs[0].name)
+			b.ReportMetric(float64(mc)/float64(cpuBase), c.name+"/"+cs[0].name+"-cpu")
 		}
 	}
 }
@@ -66,7 +73,9 @@ func rounds(b *testing.B, dir string, units int, unit string, cs []contender, af
 // each round) and, in the same rounds, through `make -j8` (phony targets,
 // the baseline) and `xargs -P8`. Every tool starts one process per step,
 // apollo's a /bin/sh; make runs `true` without a shell. Medians over the
-// rounds (-benchtime Nx sets how many), the order rotated.
+// rounds (-benchtime Nx sets how many), the order rotated. With
+// APOLLO_BENCH_OTHER naming another apollo binary (an earlier build), it
+// runs in the same rounds as apollo-other: a before and after.
 func BenchmarkWide(b *testing.B) {
 	makePath, err := exec.LookPath("make")
 	if err != nil {
@@ -96,13 +105,19 @@ func BenchmarkWide(b *testing.B) {
 	makefile := writeFile(b, dir, "Makefile", mk.String())
 	pipeline := writeFile(b, dir, "wide.yaml", pl.String())
 	state := func(i int) string { return filepath.Join(dir, "state-"+strconv.Itoa(i)) }
-	rounds(b, dir, steps, "step", []contender{
+	cs := []contender{
 		{"make-j8", func(int) *exec.Cmd { return exec.Command(makePath, "-s", "-j8", "-f", makefile, "all") }},
 		{"apollo", func(i int) *exec.Cmd { return exec.Command(bin, "run", pipeline, "--state-dir", state(i)) }},
 		{"xargs-P8", func(int) *exec.Cmd {
 			return exec.Command("/bin/sh", "-c", "seq "+strconv.Itoa(steps)+" | xargs -P8 -n1 sh -c true")
 		}},
-	}, func(i int) { os.RemoveAll(state(i)) })
+	}
+	if other := os.Getenv("APOLLO_BENCH_OTHER"); other != "" {
+		cs = append(cs, contender{"apollo-other", func(i int) *exec.Cmd {
+			return exec.Command(other, "run", pipeline, "--state-dir", state(i)+"-other")
+		}})
+	}
+	rounds(b, dir, steps, "step", cs, func(i int) { os.RemoveAll(state(i)); os.RemoveAll(state(i) + "-other") })
 }
 
 // BenchmarkStartup times what a small run costs before and around its one
@@ -110,7 +125,8 @@ func BenchmarkWide(b *testing.B) {
 // pipeline (a fresh state folder each round, so the step runs and its
 // STEP_START is fsynced), and `apollo --help` and `apollo version`, which
 // run nothing but the binary's start. Medians over the rounds, the order
-// rotated.
+// rotated. APOLLO_BENCH_OTHER adds another build's run and --help, as in
+// BenchmarkWide.
 func BenchmarkStartup(b *testing.B) {
 	makePath, err := exec.LookPath("make")
 	if err != nil {
@@ -121,12 +137,20 @@ func BenchmarkStartup(b *testing.B) {
 	makefile := writeFile(b, dir, "Makefile", "all:\n\ttrue\n")
 	pipeline := writeFile(b, dir, "one.yaml", "task_name: one\nsteps:\n  - id: a\n    command: \"true\"\n")
 	state := func(i int) string { return filepath.Join(dir, "state-"+strconv.Itoa(i)) }
-	rounds(b, dir, 1, "run", []contender{
+	cs := []contender{
 		{"make", func(int) *exec.Cmd { return exec.Command(makePath, "-s", "-f", makefile, "all") }},
 		{"apollo-run", func(i int) *exec.Cmd { return exec.Command(bin, "run", pipeline, "--state-dir", state(i)) }},
 		{"apollo-help", func(int) *exec.Cmd { return exec.Command(bin, "--help") }},
 		{"apollo-version", func(int) *exec.Cmd { return exec.Command(bin, "version") }},
-	}, func(i int) { os.RemoveAll(state(i)) })
+	}
+	if other := os.Getenv("APOLLO_BENCH_OTHER"); other != "" {
+		cs = append(cs,
+			contender{"other-run", func(i int) *exec.Cmd {
+				return exec.Command(other, "run", pipeline, "--state-dir", state(i)+"-other")
+			}},
+			contender{"other-help", func(int) *exec.Cmd { return exec.Command(other, "--help") }})
+	}
+	rounds(b, dir, 1, "run", cs, func(i int) { os.RemoveAll(state(i)); os.RemoveAll(state(i) + "-other") })
 }
 
 // writeFile writes text to dir/name and returns its path.
