@@ -5,6 +5,7 @@ import (
 	"errors"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // ErrTimeout is the cause to give a step's deadline:
@@ -58,11 +59,11 @@ func (e *StopError) Is(target error) bool {
 
 // positionRE finds the "chunk:line: " gopher-lua puts in front of a message. Chunk names may
 // hold colons themselves ("pipeline.yaml:load"), hence the lazy match up to ":<digits>: ".
-var positionRE = regexp.MustCompile(`^(.*?:\d+: )`)
+var positionRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(.*?:\d+: )`) })
 
 // position returns the leading "chunk:line: " of msg, or "".
 func position(msg string) string {
-	if m := positionRE.FindStringSubmatch(msg); m != nil && !strings.Contains(m[1], "\n") {
+	if m := positionRE().FindStringSubmatch(msg); m != nil && !strings.Contains(m[1], "\n") {
 		return m[1]
 	}
 	return ""

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -13,7 +14,9 @@ import (
 // indexRE matches gopher-lua's message for indexing a value that is not a table: it names
 // the value's type and the key, never the expression that held the value. callMsg is its
 // message for calling a value that is not a function, which names neither.
-var indexRE = regexp.MustCompile(`^attempt to index a non-table object\(([a-z]+)\) with key '(.*)'$`)
+var indexRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^attempt to index a non-table object\(([a-z]+)\) with key '(.*)'$`)
+})
 
 const callMsg = "attempt to call a non-function object"
 
@@ -29,7 +32,7 @@ func (s *State) explain(msg string) string {
 	}
 	rest := msg[len(pos):]
 	line, ok := s.sourceLine(pos)
-	if m := indexRE.FindStringSubmatch(rest); m != nil {
+	if m := indexRE().FindStringSubmatch(rest); m != nil {
 		typ, key := m[1], m[2]
 		var exprs []string
 		if ok {
@@ -85,7 +88,7 @@ func (s *State) globalValue(expr string) (v lua.LValue, known bool) {
 	var cur lua.LValue = s.ls.G.Global
 	for _, part := range strings.Split(expr, ".") {
 		t, ok := cur.(*lua.LTable)
-		if !ok || !identRE.MatchString(part) {
+		if !ok || !identRE().MatchString(part) {
 			return nil, false
 		}
 		cur = t.RawGetString(part)

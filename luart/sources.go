@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sync"
 )
 
 // Source is the text of a Lua file and the chunk name it runs under.
@@ -53,7 +54,7 @@ func (ss Sources) Digest() string {
 
 // staticRequire matches require("name") and require 'name' with a literal
 // name: the modules a source is seen to load.
-var staticRequire = regexp.MustCompile(`\brequire\s*\(?\s*["']([A-Za-z0-9_.]+)["']`)
+var staticRequire = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\brequire\s*\(?\s*["']([A-Za-z0-9_.]+)["']`) })
 
 // Gather reads what a step loads: the script files (paths relative to the
 // root), the modules named, and every module these and the inline bodies
@@ -83,7 +84,7 @@ func (rt *Runtime) Gather(files, modules, inline []string, goModules func(string
 		scan(src)
 	}
 	scan = func(text string) {
-		for _, m := range staticRequire.FindAllStringSubmatch(text, -1) {
+		for _, m := range staticRequire().FindAllStringSubmatch(text, -1) {
 			addModule(m[1])
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"sync"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -83,10 +84,10 @@ type ValueError struct {
 
 func (e *ValueError) Error() string { return e.Path + ": " + e.Msg }
 
-var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var identRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 func pathKey(path, key string) string {
-	if identRE.MatchString(key) {
+	if identRE().MatchString(key) {
 		return path + "." + key
 	}
 	return path + "[" + strconv.Quote(key) + "]"

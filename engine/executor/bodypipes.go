@@ -156,16 +156,28 @@ func pollMillis(fds []unix.PollFd, timeout time.Duration) error {
 	return err
 }
 
+// Reads start with a small buffer and grow to a pipe's capacity once a read
+// fills it: most steps print little or nothing, and a 64 KB buffer for each
+// would be most of what a `true` step allocates, and what makes the
+// collector run.
+const (
+	firstReadBuf = 2 << 10
+	fullReadBuf  = 64 << 10
+)
+
 // read copies one read's worth from pipe i, closing it at its end.
 func (p *bodyPipes) read(i int) {
 	if p.buf == nil {
-		p.buf = make([]byte, 64<<10)
+		p.buf = make([]byte, firstReadBuf)
 	}
 	n, err := unix.Read(p.r[i], p.buf)
 	if n > 0 {
 		// A write error (a full disk) must not stop the reading: the body
 		// would block on a full pipe. The output file notes what it lost.
 		p.to[i].Write(p.buf[:n])
+		if n == len(p.buf) && n < fullReadBuf {
+			p.buf = make([]byte, fullReadBuf)
+		}
 		return
 	}
 	if err == unix.EINTR || err == unix.EAGAIN {

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 )
@@ -56,22 +57,24 @@ func (si *stepInfo) allow(kv keyValue) {
 }
 
 // capRequire matches require("apollo.exec") and require "apollo.http".
-var capRequire = regexp.MustCompile(`require\s*\(?\s*["']apollo\.(exec|http)["']`)
+var capRequire = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`require\s*\(?\s*["']apollo\.(exec|http)["']`) })
 
 // needsLine matches a module's "-- needs: exec, http" declaration (or
 // "--- needs: http", in a doc comment, followed by anything).
-var needsLine = regexp.MustCompile(`(?m)^---?[ \t]*needs:[ \t]*([a-z]+(?:[ \t]*,[ \t]*[a-z]+)*)`)
+var needsLine = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^---?[ \t]*needs:[ \t]*([a-z]+(?:[ \t]*,[ \t]*[a-z]+)*)`)
+})
 
 // needs lists the capabilities a Lua source uses: what it requires, and
 // what its "-- needs:" line declares.
 func needs(src string) []string {
 	var out []string
-	for _, m := range capRequire.FindAllStringSubmatch(src, -1) {
+	for _, m := range capRequire().FindAllStringSubmatch(src, -1) {
 		if !slices.Contains(out, m[1]) {
 			out = append(out, m[1])
 		}
 	}
-	for _, m := range needsLine.FindAllStringSubmatch(src, -1) {
+	for _, m := range needsLine().FindAllStringSubmatch(src, -1) {
 		for _, c := range strings.FieldsFunc(m[1], func(r rune) bool { return r == ',' || r == ' ' }) {
 			if slices.Contains(capabilities, c) && !slices.Contains(out, c) {
 				out = append(out, c)

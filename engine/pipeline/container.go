@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 )
@@ -40,15 +41,21 @@ type Mount struct {
 
 // imageRef is what an image may be named: a registry/name, a tag or a
 // digest, nothing an engine's CLI could read as a flag.
-var imageRef = regexp.MustCompile(`^[a-z0-9][a-z0-9._/-]*(:[0-9]+)?(/[a-z0-9._-]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$`)
+// Each pattern of the package is compiled on first use, not when the
+// binary starts: every command links this package, few validate images.
+var imageRef = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[a-z0-9][a-z0-9._/-]*(:[0-9]+)?(/[a-z0-9._-]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$`)
+})
 
 var (
-	memorySize = regexp.MustCompile(`^[0-9]+[bkmg]?$`)
-	userName   = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$`)
+	memorySize = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]+[bkmg]?$`) })
+	userName   = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$`)
+	})
 )
 
 // ValidImage reports whether ref names an image the way image: takes it.
-func ValidImage(ref string) bool { return len(ref) <= 255 && imageRef.MatchString(ref) }
+func ValidImage(ref string) bool { return len(ref) <= 255 && imageRef().MatchString(ref) }
 
 // image decodes image: — a name, or a mapping of name and the container's
 // settings.
@@ -106,7 +113,7 @@ func (si *stepInfo) imageSetting(c *Container, p keyValue) {
 		c.Network, _ = at.choice(key, p.v, "none", "host", "default")
 	case "user":
 		if u, ok := at.nonEmpty(key, p.v); ok {
-			if !userName.MatchString(u) {
+			if !userName().MatchString(u) {
 				at.errf(line, "%s %q is not a user; write NAME or UID[:GID]", key, snippet(u))
 				return
 			}
@@ -123,7 +130,7 @@ func (si *stepInfo) imageSetting(c *Container, p keyValue) {
 	case "memory":
 		if s, ok := at.nonEmpty(key, p.v); ok {
 			s = strings.ToLower(s)
-			if !memorySize.MatchString(s) {
+			if !memorySize().MatchString(s) {
 				at.errf(line, "%s %q is not a size; write bytes with an optional unit b, k, m or g, such as 512m", key, snippet(s))
 				return
 			}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 
@@ -36,14 +37,14 @@ type Axis struct {
 
 // instanceChars are the bytes an item keeps in an instance id; others
 // become "_".
-var instanceChars = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
+var instanceChars = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9_.-]`) })
 
 // InstanceID names the instance of step id for item values (one, or one
 // per matrix axis).
 func InstanceID(id string, values ...string) string {
 	parts := make([]string, len(values))
 	for i, v := range values {
-		parts[i] = instanceChars.ReplaceAllString(v, "_")
+		parts[i] = instanceChars().ReplaceAllString(v, "_")
 	}
 	return id + "[" + strings.Join(parts, ",") + "]"
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -84,12 +85,12 @@ func Load(path string, opts LoadOptions) (*Pipeline, error) {
 	return p, nil
 }
 
-var datePattern = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
+var datePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`) })
 
 // IsDate reports whether s is a real date written YYYY-MM-DD.
 func IsDate(s string) bool {
 	_, err := time.Parse("2006-01-02", s)
-	return err == nil && datePattern.MatchString(s)
+	return err == nil && datePattern().MatchString(s)
 }
 
 // checkVarFlags refuses a --var that nothing would read, as a *UsageError:
@@ -375,7 +376,7 @@ func (l *loader) checkText(src []byte) bool {
 
 func lineOf(src []byte, off int) int { return bytes.Count(src[:off], []byte("\n")) + 1 }
 
-var yamlErrLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var yamlErrLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): (.*)$`) })
 
 // decode parses the one document in src and returns its root node, nil for
 // an empty file.
@@ -447,7 +448,7 @@ func (l *loader) yamlError(src []byte, err error) {
 	top := where{l: l}
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	line := 0
-	if m := yamlErrLine.FindStringSubmatch(err.Error()); m != nil {
+	if m := yamlErrLine().FindStringSubmatch(err.Error()); m != nil {
 		line, _ = strconv.Atoi(m[1])
 		msg = m[2]
 	}

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"regexp"
 	"slices"
+	"sync"
 )
 
 // A step reads the outputs of the steps upstream of it — its ancestors in
@@ -35,7 +36,9 @@ func (w where) outputRef(key, step, text string, line int) {
 
 // luaRef matches ctx.outputs.ID and ctx.outputs["ID"] (or 'ID') in Lua,
 // and the same of ctx.status, an upstream step's state (when:).
-var luaRef = regexp.MustCompile(`\bctx\.(?:outputs|status)(?:\.([A-Za-z_][A-Za-z0-9_]*)|\[\s*["']([A-Za-z0-9_-]+)["']\s*\])`)
+var luaRef = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\bctx\.(?:outputs|status)(?:\.([A-Za-z_][A-Za-z0-9_]*)|\[\s*["']([A-Za-z0-9_-]+)["']\s*\])`)
+})
 
 // luaSourceRef is one ctx.outputs reference found in Lua source.
 type luaSourceRef struct {
@@ -48,7 +51,7 @@ type luaSourceRef struct {
 // nil unless the step is upstream.
 func luaOutputRefs(src string) []luaSourceRef {
 	var refs []luaSourceRef
-	for _, m := range luaRef.FindAllStringSubmatchIndex(src, -1) {
+	for _, m := range luaRef().FindAllStringSubmatchIndex(src, -1) {
 		r := luaSourceRef{text: src[m[0]:m[1]], off: m[0]}
 		if m[2] >= 0 {
 			r.step = src[m[2]:m[3]]

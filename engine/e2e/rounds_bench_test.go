@@ -1,0 +1,164 @@
+package e2e_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// contender is one tool timed in a round: cmd builds its command for
+// round i (a fresh state folder each round, for apollo).
+type contender struct {
+	name string
+	cmd  func(i int) *exec.Cmd
+}
+
+// rounds runs every contender once per benchmark iteration, the order
+// rotated by one each round so that no tool always runs first on a cold
+// cache or last on a hot one, and reports each tool's median time per unit
+// (units per command: steps, or 1 for a whole run) and its median over the
+// first contender's, the baseline, measured in the same run; and the same
+// for the CPU time of each command's whole process tree (user+system, its
+// waited-for children included), which a machine busy with other work
+// disturbs less than wall time. after, when set, runs untimed at the end of
+// each round.
+func rounds(b *testing.B, dir string, units int, unit string, cs []contender, after func(i int)) {
+	b.Helper()
+	took := make([][]time.Duration, len(cs))
+	cpu := make([][]time.Duration, len(cs))
+	for i := 0; b.Loop(); i++ {
+		for k := range cs {
+			j := (i + k) % len(cs)
+			cmd := cs[j].cmd(i)
+			cmd.Dir = dir
+			began := time.Now()
+			out, err := cmd.CombinedOutput()
+			took[j] = append(took[j], time.Since(began))
+			if err != nil {
+				b.Fatalf("%s: %v\n%s", cs[j].name, err, out)
+			}
+			cpu[j] = append(cpu[j], cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime())
+		}
+		if after != nil {
+			b.StopTimer()
+			after(i)
+			b.StartTimer()
+		}
+	}
+	median := func(ds []time.Duration) time.Duration {
+		s := slices.Clone(ds)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	base, cpuBase := median(took[0]), median(cpu[0])
+	for j, c := range cs {
+		m, mc := median(took[j]), median(cpu[j])
+		b.ReportMetric(float64(m.Nanoseconds())/1000/float64(units), c.name+"-µs/"+unit)
+		b.ReportMetric(float64(mc.Nanoseconds())/1000/float64(units), c.name+"-cpu-µs/"+unit)
+		if j > 0 {
+			b.ReportMetric(float64(m)/float64(base), c.name+"/"+cs[0].name)
+			b.ReportMetric(float64(mc)/float64(cpuBase), c.name+"/"+cs[0].name+"-cpu")
+		}
+	}
+}
+
+// BenchmarkWide runs 1,000 independent `true` steps at parallelism 8
+// through the real apollo binary (durability always, a fresh state folder
+// each round) and, in the same rounds, through `make -j8` (phony targets,
+// the baseline) and `xargs -P8`. Every tool starts one process per step,
+// apollo's a /bin/sh; make runs `true` without a shell. Medians over the
+// rounds (-benchtime Nx sets how many), the order rotated. With
+// APOLLO_BENCH_OTHER naming another apollo binary (an earlier build), it
+// runs in the same rounds as apollo-other: a before and after.
+func BenchmarkWide(b *testing.B) {
+	makePath, err := exec.LookPath("make")
+	if err != nil {
+		b.Skip("make is not installed")
+	}
+	const steps = 1000
+	bin := binary(b)
+	dir := b.TempDir()
+	var mk strings.Builder
+	mk.WriteString(".PHONY: all")
+	for i := range steps {
+		fmt.Fprintf(&mk, " s%d", i)
+	}
+	mk.WriteString("\nall:")
+	for i := range steps {
+		fmt.Fprintf(&mk, " s%d", i)
+	}
+	mk.WriteString("\n")
+	for i := range steps {
+		fmt.Fprintf(&mk, "s%d:\n\ttrue\n", i)
+	}
+	var pl strings.Builder
+	pl.WriteString("task_name: wide\nparallelism: 8\ndurability: always\nsteps:\n")
+	for i := range steps {
+		fmt.Fprintf(&pl, "  - id: s%d\n    command: \"true\"\n", i)
+	}
+	makefile := writeFile(b, dir, "Makefile", mk.String())
+	pipeline := writeFile(b, dir, "wide.yaml", pl.String())
+	state := func(i int) string { return filepath.Join(dir, "state-"+strconv.Itoa(i)) }
+	cs := []contender{
+		{"make-j8", func(int) *exec.Cmd { return exec.Command(makePath, "-s", "-j8", "-f", makefile, "all") }},
+		{"apollo", func(i int) *exec.Cmd { return exec.Command(bin, "run", pipeline, "--state-dir", state(i)) }},
+		{"xargs-P8", func(int) *exec.Cmd {
+			return exec.Command("/bin/sh", "-c", "seq "+strconv.Itoa(steps)+" | xargs -P8 -n1 sh -c true")
+		}},
+	}
+	if other := os.Getenv("APOLLO_BENCH_OTHER"); other != "" {
+		cs = append(cs, contender{"apollo-other", func(i int) *exec.Cmd {
+			return exec.Command(other, "run", pipeline, "--state-dir", state(i)+"-other")
+		}})
+	}
+	rounds(b, dir, steps, "step", cs, func(i int) { os.RemoveAll(state(i)); os.RemoveAll(state(i) + "-other") })
+}
+
+// BenchmarkStartup times what a small run costs before and around its one
+// step: make on a 1-rule Makefile (the baseline), `apollo run` on a 1-step
+// pipeline (a fresh state folder each round, so the step runs and its
+// STEP_START is fsynced), and `apollo --help` and `apollo version`, which
+// run nothing but the binary's start. Medians over the rounds, the order
+// rotated. APOLLO_BENCH_OTHER adds another build's run and --help, as in
+// BenchmarkWide.
+func BenchmarkStartup(b *testing.B) {
+	makePath, err := exec.LookPath("make")
+	if err != nil {
+		b.Skip("make is not installed")
+	}
+	bin := binary(b)
+	dir := b.TempDir()
+	makefile := writeFile(b, dir, "Makefile", "all:\n\ttrue\n")
+	pipeline := writeFile(b, dir, "one.yaml", "task_name: one\nsteps:\n  - id: a\n    command: \"true\"\n")
+	state := func(i int) string { return filepath.Join(dir, "state-"+strconv.Itoa(i)) }
+	cs := []contender{
+		{"make", func(int) *exec.Cmd { return exec.Command(makePath, "-s", "-f", makefile, "all") }},
+		{"apollo-run", func(i int) *exec.Cmd { return exec.Command(bin, "run", pipeline, "--state-dir", state(i)) }},
+		{"apollo-help", func(int) *exec.Cmd { return exec.Command(bin, "--help") }},
+		{"apollo-version", func(int) *exec.Cmd { return exec.Command(bin, "version") }},
+	}
+	if other := os.Getenv("APOLLO_BENCH_OTHER"); other != "" {
+		cs = append(cs,
+			contender{"other-run", func(i int) *exec.Cmd {
+				return exec.Command(other, "run", pipeline, "--state-dir", state(i)+"-other")
+			}},
+			contender{"other-help", func(int) *exec.Cmd { return exec.Command(other, "--help") }})
+	}
+	rounds(b, dir, 1, "run", cs, func(i int) { os.RemoveAll(state(i)); os.RemoveAll(state(i) + "-other") })
+}
+
+// writeFile writes text to dir/name and returns its path.
+func writeFile(b *testing.B, dir, name, text string) string {
+	b.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
