@@ -90,6 +90,33 @@ func TestHubLogMirrorsLocal(t *testing.T) {
 	})
 }
 
+// TestHubLogNoLocalFsyncPerStep: with the log in the hub, a record is
+// durable once the hub acknowledged it, so a remote step's records wait
+// for no fsync of the local file (docs/performance.md counts a remote
+// step's writes): the run fsyncs its file when it closes it, not per step.
+func TestHubLogNoLocalFsyncPerStep(t *testing.T) {
+	e := newHubEnv(t, 1)
+	e.startWorker("w1", e.cl.URLs(), nil)
+	path := filepath.Join(e.dir, "chain.yaml")
+	os.WriteFile(path, []byte("task_name: chain\nsteps:\n  - id: a\n    command: 'true'\n  - id: b\n    command: 'true'\n    depends_on: [a]\n"+
+		"  - id: c\n    command: 'true'\n    depends_on: [b]\n  - id: d\n    command: 'true'\n    depends_on: [c]\n"), 0o644)
+	if err := e.run(t.Context(), path, e.cl.URLs(), nil); err != nil {
+		t.Fatal(err)
+	}
+	var fsync *eventlog.FsyncInfo
+	for _, r := range e.logOf(e.task) {
+		if r.Summary != nil {
+			fsync = r.Summary.Fsync
+		}
+	}
+	if fsync == nil || fsync.Count > 2 {
+		t.Fatalf("the run of 4 remote steps fsynced its local log %+v times; want at most 2 (the hub's log holds each record durably)", fsync)
+	}
+	if local, hub := e.localLog(e.task), e.hubLog(e.task); !slicesEqual(local, hub) {
+		t.Fatalf("the local log differs from the hub's")
+	}
+}
+
 func slicesEqual(a, b [][]byte) bool {
 	if len(a) != len(b) {
 		return false
