@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"apollo/engine/remote"
 	"apollo/eventlog"
@@ -422,5 +425,42 @@ func TestHubLogReconciles(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(e.dir, "ran")); string(b) != "a\n" {
 		t.Errorf("step a ran %q, want once", b)
+	}
+}
+
+// TestHubOutputRidesOnTheEnd: a remote step's short output reaches the
+// coordinator's output file whole, carried by the attempt's end (one write
+// to the hub, not a piece and then the end: the hub stores no piece of
+// it); a long one comes as pieces first, its last piece with the end, and
+// is whole too.
+func TestHubOutputRidesOnTheEnd(t *testing.T) {
+	e := newHubEnv(t, 1)
+	e.startWorker("w1", e.cl.URLs(), nil)
+	c := e.client(e.cl.URLs())
+	for _, tc := range []struct{ step, command, want string }{
+		{"short", "echo hello; echo world", "hello\nworld\n"},
+		{"long", "head -c 300000 /dev/zero | tr '\\0' x", strings.Repeat("x", 300000)},
+	} {
+		e.task = "out_" + tc.step
+		path := filepath.Join(e.dir, tc.step+".yaml")
+		os.WriteFile(path, []byte(fmt.Sprintf("task_name: out\nsteps:\n  - id: %s\n    command: %q\n", tc.step, tc.command)), 0o644)
+		if err := e.run(t.Context(), path, e.cl.URLs(), nil); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(e.dir, ".apollo", "output", e.task, tc.step+".0.log")
+		if b, err := os.ReadFile(out); err != nil || string(b) != tc.want {
+			t.Errorf("%s holds %d bytes (%v), want the step's %d", out, len(b), err, len(tc.want))
+		}
+		s, err := c.JS.Stream(t.Context(), remote.OutputStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(t.Context(), jetstream.WithSubjectFilter("apollo.out.*."+remote.Token(e.task)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := info.State.Msgs; tc.step == "short" && n != 0 {
+			t.Errorf("the hub stored %d piece(s) of the short output apart from the end; want none", n)
+		}
 	}
 }
