@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"apollo/engine/remote"
@@ -463,4 +464,74 @@ func TestHubOutputRidesOnTheEnd(t *testing.T) {
 			t.Errorf("the hub stored %d piece(s) of the short output apart from the end; want none", n)
 		}
 	}
+}
+
+// TestHubWorkerOpensItsBucketOnce: a worker looks up the hub's idem
+// bucket once, not once per attempt: each lookup is a round trip to the
+// hub before the attempt's body may start.
+func TestHubWorkerOpensItsBucketOnce(t *testing.T) {
+	e := newHubEnv(t, 1)
+	c := e.client(e.cl.URLs())
+	var mu sync.Mutex
+	lookups := 0
+	sub, err := c.NC.Subscribe("$JS.API.STREAM.INFO.KV_"+remote.IdemBucket, func(*nats.Msg) { mu.Lock(); lookups++; mu.Unlock() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	c.NC.Flush()
+	e.startWorker("w1", e.cl.URLs(), nil)
+	path := filepath.Join(e.dir, "chain.yaml")
+	yaml := "task_name: chain\nsteps:\n  - id: s0\n    command: 'true'\n"
+	for i := 1; i < 8; i++ {
+		yaml += fmt.Sprintf("  - id: s%d\n    command: 'true'\n    depends_on: [s%d]\n", i, i-1)
+	}
+	os.WriteFile(path, []byte(yaml), 0o644)
+	if err := e.run(t.Context(), path, e.cl.URLs(), nil); err != nil {
+		t.Fatal(err)
+	}
+	c.NC.Flush()
+	mu.Lock()
+	defer mu.Unlock()
+	// Once by each client's set-up (the worker's and the coordinator's),
+	// once when each opens it: not once more per attempt.
+	if lookups > 4 {
+		t.Fatalf("the idem bucket was looked up %d times for 8 remote attempts; want at most twice per client", lookups)
+	}
+}
+
+// TestHubFeedReadsEachEventOnce: the hub republishes the headers of what it
+// stored, so the coordinator reads each of its workers' events when it can
+// be read, with one read, instead of trying as it is published (before a
+// replicated stream has stored it) and again at its next poll.
+func TestHubFeedReadsEachEventOnce(t *testing.T) {
+	e := newHubEnv(t, 1)
+	c := e.client(e.cl.URLs())
+	var mu sync.Mutex
+	reads := 0
+	sub, err := c.NC.Subscribe("$JS.API.STREAM.MSG.GET."+remote.EventsStream, func(*nats.Msg) { mu.Lock(); reads++; mu.Unlock() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	c.NC.Flush()
+	e.startWorker("w1", e.cl.URLs(), nil)
+	path := filepath.Join(e.dir, "chain.yaml")
+	os.WriteFile(path, []byte("task_name: chain\nsteps:\n  - id: a\n    command: 'true'\n  - id: b\n    command: 'true'\n    depends_on: [a]\n"+
+		"  - id: c\n    command: 'true'\n    depends_on: [b]\n  - id: d\n    command: 'true'\n    depends_on: [c]\n"), 0o644)
+	if err := e.run(t.Context(), path, e.cl.URLs(), nil); err != nil {
+		t.Fatal(err)
+	}
+	c.NC.Flush()
+	if st, err := c.JS.Stream(t.Context(), remote.EventsStream); err == nil {
+		t.Logf("republish %+v", st.CachedInfo().Config.RePublish)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// 8 events (a start and an end per step); the read that finds nothing
+	// at the start and an idle poll or two besides.
+	if reads > 8+3 {
+		t.Fatalf("the coordinator read the hub's events stream %d times for 8 events; want about one read each", reads)
+	}
+	t.Logf("%d reads for 8 events", reads)
 }
