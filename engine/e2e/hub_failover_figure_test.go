@@ -143,6 +143,89 @@ func TestHubFailoverFigures(t *testing.T) {
 	}
 }
 
+// TestHubWideFigures measures a wide DAG of 1,000 `true` steps through a
+// hub of 1 node and of 3, counting whole processes: `apollo hub` nodes,
+// two `apollo worker`s of 8 slots and the wall time of `apollo run --hub`,
+// from its start to its exit, each round a new task; beside it, in the
+// same rounds (the order alternating), the same pipeline run locally by
+// `apollo run` at parallelism 8. It prints medians and asserts nothing of
+// time:
+//
+//	APOLLO_HUB_FIGURES=1 go test ./engine/e2e -run TestHubWideFigures -v
+func TestHubWideFigures(t *testing.T) {
+	if os.Getenv("APOLLO_HUB_FIGURES") == "" {
+		t.Skip("set APOLLO_HUB_FIGURES=1 to measure (minutes)")
+	}
+	rounds := envInt("APOLLO_HUB_ROUNDS", 5)
+	binary(t)
+	for _, nodes := range []int{1, 3} {
+		dir := t.TempDir()
+		ports, err := hubtest.FreePorts(2 * nodes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var urls, routes []string
+		for i := range nodes {
+			urls = append(urls, "nats://127.0.0.1:"+strconv.Itoa(ports[i]))
+			routes = append(routes, "127.0.0.1:"+strconv.Itoa(ports[nodes+i]))
+		}
+		hubURLs := strings.Join(urls, ",")
+		var procs []*exec.Cmd
+		start := func(args ...string) {
+			cmd := apolloCmd(t, dir, nil, args...)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			procs = append(procs, cmd)
+		}
+		for i := range nodes {
+			args := []string{"hub", "--store", filepath.Join(dir, fmt.Sprintf("h%d", i)), "--listen", strings.TrimPrefix(urls[i], "nats://")}
+			if nodes > 1 {
+				args = append(args, "--name", fmt.Sprintf("h%d", i), "--cluster", routes[i], "--routes", strings.Join(routes, ","))
+			}
+			start(args...)
+		}
+		waitStreams(t, hubURLs)
+		for i := range 2 {
+			start("worker", "--hub", hubURLs, "--slots", "8", "--state-dir", filepath.Join(dir, fmt.Sprintf("ws%d", i)))
+		}
+		var b strings.Builder
+		b.WriteString("task_name: wide\nsteps:\n")
+		for i := range 1000 {
+			fmt.Fprintf(&b, "  - id: s%d\n    command: 'true'\n", i)
+		}
+		pipeline := filepath.Join(dir, "wide.yaml")
+		os.WriteFile(pipeline, []byte(b.String()), 0o644)
+		rates := map[string][]float64{}
+		for round := range rounds {
+			for i, kind := range []string{"hub", "local"} {
+				if round%2 == 1 {
+					kind = []string{"local", "hub"}[i]
+				}
+				args := []string{"run", pipeline, "--task-id", fmt.Sprintf("w%d%s", round, kind), "--state-dir", filepath.Join(dir, "st"), "--progress", "quiet"}
+				if kind == "hub" {
+					args = append(args, "--hub", hubURLs)
+				} else {
+					args = append(args, "--parallel", "8")
+				}
+				began := time.Now()
+				if res := runApollo(t, dir, nil, args...); res.code != 0 {
+					t.Fatalf("apollo %v: exit %d: %s", args, res.code, res.stderr)
+				}
+				rate := 1000 / time.Since(began).Seconds()
+				rates[kind] = append(rates[kind], rate)
+				t.Logf("round %d hub=%d wide 1000 true steps, %s: %.0f steps/s", round, nodes, kind, rate)
+			}
+		}
+		t.Logf("FIGURE hub=%d wide 1000 true steps, whole processes, 2 workers x 8 slots, medians of %d rounds: through the hub %.0f steps/s; locally at parallelism 8 %.0f steps/s",
+			nodes, rounds, med(rates["hub"]), med(rates["local"]))
+		for _, p := range procs {
+			syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
+			p.Wait()
+		}
+	}
+}
+
 // dispatchedAgain reports whether the coordinator's log in state holds a
 // DISPATCH of step b's attempt 1.
 func dispatchedAgain(state, task string) bool {
