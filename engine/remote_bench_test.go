@@ -123,6 +123,12 @@ func TestHubFigures(t *testing.T) {
 			}
 			ratio["hublog"] = append(ratio["hublog"], per["hublog"]/per["local"])
 			ratio["nolog"] = append(ratio["nolog"], per["nolog"]/per["local"])
+			// The floor of a remote step in a chain: the local step, plus
+			// the replicated writes it must wait for one after another
+			// (docs/performance.md: DISPATCH, the work message, the start,
+			// the end, STEP_END).
+			floor := per["local"] + serialWrites*per["write"]
+			ratio["floor"] = append(ratio["floor"], per["hublog"]/floor)
 			t.Logf("round %d hub=%d: local %.0f µs/step, log in hub %.0f, without %.0f, one replicated write %.0f µs",
 				round, nodes, per["local"], per["hublog"], per["nolog"], per["write"])
 		}
@@ -130,6 +136,8 @@ func TestHubFigures(t *testing.T) {
 			"remote, log not in the hub %.0f µs/step (%.2fx local); one replicated write %.0f µs",
 			nodes, steps, rounds, median(got["local"]), median(got["hublog"]), median(ratio["hublog"]),
 			median(got["nolog"]), median(ratio["nolog"]), median(got["write"]))
+		t.Logf("FIGURE hub=%d floor of a remote chain step (local + %d replicated writes): remote with the log in the hub is %.2fx it (median of %d rounds)",
+			nodes, serialWrites, median(ratio["floor"]), rounds)
 		if os.Getenv("APOLLO_HUB_FIGURES") == "chain" {
 			continue
 		}
@@ -177,6 +185,12 @@ func TestHubFigures(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// serialWrites is how many replicated writes a remote step of a chain
+// waits for one after another: DISPATCH, the work message, the start, the
+// end and STEP_END (STEP_START is appended while the body runs, the
+// acknowledgement while STEP_END is).
+const serialWrites = 5
 
 // replicatedWrite is the median time of one append of a 350-byte record
 // to a task's log in the hub (replicated and fsynced on the hub's nodes
