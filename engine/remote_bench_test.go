@@ -32,7 +32,8 @@ import (
 //
 //	APOLLO_HUB_FIGURES=1 go test ./engine -run TestHubFigures -v
 //
-// APOLLO_HUB_FIGURES=chain measures the chain rows only; APOLLO_HUB_ROUNDS
+// APOLLO_HUB_FIGURES=chain measures the chain rows only, =all adds the
+// wide DAG on 1, 2 and 4 workers and a worker's death; APOLLO_HUB_ROUNDS
 // sets the rounds (default 5); APOLLO_HUB_NODES=1 or 3 one hub only.
 func TestHubFigures(t *testing.T) {
 	if os.Getenv("APOLLO_HUB_FIGURES") == "" {
@@ -163,6 +164,23 @@ func TestHubFigures(t *testing.T) {
 		}
 		t.Logf("FIGURE hub=%d wide 1000 true steps, 2 workers x 8 slots, medians of %d rounds: log in the hub %.0f steps/s, without %.0f steps/s",
 			nodes, rounds, median(wide[false]), median(wide[true]))
+		if os.Getenv("APOLLO_HUB_FIGURES") != "all" {
+			continue
+		}
+		// How it scales with workers: 1, 2 and 4 of 8 slots, one run each.
+		for _, workers := range []int{1, 2, 4} {
+			se := &hubEnv{t: t, cl: cl, dir: t.TempDir(), task: fmt.Sprintf("scale%d_%d", nodes, workers)}
+			spath := write(se, "wide", "wide", 1000)
+			for i := range workers {
+				se.startWorker(fmt.Sprintf("y%d", i), cl.URLs(), func(o *worker.Options) { o.Slots = 8 })
+			}
+			began := time.Now()
+			if err := se.run(t.Context(), spath, cl.URLs(), nil); err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(began)
+			t.Logf("FIGURE hub=%d workers=%d slots=8 wide 1000 true steps: %s, %.0f steps/s", nodes, workers, took.Round(time.Millisecond), 1000/took.Seconds())
+		}
 	}
 	if os.Getenv("APOLLO_HUB_FIGURES") != "all" {
 		return
