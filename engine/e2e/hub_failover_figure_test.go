@@ -143,16 +143,16 @@ func TestHubFailoverFigures(t *testing.T) {
 	}
 }
 
-// TestHubWideFigures measures a wide DAG of 1,000 `true` steps through a
-// hub of 1 node and of 3, counting whole processes: `apollo hub` nodes,
-// two `apollo worker`s of 8 slots and the wall time of `apollo run --hub`,
-// from its start to its exit, each round a new task; beside it, in the
-// same rounds (the order alternating), the same pipeline run locally by
-// `apollo run` at parallelism 8. It prints medians and asserts nothing of
-// time:
+// TestHubProcessFigures measures a hub's figures counting whole
+// processes: `apollo hub` nodes (1, then 3), two `apollo worker`s of 8
+// slots, and the wall time of `apollo run`, from its start to its exit,
+// each round a new task. In each round, the order alternating: a chain of
+// 50 `true` steps through the hub and locally (the remote step's ratio to
+// the local one), and a wide DAG of 1,000 `true` steps through the hub and
+// locally at parallelism 8. It prints medians and asserts nothing of time:
 //
-//	APOLLO_HUB_FIGURES=1 go test ./engine/e2e -run TestHubWideFigures -v
-func TestHubWideFigures(t *testing.T) {
+//	APOLLO_HUB_FIGURES=1 go test ./engine/e2e -run TestHubProcessFigures -v
+func TestHubProcessFigures(t *testing.T) {
 	if os.Getenv("APOLLO_HUB_FIGURES") == "" {
 		t.Skip("set APOLLO_HUB_FIGURES=1 to measure (minutes)")
 	}
@@ -196,8 +196,37 @@ func TestHubWideFigures(t *testing.T) {
 		}
 		pipeline := filepath.Join(dir, "wide.yaml")
 		os.WriteFile(pipeline, []byte(b.String()), 0o644)
+		var c strings.Builder
+		c.WriteString("task_name: chain\nsteps:\n")
+		for i := range 50 {
+			fmt.Fprintf(&c, "  - id: s%d\n    command: 'true'\n", i)
+			if i > 0 {
+				fmt.Fprintf(&c, "    depends_on: [s%d]\n", i-1)
+			}
+		}
+		chain := filepath.Join(dir, "chain.yaml")
+		os.WriteFile(chain, []byte(c.String()), 0o644)
 		rates := map[string][]float64{}
+		var ratios []float64
 		for round := range rounds {
+			per := map[string]time.Duration{}
+			for _, name := range []string{"chain-hub", "chain-local"} {
+				if round%2 == 1 {
+					name = map[string]string{"chain-hub": "chain-local", "chain-local": "chain-hub"}[name]
+				}
+				args := []string{"run", chain, "--task-id", fmt.Sprintf("c%d%s", round, name), "--state-dir", filepath.Join(dir, "st"), "--progress", "quiet"}
+				if name == "chain-hub" {
+					args = append(args, "--hub", hubURLs)
+				}
+				began := time.Now()
+				if res := runApollo(t, dir, nil, args...); res.code != 0 {
+					t.Fatalf("apollo %v: exit %d: %s", args, res.code, res.stderr)
+				}
+				per[name] = time.Since(began) / 50
+			}
+			ratios = append(ratios, float64(per["chain-hub"])/float64(per["chain-local"]))
+			t.Logf("round %d hub=%d chain of 50 true steps: through the hub %s a step, locally %s (%.2fx)", round, nodes,
+				per["chain-hub"], per["chain-local"], last(ratios))
 			for i, kind := range []string{"hub", "local"} {
 				if round%2 == 1 {
 					kind = []string{"local", "hub"}[i]
@@ -217,6 +246,7 @@ func TestHubWideFigures(t *testing.T) {
 				t.Logf("round %d hub=%d wide 1000 true steps, %s: %.0f steps/s", round, nodes, kind, rate)
 			}
 		}
+		t.Logf("FIGURE hub=%d chain of 50 true steps, whole processes, medians of %d rounds: through the hub %.2fx local", nodes, rounds, med(ratios))
 		t.Logf("FIGURE hub=%d wide 1000 true steps, whole processes, 2 workers x 8 slots, medians of %d rounds: through the hub %.0f steps/s; locally at parallelism 8 %.0f steps/s",
 			nodes, rounds, med(rates["hub"]), med(rates["local"]))
 		for _, p := range procs {
