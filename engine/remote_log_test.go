@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -534,4 +535,37 @@ func TestHubFeedReadsEachEventOnce(t *testing.T) {
 		t.Fatalf("the coordinator read the hub's events stream %d times for 8 events; want about one read each", reads)
 	}
 	t.Logf("%d reads for 8 events", reads)
+}
+
+// TestHubFeedAfterDroppedRings: a feed whose bell overflowed (more
+// events stored than it holds rings for while the coordinator was busy)
+// still reads every event at once, not one per slow poll.
+func TestHubFeedAfterDroppedRings(t *testing.T) {
+	e := newHubEnv(t, 1)
+	c := e.client(e.cl.URLs())
+	feed, err := c.NewFeed(t.Context(), remote.EventsStream, remote.TaskEvents(e.task), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer feed.Close()
+	const n = 1500 // more than the bell holds (1,024)
+	for i := range n {
+		if _, err := c.JS.PublishAsync("apollo.ev.default."+remote.Token(e.task), []byte(strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-c.JS.PublishAsyncComplete()
+	// A bound that only a hang reaches: at one event per slow poll
+	// (250 ms) the last ones would take two minutes.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for i := range n {
+		m, err := feed.Next(ctx)
+		if err != nil {
+			t.Fatalf("event %d of %d not read: %v", i+1, n, err)
+		}
+		if string(m.Data) != strconv.Itoa(i) {
+			t.Fatalf("event %d reads %q", i+1, m.Data)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,10 +24,13 @@ type Feed struct {
 	bell    chan struct{}
 	sub     *nats.Subscription
 	// stored: the bell rings once per message the hub stored (it
-	// republishes them), so none is missed but in a reconnection, which the
-	// slow poll covers; waitRing: a message was read, so the next read
-	// waits for a ring first.
-	stored, waitRing bool
+	// republishes them). waitRing: the last message was read on its ring
+	// and no ring was dropped (dropped: the bell was full), so the next
+	// read waits for a ring first; a message read on the slow poll (rings
+	// lost in a reconnection) or after a dropped ring is followed by
+	// reads until one finds nothing. rang: the last wait ended on a ring.
+	stored, waitRing, rang bool
+	dropped                atomic.Bool
 	// quick is the next wait while the subject is busy: set after a ring
 	// or a message, doubled up to pollEvery while nothing comes.
 	quick time.Duration
@@ -50,6 +54,7 @@ func (c *Client) NewFeed(ctx context.Context, stream, subject string, from uint6
 		select {
 		case f.bell <- struct{}{}:
 		default:
+			f.dropped.Store(true)
 		}
 	}
 	// A hub that republishes what it stored (setup.go) rings once the
@@ -93,13 +98,14 @@ func (f *Feed) Next(ctx context.Context) (*jetstream.RawStreamMsg, error) {
 			m, err := f.TryNext(ctx)
 			if m != nil {
 				f.quick = quickPoll
-				f.waitRing = f.stored
+				f.waitRing = f.stored && f.rang && !f.dropped.Load()
 			}
 			if err != nil || m != nil {
 				return m, err
 			}
+			f.dropped.Store(false) // every message stored so far is read
 		}
-		f.waitRing = false
+		f.waitRing, f.rang = false, false
 		wait := pollEvery
 		if f.quick > 0 && f.quick < pollEvery && !f.stored {
 			wait, f.quick = f.quick, f.quick*2
@@ -110,7 +116,7 @@ func (f *Feed) Next(ctx context.Context) (*jetstream.RawStreamMsg, error) {
 			t.Stop()
 			return nil, ctx.Err()
 		case <-f.bell:
-			f.quick = quickPoll
+			f.quick, f.rang = quickPoll, true
 		case <-t.C:
 		}
 		t.Stop()
