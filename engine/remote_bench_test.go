@@ -2,8 +2,11 @@ package engine
 
 import (
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,22 +20,35 @@ import (
 	"apollo/eventlog"
 )
 
-// TestHubFigures measures what docs/performance.md reports of scale-out:
-// the overhead of a remote `true` step against the same step run locally
-// in the same test; a wide 1,000-step DAG on 1, 2 and 4 workers with the
-// hub on 1 and 3 nodes; and the time from a worker's death to its attempt
-// running elsewhere, against the liveness deadline. It asserts nothing of
-// time: APOLLO_HUB_FIGURES=1 go test ./engine -run TestHubFigures -v.
+// TestHubFigures measures what docs/performance.md reports of scale-out,
+// on hubs of 1 and 3 embedded nodes in this process: a chain of 50 `true`
+// steps run locally, remotely with the task's log in the hub and remotely
+// without it, and one replicated write (an append to a task's log in the
+// hub), in rounds whose order rotates; the writes each remote step makes,
+// counted from the hub's streams; a wide DAG of 1,000 `true` steps with
+// and without the log in the hub, in rounds too; and the time from a
+// worker's death to its attempt running elsewhere. It prints medians and
+// asserts nothing of time:
+//
+//	APOLLO_HUB_FIGURES=1 go test ./engine -run TestHubFigures -v
+//
+// APOLLO_HUB_FIGURES=chain measures the chain rows only, =all adds the
+// wide DAG on 1, 2 and 4 workers and a worker's death; APOLLO_HUB_ROUNDS
+// sets the rounds (default 5); APOLLO_HUB_NODES=1 or 3 one hub only.
 func TestHubFigures(t *testing.T) {
 	if os.Getenv("APOLLO_HUB_FIGURES") == "" {
 		t.Skip("set APOLLO_HUB_FIGURES=1 to measure (minutes)")
 	}
-	chain := func(e *hubEnv, name string, n int) string {
+	rounds := 5
+	if n, err := strconv.Atoi(os.Getenv("APOLLO_HUB_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	}
+	write := func(e *hubEnv, name, shape string, n int) string {
 		var b strings.Builder
 		fmt.Fprintf(&b, "task_name: %s\nsteps:\n", name)
 		for i := range n {
 			fmt.Fprintf(&b, "  - id: s%d\n    command: \"true\"\n", i)
-			if i > 0 {
+			if i > 0 && shape == "chain" {
 				fmt.Fprintf(&b, "    depends_on: [s%d]\n", i-1)
 			}
 		}
@@ -40,78 +56,133 @@ func TestHubFigures(t *testing.T) {
 		os.WriteFile(path, []byte(b.String()), 0o644)
 		return path
 	}
-	wide := func(e *hubEnv, name string, n int) string {
-		var b strings.Builder
-		fmt.Fprintf(&b, "task_name: %s\nsteps:\n", name)
-		for i := range n {
-			fmt.Fprintf(&b, "  - id: s%d\n    command: \"true\"\n", i)
-		}
-		path := filepath.Join(e.dir, name+".yaml")
-		os.WriteFile(path, []byte(b.String()), 0o644)
-		return path
+	nodeCounts := []int{1, 3}
+	if n, err := strconv.Atoi(os.Getenv("APOLLO_HUB_NODES")); err == nil {
+		nodeCounts = []int{n}
 	}
-	for _, nodes := range []int{1, 3} {
-		var cl *hubtest.Cluster
-		if nodes == 3 {
-			cl = hubtest.Start(t, 3)
-		} else {
-			cl = hubtest.Start(t, 1)
+	for _, nodes := range nodeCounts {
+		cl := hubtest.Start(t, nodes)
+		const steps = 50
+		e := &hubEnv{t: t, cl: cl, dir: t.TempDir(), task: fmt.Sprintf("chain%d", nodes)}
+		path := write(e, "chain", "chain", steps)
+		e.startWorker("c1", cl.URLs(), nil)
+		c := e.client(cl.URLs())
+		// Writes per remote step, counted from the hub: the messages each
+		// stream stored and the acknowledgements of the pool's consumer
+		// during one remote chain (the lease and the task index are per
+		// run, not per step).
+		before := hubCounts(t, c)
+		e.task = fmt.Sprintf("count%d", nodes)
+		if err := e.run(t.Context(), path, cl.URLs(), nil); err != nil {
+			t.Fatal(err)
 		}
-		// Per-step overhead: a chain of 50 `true` steps, local then remote.
-		{
-			e := &hubEnv{t: t, cl: cl, dir: t.TempDir(), task: fmt.Sprintf("chain%d", nodes)}
-			path := chain(e, "chain", 50)
-			began := time.Now()
-			if err := New(Options{StateDir: filepath.Join(e.dir, ".local"), Workdir: e.dir, Progress: ProgressQuiet}).Run(t.Context(), path, RunOptions{TaskID: "local"}); err != nil {
-				t.Fatal(err)
+		after := hubCounts(t, c)
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(after)) {
+			if d := after[k] - before[k]; d > 0 {
+				parts = append(parts, fmt.Sprintf("%s %.2f", k, float64(d)/steps))
 			}
-			local := time.Since(began) / 50
-			e.startWorker("c1", cl.URLs(), nil)
-			began = time.Now()
-			if err := e.run(t.Context(), path, cl.URLs(), nil); err != nil {
-				t.Fatal(err)
+		}
+		fsyncs := int64(-1)
+		for _, r := range e.logOf(e.task) {
+			if r.Summary != nil && r.Summary.Fsync != nil {
+				fsyncs = r.Summary.Fsync.Count
 			}
-			rem := time.Since(began) / 50
-			t.Logf("FIGURE hub=%d chain of 50 true steps: local %s/step, remote %s/step (%.1fx)", nodes, local, rem, float64(rem)/float64(local))
-			// The same chain with the task's log kept out of the hub, as
-			// before it was: what appending each record there first costs.
-			// Three rounds, in turn, on a noisy machine.
-			base := e.task
-			for round := range 3 {
-				var with, without time.Duration
-				for _, noLog := range []bool{round%2 == 0, round%2 != 0} {
-					e.task = fmt.Sprintf("%s_%d_%v", base, round, noLog)
-					began = time.Now()
-					if err := e.run(t.Context(), path, cl.URLs(), func(ro *RunOptions) { ro.Hub.noLog = noLog }); err != nil {
-						t.Fatal(err)
-					}
-					if noLog {
-						without = time.Since(began) / 50
-					} else {
-						with = time.Since(began) / 50
-					}
+		}
+		t.Logf("FIGURE hub=%d writes per remote step: %s; local fsyncs of the coordinator's log %.2f a step", nodes,
+			strings.Join(parts, ", "), float64(fsyncs)/steps)
+		// Per-step cost: local, remote with the log in the hub, remote
+		// without it, and one replicated write, in rounds whose order
+		// rotates, on a noisy machine.
+		kinds := []string{"local", "hublog", "nolog", "write"}
+		got := map[string][]float64{}
+		ratio := map[string][]float64{}
+		for round := range rounds {
+			per := map[string]float64{}
+			for i := range kinds {
+				kind := kinds[(i+round)%len(kinds)]
+				e.task = fmt.Sprintf("chain%d_%d_%s", nodes, round, kind)
+				began := time.Now()
+				var err error
+				switch kind {
+				case "local":
+					err = New(Options{StateDir: filepath.Join(e.dir, ".local"), Workdir: e.dir, Stdout: io.Discard, Stderr: io.Discard,
+						Progress: ProgressQuiet}).Run(t.Context(), path, RunOptions{TaskID: e.task})
+				case "hublog", "nolog":
+					err = e.run(t.Context(), path, cl.URLs(), func(ro *RunOptions) { ro.Hub.noLog = kind == "nolog" })
+				case "write":
+					per[kind] = replicatedWrite(t, c, e.task, steps)
+					continue
 				}
-				t.Logf("FIGURE hub=%d chain of 50 true steps, round %d: log in the hub %s/step, without %s/step", nodes, round, with, without)
+				if err != nil {
+					t.Fatal(err)
+				}
+				per[kind] = float64(time.Since(began).Microseconds()) / steps
 			}
+			for k, v := range per {
+				got[k] = append(got[k], v)
+			}
+			ratio["hublog"] = append(ratio["hublog"], per["hublog"]/per["local"])
+			ratio["nolog"] = append(ratio["nolog"], per["nolog"]/per["local"])
+			// The floor of a remote step in a chain: the local step, plus
+			// the replicated writes it must wait for one after another
+			// (docs/performance.md: DISPATCH, the work message, the start,
+			// the end, STEP_END).
+			floor := per["local"] + serialWrites*per["write"]
+			ratio["floor"] = append(ratio["floor"], per["hublog"]/floor)
+			t.Logf("round %d hub=%d: local %.0f µs/step, log in hub %.0f, without %.0f, one replicated write %.0f µs",
+				round, nodes, per["local"], per["hublog"], per["nolog"], per["write"])
 		}
+		t.Logf("FIGURE hub=%d chain of %d true steps, medians of %d rounds: local %.0f µs/step; remote, log in the hub %.0f µs/step (%.2fx local); "+
+			"remote, log not in the hub %.0f µs/step (%.2fx local); one replicated write %.0f µs",
+			nodes, steps, rounds, median(got["local"]), median(got["hublog"]), median(ratio["hublog"]),
+			median(got["nolog"]), median(ratio["nolog"]), median(got["write"]))
+		t.Logf("FIGURE hub=%d floor of a remote chain step (local + %d replicated writes): remote with the log in the hub is %.2fx it (median of %d rounds)",
+			nodes, serialWrites, median(ratio["floor"]), rounds)
 		if os.Getenv("APOLLO_HUB_FIGURES") == "chain" {
 			continue
 		}
+		// A wide DAG of 1,000 steps on 2 workers × 8 slots, with and
+		// without the log in the hub, in turn.
+		we := &hubEnv{t: t, cl: cl, dir: t.TempDir()}
+		wpath := write(we, "wide", "wide", 1000)
+		for i := range 2 {
+			we.startWorker(fmt.Sprintf("x%d", i), cl.URLs(), func(o *worker.Options) { o.Slots = 8 })
+		}
+		wide := map[bool][]float64{}
+		for round := range rounds {
+			for _, noLog := range []bool{round%2 == 0, round%2 != 0} {
+				we.task = fmt.Sprintf("wide%d_%d_%v", nodes, round, noLog)
+				began := time.Now()
+				if err := we.run(t.Context(), wpath, cl.URLs(), func(ro *RunOptions) { ro.Hub.noLog = noLog }); err != nil {
+					t.Fatal(err)
+				}
+				rate := 1000 / time.Since(began).Seconds()
+				wide[noLog] = append(wide[noLog], rate)
+				t.Logf("round %d hub=%d wide 1000 true steps, 2 workers x 8 slots, log in the hub %v: %.0f steps/s", round, nodes, !noLog, rate)
+			}
+		}
+		t.Logf("FIGURE hub=%d wide 1000 true steps, 2 workers x 8 slots, medians of %d rounds: log in the hub %.0f steps/s, without %.0f steps/s",
+			nodes, rounds, median(wide[false]), median(wide[true]))
+		if os.Getenv("APOLLO_HUB_FIGURES") != "all" {
+			continue
+		}
+		// How it scales with workers: 1, 2 and 4 of 8 slots, one run each.
 		for _, workers := range []int{1, 2, 4} {
-			e := &hubEnv{t: t, cl: cl, dir: t.TempDir(), task: fmt.Sprintf("wide%d_%d", nodes, workers)}
-			path := wide(e, "wide", 1000)
+			se := &hubEnv{t: t, cl: cl, dir: t.TempDir(), task: fmt.Sprintf("scale%d_%d", nodes, workers)}
+			spath := write(se, "wide", "wide", 1000)
 			for i := range workers {
-				e.startWorker(fmt.Sprintf("x%d", i), cl.URLs(), func(o *worker.Options) { o.Slots = 8 })
+				se.startWorker(fmt.Sprintf("y%d", i), cl.URLs(), func(o *worker.Options) { o.Slots = 8 })
 			}
 			began := time.Now()
-			if err := e.run(t.Context(), path, cl.URLs(), nil); err != nil {
+			if err := se.run(t.Context(), spath, cl.URLs(), nil); err != nil {
 				t.Fatal(err)
 			}
 			took := time.Since(began)
 			t.Logf("FIGURE hub=%d workers=%d slots=8 wide 1000 true steps: %s, %.0f steps/s", nodes, workers, took.Round(time.Millisecond), 1000/took.Seconds())
 		}
 	}
-	if os.Getenv("APOLLO_HUB_FIGURES") == "chain" {
+	if os.Getenv("APOLLO_HUB_FIGURES") != "all" {
 		return
 	}
 	// Failover: a worker dies mid-step; its attempt runs elsewhere after.
@@ -131,6 +202,64 @@ func TestHubFigures(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// serialWrites is how many replicated writes a remote step of a chain
+// waits for one after another: DISPATCH, the work message, the start, the
+// end and STEP_END (STEP_START is appended while the body runs, the
+// acknowledgement while STEP_END is).
+const serialWrites = 5
+
+// replicatedWrite is the median time of one append of a 350-byte record
+// to a task's log in the hub (replicated and fsynced on the hub's nodes
+// before it is acknowledged), over n appends one after another: the unit
+// of a remote step's floor.
+func replicatedWrite(t *testing.T, c *remote.Client, task string, n int) float64 {
+	t.Helper()
+	l, err := c.OpenLog(t.Context(), task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := []byte(strings.Repeat("x", 349) + "\n")
+	var times []float64
+	for seq := int64(1); seq <= int64(n); seq++ {
+		began := time.Now()
+		if err := l.Append(t.Context(), seq, line); err != nil {
+			t.Fatal(err)
+		}
+		times = append(times, float64(time.Since(began).Microseconds()))
+	}
+	return median(times)
+}
+
+// hubCounts is, per stream of the hub, the sequence of its last message,
+// and per consumer of the work queue the acknowledgements it took.
+func hubCounts(t *testing.T, c *remote.Client) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	for info := range c.JS.ListStreams(t.Context()).Info() {
+		out[info.Config.Name] = int64(info.State.LastSeq)
+	}
+	s, err := c.JS.Stream(t.Context(), remote.StepsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for info := range s.ListConsumers(t.Context()).Info() {
+		out["ack "+info.Name] = int64(info.AckFloor.Consumer)
+	}
+	return out
+}
+
+// median is the middle of xs (the mean of the middle two).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // TestHubRebuildFigures measures what a coordinator that carries a task on

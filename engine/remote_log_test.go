@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"apollo/engine/remote"
 	"apollo/eventlog"
@@ -88,6 +93,33 @@ func TestHubLogMirrorsLocal(t *testing.T) {
 			t.Errorf("the hub's task index holds %+v (%v), want the task SUCCESS, its pipeline and its coordinator", entry, err)
 		}
 	})
+}
+
+// TestHubLogNoLocalFsyncPerStep: with the log in the hub, a record is
+// durable once the hub acknowledged it, so a remote step's records wait
+// for no fsync of the local file (docs/performance.md counts a remote
+// step's writes): the run fsyncs its file when it closes it, not per step.
+func TestHubLogNoLocalFsyncPerStep(t *testing.T) {
+	e := newHubEnv(t, 1)
+	e.startWorker("w1", e.cl.URLs(), nil)
+	path := filepath.Join(e.dir, "chain.yaml")
+	os.WriteFile(path, []byte("task_name: chain\nsteps:\n  - id: a\n    command: 'true'\n  - id: b\n    command: 'true'\n    depends_on: [a]\n"+
+		"  - id: c\n    command: 'true'\n    depends_on: [b]\n  - id: d\n    command: 'true'\n    depends_on: [c]\n"), 0o644)
+	if err := e.run(t.Context(), path, e.cl.URLs(), nil); err != nil {
+		t.Fatal(err)
+	}
+	var fsync *eventlog.FsyncInfo
+	for _, r := range e.logOf(e.task) {
+		if r.Summary != nil {
+			fsync = r.Summary.Fsync
+		}
+	}
+	if fsync == nil || fsync.Count > 2 {
+		t.Fatalf("the run of 4 remote steps fsynced its local log %+v times; want at most 2 (the hub's log holds each record durably)", fsync)
+	}
+	if local, hub := e.localLog(e.task), e.hubLog(e.task); !slicesEqual(local, hub) {
+		t.Fatalf("the local log differs from the hub's")
+	}
 }
 
 func slicesEqual(a, b [][]byte) bool {
@@ -395,5 +427,145 @@ func TestHubLogReconciles(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(e.dir, "ran")); string(b) != "a\n" {
 		t.Errorf("step a ran %q, want once", b)
+	}
+}
+
+// TestHubOutputRidesOnTheEnd: a remote step's short output reaches the
+// coordinator's output file whole, carried by the attempt's end (one write
+// to the hub, not a piece and then the end: the hub stores no piece of
+// it); a long one comes as pieces first, its last piece with the end, and
+// is whole too.
+func TestHubOutputRidesOnTheEnd(t *testing.T) {
+	e := newHubEnv(t, 1)
+	e.startWorker("w1", e.cl.URLs(), nil)
+	c := e.client(e.cl.URLs())
+	for _, tc := range []struct{ step, command, want string }{
+		{"short", "echo hello; echo world", "hello\nworld\n"},
+		{"long", "head -c 300000 /dev/zero | tr '\\0' x", strings.Repeat("x", 300000)},
+	} {
+		e.task = "out_" + tc.step
+		path := filepath.Join(e.dir, tc.step+".yaml")
+		os.WriteFile(path, []byte(fmt.Sprintf("task_name: out\nsteps:\n  - id: %s\n    command: %q\n", tc.step, tc.command)), 0o644)
+		if err := e.run(t.Context(), path, e.cl.URLs(), nil); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(e.dir, ".apollo", "output", e.task, tc.step+".0.log")
+		if b, err := os.ReadFile(out); err != nil || string(b) != tc.want {
+			t.Errorf("%s holds %d bytes (%v), want the step's %d", out, len(b), err, len(tc.want))
+		}
+		s, err := c.JS.Stream(t.Context(), remote.OutputStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(t.Context(), jetstream.WithSubjectFilter("apollo.out.*."+remote.Token(e.task)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := info.State.Msgs; tc.step == "short" && n != 0 {
+			t.Errorf("the hub stored %d piece(s) of the short output apart from the end; want none", n)
+		}
+	}
+}
+
+// TestHubWorkerOpensItsBucketOnce: a worker looks up the hub's idem
+// bucket once, not once per attempt: each lookup is a round trip to the
+// hub before the attempt's body may start.
+func TestHubWorkerOpensItsBucketOnce(t *testing.T) {
+	e := newHubEnv(t, 1)
+	c := e.client(e.cl.URLs())
+	var mu sync.Mutex
+	lookups := 0
+	sub, err := c.NC.Subscribe("$JS.API.STREAM.INFO.KV_"+remote.IdemBucket, func(*nats.Msg) { mu.Lock(); lookups++; mu.Unlock() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	c.NC.Flush()
+	e.startWorker("w1", e.cl.URLs(), nil)
+	path := filepath.Join(e.dir, "chain.yaml")
+	yaml := "task_name: chain\nsteps:\n  - id: s0\n    command: 'true'\n"
+	for i := 1; i < 8; i++ {
+		yaml += fmt.Sprintf("  - id: s%d\n    command: 'true'\n    depends_on: [s%d]\n", i, i-1)
+	}
+	os.WriteFile(path, []byte(yaml), 0o644)
+	if err := e.run(t.Context(), path, e.cl.URLs(), nil); err != nil {
+		t.Fatal(err)
+	}
+	c.NC.Flush()
+	mu.Lock()
+	defer mu.Unlock()
+	// Once by each client's set-up (the worker's and the coordinator's),
+	// once when each opens it: not once more per attempt.
+	if lookups > 4 {
+		t.Fatalf("the idem bucket was looked up %d times for 8 remote attempts; want at most twice per client", lookups)
+	}
+}
+
+// TestHubFeedReadsEachEventOnce: the hub republishes the headers of what it
+// stored, so the coordinator reads each of its workers' events when it can
+// be read, with one read, instead of trying as it is published (before a
+// replicated stream has stored it) and again at its next poll.
+func TestHubFeedReadsEachEventOnce(t *testing.T) {
+	e := newHubEnv(t, 1)
+	c := e.client(e.cl.URLs())
+	var mu sync.Mutex
+	reads := 0
+	sub, err := c.NC.Subscribe("$JS.API.STREAM.MSG.GET."+remote.EventsStream, func(*nats.Msg) { mu.Lock(); reads++; mu.Unlock() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	c.NC.Flush()
+	e.startWorker("w1", e.cl.URLs(), nil)
+	path := filepath.Join(e.dir, "chain.yaml")
+	os.WriteFile(path, []byte("task_name: chain\nsteps:\n  - id: a\n    command: 'true'\n  - id: b\n    command: 'true'\n    depends_on: [a]\n"+
+		"  - id: c\n    command: 'true'\n    depends_on: [b]\n  - id: d\n    command: 'true'\n    depends_on: [c]\n"), 0o644)
+	if err := e.run(t.Context(), path, e.cl.URLs(), nil); err != nil {
+		t.Fatal(err)
+	}
+	c.NC.Flush()
+	if st, err := c.JS.Stream(t.Context(), remote.EventsStream); err == nil {
+		t.Logf("republish %+v", st.CachedInfo().Config.RePublish)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// 8 events (a start and an end per step); the read that finds nothing
+	// at the start and an idle poll or two besides.
+	if reads > 8+3 {
+		t.Fatalf("the coordinator read the hub's events stream %d times for 8 events; want about one read each", reads)
+	}
+	t.Logf("%d reads for 8 events", reads)
+}
+
+// TestHubFeedAfterDroppedRings: a feed whose bell overflowed (more
+// events stored than it holds rings for while the coordinator was busy)
+// still reads every event at once, not one per slow poll.
+func TestHubFeedAfterDroppedRings(t *testing.T) {
+	e := newHubEnv(t, 1)
+	c := e.client(e.cl.URLs())
+	feed, err := c.NewFeed(t.Context(), remote.EventsStream, remote.TaskEvents(e.task), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer feed.Close()
+	const n = 1500 // more than the bell holds (1,024)
+	for i := range n {
+		if _, err := c.JS.PublishAsync("apollo.ev.default."+remote.Token(e.task), []byte(strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-c.JS.PublishAsyncComplete()
+	// A bound that only a hang reaches: at one event per slow poll
+	// (250 ms) the last ones would take two minutes.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for i := range n {
+		m, err := feed.Next(ctx)
+		if err != nil {
+			t.Fatalf("event %d of %d not read: %v", i+1, n, err)
+		}
+		if string(m.Data) != strconv.Itoa(i) {
+			t.Fatalf("event %d reads %q", i+1, m.Data)
+		}
 	}
 }

@@ -659,6 +659,14 @@ func (h *hubRun) ingest(data []byte, seq int64, subject string) error {
 		r.markers.Observe(rec)
 		return nil
 	}
+	if ev.Type == remote.EventEnd && len(ev.Tail) > 0 && r.t.p.Step(ev.Step) != nil {
+		// The output's last piece, carried by the end: written after the
+		// pieces before it, before the STEP_END.
+		if current {
+			h.out.wait(ev.Step, ev.Attempt, ev.OutBytes)
+		}
+		h.out.write(&remote.Output{Step: ev.Step, Attempt: ev.Attempt, Offset: ev.OutBytes, Data: ev.Tail})
+	}
 	if !current {
 		return h.stale(&ev, seq, sl)
 	}

@@ -470,6 +470,7 @@ func (r *taskRun) openLog(latest string, create bool) error {
 	if create {
 		first = r.taskStart()
 	}
+	pub := r.hubPublish(latest)
 	w, err := eventlog.Open(latest, eventlog.WriterOptions{
 		Lock:   r.lock,
 		TaskID: t.id,
@@ -488,10 +489,12 @@ func (r *taskRun) openLog(latest string, create bool) error {
 			r.snap.foreign(rec)
 		},
 		OnAppend: r.snap.appended,
-		// With a hub, each record is the hub's first (remote_log.go).
-		Publish: r.hubPublish(latest),
-		After:   after,
-		Crash:   r.e.opts.Crash,
+		// With a hub, each record is the hub's first (remote_log.go),
+		// and durable there: the file waits for no fsync per record.
+		Publish:        pub,
+		PublishDurable: pub != nil,
+		After:          after,
+		Crash:          r.e.opts.Crash,
 	}, func(rec *eventlog.Record) error {
 		r.markers.Observe(rec)
 		r.snap.replayed(rec)

@@ -59,6 +59,12 @@ type WriterOptions struct {
 	// error writes nothing more: it becomes the writer's sticky error, as a
 	// *PublishError.
 	Publish func(seq int64, line []byte) error
+	// PublishDurable says that Publish makes each record durable (the
+	// hub's replicated log acknowledges it only once its nodes fsynced
+	// it): an append that would wait for an fsync of the file returns
+	// once Publish did instead, and the file, a copy that is completed from
+	// the hub's after a crash, is fsynced by Sync and Close.
+	PublishDurable bool
 	// OnAppend is called, under the writer's lock, with each record this
 	// writer appends and the log's size just after it.
 	OnAppend func(r *Record, end int64)
@@ -477,7 +483,7 @@ func (w *Writer) append(r *Record, durable bool) error {
 	if err != nil {
 		return err
 	}
-	if durable {
+	if durable && !(w.opts.PublishDurable && w.opts.Publish != nil) {
 		return w.syncTo(end)
 	}
 	return nil

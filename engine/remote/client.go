@@ -82,6 +82,7 @@ type Client struct {
 
 	mu      sync.Mutex
 	streams map[string]jetstream.Stream
+	buckets map[string]jetstream.KeyValue
 }
 
 // Connect connects to the hub. It keeps reconnecting in the background for
@@ -155,7 +156,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		nc.Close()
 		return nil, err
 	}
-	c := &Client{NC: nc, JS: js, cfg: cfg, streams: map[string]jetstream.Stream{}}
+	c := &Client{NC: nc, JS: js, cfg: cfg, streams: map[string]jetstream.Stream{}, buckets: map[string]jetstream.KeyValue{}}
 	// The first call waits for the connection within the limits.
 	if err := c.Do(ctx, "connect", func(ctx context.Context) error {
 		if nc.IsConnected() {

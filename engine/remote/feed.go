@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,6 +23,14 @@ type Feed struct {
 	next    uint64
 	bell    chan struct{}
 	sub     *nats.Subscription
+	// stored: the bell rings once per message the hub stored (it
+	// republishes them). waitRing: the last message was read on its ring
+	// and no ring was dropped (dropped: the bell was full), so the next
+	// read waits for a ring first; a message read on the slow poll (rings
+	// lost in a reconnection) or after a dropped ring is followed by
+	// reads until one finds nothing. rang: the last wait ended on a ring.
+	stored, waitRing, rang bool
+	dropped                atomic.Bool
 	// quick is the next wait while the subject is busy: set after a ring
 	// or a message, doubled up to pollEvery while nothing comes.
 	quick time.Duration
@@ -41,13 +50,24 @@ func (c *Client) NewFeed(ctx context.Context, stream, subject string, from uint6
 		return nil, err
 	}
 	f := &Feed{c: c, stream: s, subject: subject, next: max(from, 1), bell: make(chan struct{}, 1)}
-	f.sub, err = c.NC.Subscribe(subject, func(*nats.Msg) {
+	ring := func(*nats.Msg) {
 		select {
 		case f.bell <- struct{}{}:
 		default:
+			f.dropped.Store(true)
 		}
-	})
-	if err != nil {
+	}
+	// A hub that republishes what it stored (setup.go) rings once the
+	// message can be read, so the feed reads it at once, with one read;
+	// on another, the publication rings, before a replicated stream has
+	// stored it, and the feed looks again soon after.
+	bell := subject
+	if info := s.CachedInfo(); info != nil && info.Config.RePublish != nil {
+		// One ring per stored message, kept: after a message, the feed
+		// waits for the next ring instead of looking again at once.
+		bell, f.stored, f.bell = StoredSubject(subject), true, make(chan struct{}, 1024)
+	}
+	if f.sub, err = c.NC.Subscribe(bell, ring); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -66,21 +86,28 @@ func (f *Feed) Cursor() uint64 { return f.next }
 // Next returns the next message, waiting for one until ctx ends. Its error
 // is ctx's, or an *UnreachableError.
 //
-// After a ring or a message, it looks again soon and then less and less
-// often: a ring comes when a message is published, before a replicated
-// stream has stored it, and the ring of a message published close behind
-// another is lost while the first's is pending (the bell holds one).
+// On a hub that republishes what it stores, each stored message rings once
+// and the feed reads it then. Elsewhere, after a ring or a message, it
+// looks again soon and then less and less often: a ring comes when a
+// message is published, before a replicated stream has stored it, and the
+// ring of a message published close behind another is lost while the
+// first's is pending (the bell holds one).
 func (f *Feed) Next(ctx context.Context) (*jetstream.RawStreamMsg, error) {
 	for {
-		m, err := f.TryNext(ctx)
-		if m != nil {
-			f.quick = quickPoll
+		if !f.waitRing {
+			m, err := f.TryNext(ctx)
+			if m != nil {
+				f.quick = quickPoll
+				f.waitRing = f.stored && f.rang && !f.dropped.Load()
+			}
+			if err != nil || m != nil {
+				return m, err
+			}
+			f.dropped.Store(false) // every message stored so far is read
 		}
-		if err != nil || m != nil {
-			return m, err
-		}
+		f.waitRing, f.rang = false, false
 		wait := pollEvery
-		if f.quick > 0 && f.quick < pollEvery {
+		if f.quick > 0 && f.quick < pollEvery && !f.stored {
 			wait, f.quick = f.quick, f.quick*2
 		}
 		t := time.NewTimer(wait)
@@ -89,7 +116,7 @@ func (f *Feed) Next(ctx context.Context) (*jetstream.RawStreamMsg, error) {
 			t.Stop()
 			return nil, ctx.Err()
 		case <-f.bell:
-			f.quick = quickPoll
+			f.quick, f.rang = quickPoll, true
 		case <-t.C:
 		}
 		t.Stop()

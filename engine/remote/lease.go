@@ -69,7 +69,14 @@ func (l *Lease) Holder() Holder { return l.me }
 func (l *Lease) TTL() time.Duration { return l.ttl }
 
 func (c *Client) kv(ctx context.Context, bucket string) (jetstream.KeyValue, error) {
-	var kv jetstream.KeyValue
+	// Looked up once: a worker opens the idem bucket for every attempt,
+	// and each lookup is a round trip to the hub before the body's start.
+	c.mu.Lock()
+	kv, ok := c.buckets[bucket]
+	c.mu.Unlock()
+	if ok {
+		return kv, nil
+	}
 	err := c.Do(ctx, "open bucket "+bucket, func(ctx context.Context) error {
 		var err error
 		kv, err = c.JS.KeyValue(ctx, bucket)
@@ -78,6 +85,14 @@ func (c *Client) kv(ctx context.Context, bucket string) (jetstream.KeyValue, err
 		}
 		return err
 	})
+	if err == nil {
+		c.mu.Lock()
+		if c.buckets == nil {
+			c.buckets = map[string]jetstream.KeyValue{}
+		}
+		c.buckets[bucket] = kv
+		c.mu.Unlock()
+	}
 	return kv, err
 }
 

@@ -112,8 +112,12 @@ type Event struct {
 	NotStarted   bool            `json:"not_started,omitempty"`
 	Note         string          `json:"note,omitempty"`
 	DurationMS   int64           `json:"duration_ms,omitempty"`
-	// OutBytes is how much output was published before the end.
-	OutBytes int64 `json:"out_bytes,omitempty"`
+	// OutBytes is how much output was published before the end, as pieces
+	// on the output stream; Tail is the output's last piece, at that
+	// offset, carried in the end itself (at most MaxTail bytes), so that
+	// the end and the rest of a short output are one write to the hub.
+	OutBytes int64  `json:"out_bytes,omitempty"`
+	Tail     []byte `json:"tail,omitempty"`
 
 	// Marker.
 	Marker *Marker `json:"marker,omitempty"`
@@ -121,6 +125,10 @@ type Event struct {
 	// Msg-Ids).
 	Seq int `json:"seq,omitempty"`
 }
+
+// MaxTail is the most output an end event carries (Event.Tail); more is
+// published as pieces first.
+const MaxTail = 64 << 10
 
 // MsgID is the event's dedup id on the events stream: a retried publish
 // whose acknowledgement was lost is stored once. It holds the run's id, as

@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,6 +17,20 @@ const DedupWindow = time.Hour
 // still ingest what its workers reported.
 const Retention = 7 * 24 * time.Hour
 
+// stored republishes the headers of each message stored on subject to
+// StoredSubject(subject): a feed's bell that rings once the message can
+// be read, where a ring from the publication itself comes before a
+// replicated stream has stored it.
+func stored(subject string) *jetstream.RePublish {
+	return &jetstream.RePublish{Source: subject, Destination: StoredSubject(subject), HeadersOnly: true}
+}
+
+// StoredSubject is where the hub republishes the headers of a message
+// stored on subject (apollo.ev.… and apollo.out.…).
+func StoredSubject(subject string) string {
+	return "apollo.stored." + strings.TrimPrefix(subject, "apollo.")
+}
+
 // streamConfigs are the streams of the layout in doc.go, with replicas r,
 // the log stream bounded to logMaxBytes (0: no bound of its own).
 func streamConfigs(r int, logMaxBytes int64) []jetstream.StreamConfig {
@@ -25,9 +40,11 @@ func streamConfigs(r int, logMaxBytes int64) []jetstream.StreamConfig {
 			Description: "apollo: one message per dispatched attempt"},
 		{Name: EventsStream, Subjects: []string{"apollo.ev.>"}, Retention: jetstream.LimitsPolicy,
 			Storage: jetstream.FileStorage, Replicas: r, Duplicates: DedupWindow, MaxAge: Retention,
+			RePublish:   stored("apollo.ev.>"),
 			Description: "apollo: what workers report (started, end, lost, marker), in order per task"},
 		{Name: OutputStream, Subjects: []string{"apollo.out.>"}, Retention: jetstream.LimitsPolicy,
 			Storage: jetstream.FileStorage, Replicas: r, MaxAge: Retention,
+			RePublish:   stored("apollo.out.>"),
 			Description: "apollo: remote attempts' output"},
 		// The tasks' logs: never dropped by age or count (a gap in seq is
 		// the only sign of a dropped record), never a record deleted;

@@ -84,15 +84,42 @@ func (s *streamer) send(final bool) {
 	}
 }
 
-// stop ends the streaming; with final, it sends what is left first. It
-// returns how many bytes were sent, and why not all, if so.
-func (s *streamer) stop(final bool) (int64, error) {
+// stop ends the streaming; with final, it sends what is left first, but
+// for a last piece of at most remote.MaxTail bytes, which it returns for
+// the end event to carry (one write to the hub instead of two). It returns
+// how many bytes were sent as pieces, that tail, and why not all, if so.
+func (s *streamer) stop(final bool) (int64, []byte, error) {
 	close(s.stopc)
 	<-s.done
+	var tail []byte
 	if final {
-		s.send(true)
+		tail = s.tail()
+		if tail == nil {
+			s.send(true)
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.sent, s.err
+	return s.sent, tail, s.err
+}
+
+// tail reads what the file holds beyond what was sent when it is at most
+// remote.MaxTail bytes, and nil otherwise (or when nothing is left).
+func (s *streamer) tail() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil
+	}
+	f, err := os.Open(s.path)
+	if err != nil {
+		return nil // nothing printed
+	}
+	defer f.Close()
+	buf := make([]byte, remote.MaxTail+1)
+	n, err := f.ReadAt(buf, s.sent)
+	if n == 0 || n > remote.MaxTail || (err != nil && err != io.EOF) {
+		return nil
+	}
+	return buf[:n]
 }

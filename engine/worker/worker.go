@@ -479,12 +479,12 @@ func (a *attempt) finish(ctx context.Context, delivery uint64, id string, res ex
 // error, so that the end says which.
 func (a *attempt) endEvent(ctx context.Context, delivery uint64, res executor.Result, out *streamer, began time.Time) *remote.Event {
 	w, work := a.w, a.work
-	sent, outErr := out.stop(true)
+	sent, tail, outErr := out.stop(true)
 	ev := &remote.Event{Type: remote.EventEnd, Run: work.Run, Task: work.Task, Step: work.Step, Attempt: work.Attempt,
 		Pool: work.Pool, Secret: work.Secret, Worker: w.id,
 		Delivery: delivery, ExitCode: res.ExitCode, OutputDigest: res.OutputDigest, Output: res.Output,
 		TimedOut: res.TimedOut, Interrupted: res.Interrupted, NotStarted: res.NotStarted, Note: res.Note,
-		DurationMS: time.Since(began).Milliseconds(), OutBytes: sent}
+		DurationMS: time.Since(began).Milliseconds(), OutBytes: sent, Tail: tail}
 	if cause := context.Cause(ctx); res.Interrupted && cause != nil && !errors.Is(cause, context.Canceled) {
 		res.Err = cause
 		w.interrupted.Add(1)
