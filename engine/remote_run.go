@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -120,8 +121,10 @@ type hubRun struct {
 
 	stopIngest context.CancelFunc
 	ingestDone chan struct{}
-	stopOther  context.CancelFunc
-	otherDone  sync.WaitGroup
+	// ingested is the hub sequence of the last event taken in.
+	ingested  atomic.Uint64
+	stopOther context.CancelFunc
+	otherDone sync.WaitGroup
 
 	out *outputWriter
 }
@@ -227,24 +230,32 @@ func (r *taskRun) startHub(ctx context.Context) error {
 	}
 	var unchecked []string
 	for id, st := range r.state.Steps {
-		if st.Remote && st.Dirty && created {
+		if !st.Remote || !st.Dirty || st.CutOff {
+			continue // a cut-off attempt is cleaned up and run again, not waited for
+		}
+		if created {
 			// Dispatched under a key that is gone: their reports cannot be
 			// told from forgeries, so they are cut off (cleanup, rerun).
-			unchecked = append(unchecked, fmt.Sprintf("%s (attempt %d)", id, st.RetryCount))
+			unchecked = append(unchecked, id)
 			continue
 		}
-		if st.Remote && st.Dirty {
-			h.slots[id] = &slot{n: st.RetryCount, open: true, started: st.StartedAt != "", input: st.InputDigest,
-				done: make(chan outcome, 1)}
-		}
+		h.slots[id] = &slot{n: st.RetryCount, open: true, started: st.StartedAt != "", input: st.InputDigest,
+			done: make(chan outcome, 1)}
 	}
 	if len(unchecked) > 0 {
 		sort.Strings(unchecked)
-		msg := fmt.Sprintf("the run's hub key %s was missing, so the reports of the attempts in flight %v cannot be checked: "+
-			"they are treated as cut off (cleanup, then the next attempt), and their workers' reports are refused", keyPath, unchecked)
-		fmt.Fprintf(r.e.opts.Stderr, "apollo: %s\n", msg)
-		if err := r.warn(nil, msg); err != nil {
-			return err
+		fmt.Fprintf(r.e.opts.Stderr, "apollo: the run's hub key %s was missing, so the reports of the attempts in flight %v cannot be checked: "+
+			"they are recorded LOST (cleanup, then the next attempt), and their workers' reports are refused\n", keyPath, unchecked)
+		for _, id := range unchecked {
+			// Durable before anything else: a coordinator that resumes
+			// after this one must not wait for them either.
+			st := r.state.Steps[id]
+			msg := fmt.Sprintf("attempt %d lost: it was dispatched under the run's hub key, which was missing (%s), so its worker's reports "+
+				"cannot be told from forgeries; it is treated as cut off by a crash: cleanup, then the next attempt", st.RetryCount, keyPath)
+			rec := &eventlog.Record{EventType: eventlog.Lost, StepID: id, Status: eventlog.Running, RetryCount: st.RetryCount, ErrorMessage: msg}
+			if err := r.w.AppendDurable(rec); err != nil {
+				return err
+			}
 		}
 		// Their messages and running bodies are no one's now: a worker
 		// that took one later would run a superseded attempt.
@@ -290,6 +301,7 @@ func (r *taskRun) startHub(ctx context.Context) error {
 			feed.Close()
 			return err
 		}
+		h.ingested.Store(m.Sequence)
 		caught++
 	}
 	ictx, istop := context.WithCancel(context.WithoutCancel(ctx))
@@ -309,6 +321,7 @@ func (r *taskRun) startHub(ctx context.Context) error {
 				h.fail(err)
 				return
 			}
+			h.ingested.Store(m.Sequence)
 		}
 	}()
 	if caught > 0 {
@@ -355,8 +368,14 @@ func (r *taskRun) adoptInFlight(ctx context.Context) error {
 				return fmt.Errorf("step %s: re-dispatch attempt %d: %w", n.id(), sl.n, err)
 			}
 			w := r.workFor(n, rs, sl.n, sl.input, pool)
-			if _, err := h.c.Dispatch(ctx, w); err != nil {
+			dup, err := h.c.Dispatch(ctx, w)
+			if err != nil {
 				return &HubError{TaskID: r.t.id, Err: err}
+			}
+			if dup {
+				if err := h.settleVanished(ctx, n, sl, pool); err != nil {
+					return err
+				}
 			}
 		}
 		h.mu.Lock()
@@ -370,6 +389,47 @@ func (r *taskRun) adoptInFlight(ctx context.Context) error {
 	if len(names) > 0 {
 		fmt.Fprintf(r.e.opts.Stderr, "apollo: adopting %d attempt(s) in flight: %v\n", len(names), names)
 	}
+	return nil
+}
+
+// settleVanished settles an adopted attempt whose message the hub had
+// and no longer has, and whose end or loss the log lacks: a worker ends a
+// message only once its report is stored, so that report is read first
+// (everything the task's pool reported until now); an attempt still open
+// after it is gone without a word (its message was dropped) and is
+// recorded LOST, never waited for in vain.
+func (h *hubRun) settleVanished(ctx context.Context, n *node, sl *slot, pool string) error {
+	r := h.r
+	last, err := h.c.LastEvent(ctx, pool, r.t.id)
+	if err != nil {
+		return &HubError{TaskID: r.t.id, Err: err}
+	}
+	wait := time.NewTimer(4 * h.c.Config().CallTimeout)
+	defer wait.Stop()
+	for h.ingested.Load() < last {
+		select {
+		case <-h.failed:
+			return h.failErr
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wait.C:
+			return &HubError{TaskID: r.t.id, Err: fmt.Errorf("the task's events up to %d were not read in %s", last, 4*h.c.Config().CallTimeout)}
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	h.mu.Lock()
+	open := sl.open
+	h.mu.Unlock()
+	if !open {
+		return nil // its end or loss came
+	}
+	msg := fmt.Sprintf("attempt %d lost: the hub had its message and no longer has it, and no worker reported its end or its loss; "+
+		"it is treated as cut off by a crash: cleanup, then the next attempt", sl.n)
+	rec := &eventlog.Record{EventType: eventlog.Lost, StepID: n.id(), Status: eventlog.Running, RetryCount: sl.n, ErrorMessage: msg}
+	if err := r.w.AppendDurable(rec); err != nil {
+		return err
+	}
+	h.close(sl, outcome{lost: true, err: errors.New(msg)})
 	return nil
 }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -766,8 +767,9 @@ func TestHubFreshRun(t *testing.T) {
 }
 
 // TestHubKeyLost: a coordinator restarted on its log whose run key is gone
-// cannot tell its attempts' reports from forgeries: it says so, treats the
-// attempts in flight as cut off (cleanup, next attempt) and completes.
+// cannot tell its attempts' reports from forgeries: it records the
+// attempts in flight LOST, cleans them up, runs their next attempts and
+// completes.
 func TestHubKeyLost(t *testing.T) {
 	needCluster(t)
 	e := newHubEnv(t, 3)
@@ -792,14 +794,14 @@ func TestHubKeyLost(t *testing.T) {
 	recs := e.logOf(e.task)
 	said, cleaned := false, 0
 	for _, r := range recs {
-		said = said || r.EventType == eventlog.Warning && strings.Contains(r.Message, "hub key") &&
-			strings.Contains(r.Message, "treated as cut off")
+		said = said || r.EventType == eventlog.Lost && strings.Contains(r.ErrorMessage, "hub key") &&
+			strings.Contains(r.ErrorMessage, "treated as cut off")
 		if r.EventType == eventlog.Cleanup && r.Dirty {
 			cleaned++
 		}
 	}
 	if !said {
-		t.Error("no WARNING that the run's key was missing")
+		t.Error("no LOST saying that the run's key was missing")
 	}
 	if cleaned == 0 {
 		t.Error("no attempt in flight was cleaned up as cut off")
@@ -807,6 +809,130 @@ func TestHubKeyLost(t *testing.T) {
 	if n := countType(recs, eventlog.StepEnd); n != 2 {
 		t.Errorf("%d STEP_ENDs, want 2", n)
 	}
+}
+
+// TestHubLostThenCoordinatorDies: a coordinator takes in an attempt's
+// LOST and dies before its cleanup. The next one on the log finds the
+// attempt lost, not in flight: it cleans up and runs the next attempt,
+// instead of waiting for the lost one (whose message the hub dropped and
+// would not take again under the same id).
+func TestHubLostThenCoordinatorDies(t *testing.T) {
+	needCluster(t)
+	e := newHubEnv(t, 3)
+	urls := e.cl.URLs()
+	victim := e.startWorker("victim", urls, nil)
+	path := e.dag("lostdies", 1, 1, `if [ "$APOLLO_RETRY_COUNT" = 0 ]; then sleep 60; fi`)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- e.run(ctx, path, urls, func(ro *RunOptions) { ro.Hub.detach = true }) }()
+	s := <-victim.starts
+	cancel()
+	<-done
+	victim.die(s.pgid)
+	e.startWorker("w2", urls, nil) // takes the redelivery and reports it lost
+	lostSeq := e.waitLostEvent(30 * time.Second)
+
+	// What the dead coordinator wrote last: the LOST, taken in from the
+	// hub's event at lostSeq.
+	logs, _ := filepath.Glob(filepath.Join(e.dir, ".apollo", "logs", "task_"+e.task+"_*.jsonl"))
+	w, err := eventlog.Open(logs[0], eventlog.WriterOptions{TaskID: e.task}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AppendDurable(&eventlog.Record{EventType: eventlog.Lost, StepID: "s0_0", Status: eventlog.Running,
+		RetryCount: 0, ErrorMessage: "attempt 0 lost", SrcSeq: int64(lostSeq)}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+
+	rctx, rcancel := context.WithTimeout(t.Context(), time.Minute)
+	defer rcancel()
+	if err := e.run(rctx, path, urls, nil); err != nil {
+		t.Fatalf("the run after the LOST: %v (it waited for the lost attempt)", err)
+	}
+	recs := e.logOf(e.task)
+	cleaned, ended := 0, -1
+	for _, r := range recs {
+		if r.EventType == eventlog.Cleanup && r.Dirty && r.StepID == "s0_0" {
+			cleaned++
+		}
+		if r.EventType == eventlog.StepEnd && r.Status == eventlog.Success {
+			ended = r.RetryCount
+		}
+	}
+	if cleaned != 1 || ended != 1 {
+		t.Errorf("%d cleanup(s) of the lost attempt and a SUCCESS by attempt %d, want 1 cleanup and attempt 1", cleaned, ended)
+	}
+	if n := countType(recs, eventlog.Lost); n != 1 {
+		t.Errorf("%d LOST records, want 1", n)
+	}
+}
+
+// TestHubQueuedMessageVanished: a coordinator resumes a log whose attempt
+// in flight has no message in the hub any more (dropped by hand), and no
+// worker reported it: the attempt is recorded LOST and the next one runs,
+// instead of a wait for an end that never comes.
+func TestHubQueuedMessageVanished(t *testing.T) {
+	needCluster(t)
+	e := newHubEnv(t, 3)
+	urls := e.cl.URLs()
+	path := e.dag("vanished", 1, 1, "true")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- e.run(ctx, path, urls, func(ro *RunOptions) { ro.Hub.detach = true }) }()
+	c := e.client(urls)
+	queued := func() bool {
+		_, _, ok, err := c.Queued(t.Context(), remote.DefaultPool, e.task, "s0_0")
+		return err == nil && ok
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !queued() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	steps, err := c.Stream(t.Context(), remote.StepsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := steps.Purge(t.Context(), jetstream.WithPurgeSubject(remote.TaskSteps(e.task))); err != nil {
+		t.Fatal(err)
+	}
+	e.startWorker("w1", urls, nil)
+	rctx, rcancel := context.WithTimeout(t.Context(), time.Minute)
+	defer rcancel()
+	if err := e.run(rctx, path, urls, nil); err != nil {
+		t.Fatalf("the run after the message vanished: %v", err)
+	}
+	recs := e.logOf(e.task)
+	if !hasLost(recs, attemptKey{"s0_0", 0}) {
+		t.Error("no LOST for attempt 0, whose message vanished")
+	}
+	if n := countType(recs, eventlog.StepEnd); n != 1 {
+		t.Errorf("%d STEP_ENDs, want 1", n)
+	}
+}
+
+// waitLostEvent waits for a worker's report that an attempt of the task
+// was lost, and returns its hub sequence.
+func (e *hubEnv) waitLostEvent(within time.Duration) uint64 {
+	e.t.Helper()
+	c := e.client(e.cl.URLs())
+	s, err := c.Stream(e.t.Context(), remote.EventsStream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		m, err := s.GetLastMsgForSubject(e.t.Context(), remote.EventSubject(remote.DefaultPool, e.task))
+		var ev remote.Event
+		if err == nil && json.Unmarshal(m.Data, &ev) == nil && ev.Type == remote.EventLost {
+			return m.Sequence
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.t.Fatalf("no worker reported the lost attempt within %s", within)
+	return 0
 }
 
 // TestHubFreshDropsEarlierRun: an attempt an interrupted run left queued

@@ -5,7 +5,8 @@ import "testing"
 // TestReplayDispatchAndLost checks how the records of a run with a hub
 // replay (docs/spec.md §8): a DISPATCH makes its attempt count and the
 // step dirty, its STEP_START does not count it twice, a LOST leaves it
-// dirty for the cleanup the CLEANUP then records, and src_seq is tracked.
+// dirty and cut off (no longer in flight) for the cleanup the CLEANUP then
+// records, and src_seq is tracked.
 func TestReplayDispatchAndLost(t *testing.T) {
 	recs := []*Record{
 		{Seq: 1, EventType: TaskStart, Start: &StartInfo{Version: Version, Steps: []StepInfo{{ID: "a"}}}},
@@ -22,11 +23,14 @@ func TestReplayDispatchAndLost(t *testing.T) {
 	}
 	recs = append(recs, &Record{Seq: 4, EventType: Lost, StepID: "a", RetryCount: 0, SrcSeq: 9, ErrorMessage: "lost"})
 	st = Replay("t", recs).Steps["a"]
-	if !st.Dirty || !st.Unclean || st.LastError != "lost" {
-		t.Errorf("after LOST: %+v, want dirty and unclean", st)
+	if !st.Dirty || !st.Unclean || !st.CutOff || st.LastError != "lost" {
+		t.Errorf("after LOST: %+v, want dirty, unclean and cut off (not in flight)", st)
+	}
+	recs = append(recs, &Record{Seq: 5, EventType: Cleanup, StepID: "a", Status: Pending, Dirty: true})
+	if st := Replay("t", recs).Steps["a"]; st.Dirty || st.CutOff {
+		t.Errorf("after its CLEANUP: %+v, want neither dirty nor cut off", st)
 	}
 	recs = append(recs,
-		&Record{Seq: 5, EventType: Cleanup, StepID: "a", Status: Pending, Dirty: true},
 		&Record{Seq: 6, EventType: Dispatch, StepID: "a", RetryCount: 1},
 		&Record{Seq: 7, EventType: StepStart, StepID: "a", RetryCount: 1, SrcSeq: 11},
 		&Record{Seq: 8, EventType: StepEnd, StepID: "a", RetryCount: 1, Status: Success, SrcSeq: 12})

@@ -69,6 +69,11 @@ type StepState struct {
 	// Remote: the latest attempt was dispatched to a hub (DISPATCH), so
 	// its processes are a worker's, not this host's.
 	Remote bool `json:"remote,omitempty"`
+	// CutOff: the latest attempt was dispatched and then reported LOST
+	// (its worker went silent, or its reports could not be checked), and
+	// its cleanup has not run since: no worker runs it any more, so a
+	// coordinator resuming the log cleans it up instead of waiting for it.
+	CutOff bool `json:"cut_off,omitempty"`
 	// CachedFrom names the task run whose result the step's SUCCESS took
 	// from the cache; "" when it ran.
 	CachedFrom string `json:"cached_from,omitempty"`
@@ -171,6 +176,7 @@ func (s *State) Apply(r *Record) {
 			st.Attempts++
 		}
 		st.Remote = dispatched || r.Worker != ""
+		st.CutOff = false
 		st.CachedFrom = ""
 		st.ChildLog = r.ChildLog
 		st.Dirty = true
@@ -190,6 +196,7 @@ func (s *State) Apply(r *Record) {
 		st.RetryCount = r.RetryCount
 		st.Attempts++
 		st.Remote = true
+		st.CutOff = false
 		st.CachedFrom = ""
 		st.Dirty = true
 		st.Unclean = true
@@ -207,6 +214,7 @@ func (s *State) Apply(r *Record) {
 			st.Status = Running
 			st.Dirty = true
 			st.Unclean = true
+			st.CutOff = st.Remote
 			st.LastError = r.ErrorMessage
 		}
 	case StepProcess:
@@ -216,7 +224,7 @@ func (s *State) Apply(r *Record) {
 		}
 	case StepEnd:
 		st := s.touch(r)
-		st.Dirty = false
+		st.Dirty, st.CutOff = false, false
 		st.Status = r.Status
 		st.RetryCount = r.RetryCount
 		st.EndedAt = r.Timestamp
@@ -248,7 +256,7 @@ func (s *State) Apply(r *Record) {
 		st := s.touch(r)
 		if r.Dirty {
 			st.DirtyRecoveries++
-			st.Dirty = false
+			st.Dirty, st.CutOff = false, false
 		}
 		st.Status = r.Status
 		if r.Status == Failed {

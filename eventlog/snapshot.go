@@ -18,8 +18,9 @@ import (
 )
 
 // SnapshotVersion is the format version of snapshot files. A snapshot of
-// another version is ignored.
-const SnapshotVersion = 1
+// another version is ignored, and its log replayed. Version 2: a step's
+// state says whether its remote attempt was cut off (cut_off).
+const SnapshotVersion = 2
 
 // Snapshot is the replayed state of a prefix of a log, saved so that a
 // resume reads only the records after it (SPEC §4). It names the prefix so

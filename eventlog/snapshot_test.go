@@ -103,7 +103,7 @@ func TestSnapshotMismatch(t *testing.T) {
 		{"other version", func(t *testing.T, snapPath, _ string, s *Snapshot) {
 			s.Version = SnapshotVersion + 1
 			mustWriteSnapshot(t, snapPath, s)
-		}, "format v2"},
+		}, fmt.Sprintf("format v%d", SnapshotVersion+1)},
 		{"other task", func(t *testing.T, snapPath, _ string, s *Snapshot) {
 			s.TaskID = "t2"
 			mustWriteSnapshot(t, snapPath, s)

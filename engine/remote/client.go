@@ -452,6 +452,29 @@ func (c *Client) Queued(ctx context.Context, pool, taskID, step string) (run str
 	return run, attempt, ok, err
 }
 
+// LastEvent returns the hub sequence of the last event pool's workers
+// reported for a task (0 when none), as the stream's leader has it.
+func (c *Client) LastEvent(ctx context.Context, pool, taskID string) (uint64, error) {
+	s, err := c.Stream(ctx, EventsStream)
+	if err != nil {
+		return 0, err
+	}
+	var seq uint64
+	err = c.Do(ctx, "read the task's last event", func(ctx context.Context) error {
+		m, err := s.GetLastMsgForSubject(ctx, EventSubject(orDefault(pool), taskID))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			seq = 0
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		seq = m.Sequence
+		return nil
+	})
+	return seq, err
+}
+
 // Report publishes a worker's event and returns once the hub stored it.
 func (c *Client) Report(ctx context.Context, ev *Event) (uint64, error) {
 	data, err := json.Marshal(ev)
