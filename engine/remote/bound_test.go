@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"apollo/engine/hubtest"
 	"apollo/engine/remote"
 )
@@ -76,5 +78,45 @@ func TestLogStreamBound(t *testing.T) {
 	}
 	if err := l.Append(ctx, seq, fmt.Appendf(nil, `{"seq":%d}`+"\n", seq)); err != nil {
 		t.Fatalf("append once the bound is gone: %v", err)
+	}
+}
+
+// TestLogStreamReadsFromLeader: a log stream an older apollo made with
+// direct gets (which a lagging replica answers, with an earlier last
+// record) is set to have its leader answer every read once a coordinator
+// sets up on the hub, keeping its records.
+func TestLogStreamReadsFromLeader(t *testing.T) {
+	cl := hubtest.Start(t, 1)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	c, err := remote.Connect(ctx, remote.Config{URLs: cl.URLs(), Name: "direct", CallTimeout: time.Second, GiveUp: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.JS.DeleteStream(ctx, remote.LogStream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatal(err)
+	}
+	if _, err := c.JS.CreateStream(ctx, jetstream.StreamConfig{Name: remote.LogStream, Subjects: []string{"apollo.log.>"},
+		Storage: jetstream.FileStorage, AllowDirect: true, DenyDelete: true}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.OpenLog(ctx, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append(ctx, 1, []byte("{\"seq\":1}\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ensure(ctx, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.JS.Stream(ctx, remote.LogStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := s.CachedInfo(); info.Config.AllowDirect || info.State.Msgs != 1 {
+		t.Errorf("after a coordinator's set-up the log stream has direct gets %v and %d record(s), want none and 1",
+			info.Config.AllowDirect, info.State.Msgs)
 	}
 }

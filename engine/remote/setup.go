@@ -49,11 +49,15 @@ func streamConfigs(r int, logMaxBytes int64) []jetstream.StreamConfig {
 		// The tasks' logs: never dropped by age or count (a gap in seq is
 		// the only sign of a dropped record), never a record deleted;
 		// retries are fenced by the expected last sequence, not deduped.
+		// No direct gets: a replica that lags would answer the read of a
+		// log's last record with an earlier one, and a coordinator would
+		// rebuild a prefix of the log or take itself for fenced; the
+		// stream's leader answers every read.
 		// At its bound the stream refuses new records (DiscardNew) rather
 		// than drop old ones: apollo gc --hub archives and purges.
 		{Name: LogStream, Subjects: []string{"apollo.log.>"}, Retention: jetstream.LimitsPolicy,
 			Storage: jetstream.FileStorage, Replicas: r, Duplicates: 2 * time.Minute,
-			AllowDirect: true, DenyDelete: true, MaxBytes: logMaxBytes, Discard: jetstream.DiscardNew,
+			DenyDelete: true, MaxBytes: logMaxBytes, Discard: jetstream.DiscardNew,
 			Description: "apollo: each task's event log, one subject per task, the records' exact lines"},
 		// Kept until apollo serve's schedules are dropped; appends are
 		// fenced by the expected last sequence of their subject, not by ids.
@@ -161,6 +165,13 @@ func (c *Client) createStream(ctx context.Context, cfg jetstream.StreamConfig, u
 		return c.JS.CreateOrUpdateStream(ctx, cfg)
 	}
 	s, err := c.JS.Stream(ctx, cfg.Name)
+	if err == nil && !cfg.AllowDirect && s.CachedInfo().Config.AllowDirect {
+		// An older apollo made it with direct gets, which a lagging
+		// replica answers: reads of the last record must see it.
+		old := s.CachedInfo().Config
+		old.AllowDirect = false
+		return c.JS.UpdateStream(ctx, old)
+	}
 	if err == nil || !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return s, err
 	}
