@@ -21,20 +21,28 @@ import (
 // log under its flock, and a second runner of the same task.
 
 const (
-	concSteps   = 64
 	concMarkers = 8
-	concLoops   = 2  // apollo script processes running at the same time
-	concScripts = 12 // invocations per loop
+	concLoops   = 2 // apollo script processes running at the same time
 )
 
-// concurrencyPipeline has concSteps parallel Lua steps, each recording
+// concSize is how many parallel Lua steps a round runs, and how many
+// invocations of apollo script each loop makes: 64 and 12; -short, where
+// they took 17 s, 16 and 4.
+func concSize() (steps, scripts int) {
+	if testing.Short() {
+		return 16, 4
+	}
+	return 64, 12
+}
+
+// concurrencyPipeline has steps parallel Lua steps, each recording
 // concMarkers idem.once markers and an idem.write file once the file "go"
 // exists, and a step "hold" that keeps the runner (and its writer) alive
 // until the file "release" exists.
-func concurrencyPipeline() string {
+func concurrencyPipeline(steps int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "task_name: conc\nparallelism: %d\nsteps:\n", concSteps+1)
-	for i := range concSteps {
+	fmt.Fprintf(&b, "task_name: conc\nparallelism: %d\nsteps:\n", steps+1)
+	for i := range steps {
 		fmt.Fprintf(&b, `  - id: s%02d
     timeout_seconds: 120
     allow: [exec]
@@ -80,15 +88,17 @@ func waitForFile(t *testing.T, path string, done <-chan struct{}) {
 }
 
 // TestConcurrentAppenders runs 64 parallel Lua steps writing idem markers
-// (--parallel 65) while two loops of `apollo script` processes append
-// markers and interventions to the same log. Afterwards every line decodes
+// (--parallel 65; -short: 16) while two loops of `apollo script` processes
+// (12 invocations each; -short: 4) append markers and interventions to the
+// same log. Afterwards every line decodes
 // on its own (no interleaved or torn line), seq runs 1..N without a gap,
 // and every record of every writer is there: each step's markers and
 // files, each script's marker and intervention, and nothing else.
 // APOLLO_CONC_REPS sets the number of rounds (CI: 3; -short: 1).
 func TestConcurrentAppenders(t *testing.T) {
+	steps, scripts := concSize()
 	dir := t.TempDir()
-	writePipeline(t, dir, concurrencyPipeline())
+	writePipeline(t, dir, concurrencyPipeline(steps))
 	writeFileT(t, filepath.Join(dir, "recover.lua"), []byte(recoveryScript))
 	reps := envInt("APOLLO_CONC_REPS", 3)
 	if testing.Short() && os.Getenv("APOLLO_CONC_REPS") == "" {
@@ -99,15 +109,16 @@ func TestConcurrentAppenders(t *testing.T) {
 			for _, f := range []string{"go", "release"} {
 				os.Remove(filepath.Join(dir, f))
 			}
-			concurrentAppenders(t, dir, fmt.Sprintf("conc%d", rep))
+			concurrentAppenders(t, dir, fmt.Sprintf("conc%d", rep), steps, scripts)
 		})
 	}
 }
 
-// concurrentAppenders runs one round of TestConcurrentAppenders as task.
-func concurrentAppenders(t *testing.T, dir, task string) {
+// concurrentAppenders runs one round of TestConcurrentAppenders as task,
+// with steps Lua steps and loops of scripts invocations of apollo script.
+func concurrentAppenders(t *testing.T, dir, task string, steps, scripts int) {
 
-	runner := apolloCmd(t, dir, nil, "run", "pipeline.yaml", "--task-id", task, "--parallel", strconv.Itoa(concSteps+1), "-q")
+	runner := apolloCmd(t, dir, nil, "run", "pipeline.yaml", "--task-id", task, "--parallel", strconv.Itoa(steps+1), "-q")
 	var rout, rerr bytes.Buffer
 	runner.Stdout, runner.Stderr = &rout, &rerr
 	if err := runner.Start(); err != nil {
@@ -131,7 +142,7 @@ func concurrentAppenders(t *testing.T, dir, task string) {
 
 	// The first script runs while the steps wait for "go"; the others run
 	// while they write their markers.
-	scriptErrs := make(chan error, concLoops*concScripts)
+	scriptErrs := make(chan error, concLoops*scripts)
 	runScript := func(n int) {
 		res := runApollo(t, dir, nil, "script", "recover.lua", "--task-id", task, "--", strconv.Itoa(n))
 		if res.code != 0 || strings.Contains(res.stderr, "panic") {
@@ -143,8 +154,8 @@ func concurrentAppenders(t *testing.T, dir, task string) {
 	var wg sync.WaitGroup
 	for loop := range concLoops {
 		wg.Go(func() {
-			for k := range concScripts {
-				runScript(1 + loop*concScripts + k)
+			for k := range scripts {
+				runScript(1 + loop*scripts + k)
 			}
 		})
 	}
@@ -203,7 +214,7 @@ func concurrentAppenders(t *testing.T, dir, task string) {
 		count[key]++
 	}
 	want := map[string]int{"TASK_START  RUNNING": 1, "TASK_SUMMARY  SUCCESS": 1}
-	for i := range concSteps {
+	for i := range steps {
 		id := fmt.Sprintf("s%02d", i)
 		want["STEP_START "+id+" RUNNING"] = 1
 		want["STEP_END "+id+" SUCCESS"] = 1
@@ -218,7 +229,7 @@ func concurrentAppenders(t *testing.T, dir, task string) {
 	want["STEP_START hold RUNNING"] = 1
 	want["STEP_PROCESS hold RUNNING"] = 1 // the shell step's process group
 	want["STEP_END hold SUCCESS"] = 1
-	for n := range 1 + concLoops*concScripts {
+	for n := range 1 + concLoops*scripts {
 		name := fmt.Sprintf("script_%d", n)
 		want["MARKER "+name+" pending"] = 1
 		want["MARKER "+name+" done"] = 1
@@ -256,7 +267,7 @@ func concurrentAppenders(t *testing.T, dir, task string) {
 		}
 	}
 	t.Logf("concurrent-appenders records=%d steps=%d markers=%d scripts=%d script_records_amid_step_markers=%d torn=0 gaps=0 lost=%d",
-		len(recs), concSteps, concSteps*concMarkers, 1+concLoops*concScripts, amid, len(diffs))
+		len(recs), steps, steps*concMarkers, 1+concLoops*scripts, amid, len(diffs))
 }
 
 // TestSecondRunnerLocked starts a second `apollo run` of a task (plain,
