@@ -72,7 +72,8 @@ type Entry struct {
 	// (trigger.* and a webhook's mapped vars), repeated on its resume.
 	Vars map[string]string `json:"vars,omitempty"`
 	// Key is what a trigger decided once: after:<seq>, file:<path>:<size>:<mtime>,
-	// webhook:<name>:<delivery id> (triggers.go).
+	// webhook:<name>:<delivery id> (triggers.go); on a run started through
+	// the API with an Idempotency-Key, api:<id>:<request> (apikey.go).
 	Key string `json:"key,omitempty"`
 }
 

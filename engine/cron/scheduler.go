@@ -41,6 +41,10 @@ type Job struct {
 	Trigger   string
 	By        string
 	Scheduled time.Time // zero for runs not on a schedule
+	// Key, when set, is recorded on the started entry: what a client's
+	// Idempotency-Key decided (APIKey), so that a retried request finds
+	// its run after a restart of serve.
+	Key string
 }
 
 // Process is a started child apollo run.
@@ -93,8 +97,9 @@ type Scheduler struct {
 	lag     map[string]time.Duration
 	wake    chan struct{}
 	wg      sync.WaitGroup
-	fired   map[string]bool // trigger decisions taken, by pipeline and Key (triggers.go)
-	lead    leadState       // with Options.Shared
+	fired   map[string]bool   // trigger decisions taken, by pipeline and Key (triggers.go)
+	keyed   map[string]*Entry // runs started through the API with an Idempotency-Key, by its id (APIKey)
+	lead    leadState         // with Options.Shared
 }
 
 type pipeState struct{ pipe Pipe }
@@ -151,6 +156,7 @@ func (s *Scheduler) reset() {
 	s.cursors, s.queues, s.active = map[string]time.Time{}, map[string][]*Entry{}, map[int64]*active{}
 	s.orphans, s.recent, s.lag = nil, nil, map[string]time.Duration{}
 	s.fired = map[string]bool{} // trigger decisions taken (triggers.go)
+	s.keyed = map[string]*Entry{}
 }
 
 // replay takes up what the log's entries say: the last time each schedule
@@ -517,7 +523,7 @@ func (s *Scheduler) startQueued(rel string) {
 func (s *Scheduler) start(job Job, ref int64, reason string) *Entry {
 	out := filepath.Join("schedule", "out", strconv.FormatInt(s.log.Seq()+1, 10)+".log")
 	e := &Entry{Event: EventStarted, Pipeline: job.Pipe.Rel, TaskID: job.TaskID, TaskDate: job.TaskDate, Trigger: job.Trigger,
-		By: job.By, Fresh: job.Fresh, Ref: ref, Reason: reason, Output: out}
+		By: job.By, Fresh: job.Fresh, Ref: ref, Reason: reason, Output: out, Key: job.Key}
 	if triggered(job.Trigger) || job.Trigger == TriggerResume {
 		e.Vars = job.Vars // what a trigger gave it, for its resume
 	}

@@ -35,6 +35,9 @@ func (s *Scheduler) noteFired(e *Entry) {
 	if e.Key != "" && e.Event == EventQueued {
 		s.fired[firedKey(e.Pipeline, e.Key)] = true
 	}
+	if id, _, ok := parseAPIKey(e.Key); ok && e.Event == EventStarted {
+		s.keyed[id] = e
+	}
 }
 
 // Fired reports whether the trigger decision key was taken for pipeline rel.

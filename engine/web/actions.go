@@ -213,11 +213,11 @@ func (s *Server) relOf(path string) string {
 }
 
 // actPipeline starts a pipeline now, or queues a backfill of dates.
-func (s *Server) actPipeline(w http.ResponseWriter, r *http.Request) { s.startRun(w, r, "", nil) }
+func (s *Server) actPipeline(w http.ResponseWriter, r *http.Request) { s.startRun(w, r, "", nil, "") }
 
 // startRun is actPipeline, and the API's start of a run with its task id
 // (default task_name-date) and variables.
-func (s *Server) startRun(w http.ResponseWriter, r *http.Request, taskID string, vars map[string]string) {
+func (s *Server) startRun(w http.ResponseWriter, r *http.Request, taskID string, vars map[string]string, idemKey string) {
 	if s.isHub(0) {
 		s.refuse(w, r, http.StatusForbidden, "this serve has no state folder of its own (apollo serve --hub without --state-dir or --pipelines): no run starts here")
 		return
@@ -275,14 +275,13 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, taskID string,
 			taskID = e.TaskName + "-" + date
 		}
 		en, err := s.opts.Scheduler.StartNow(cron.Job{Pipe: e.Pipe, TaskID: taskID, TaskDate: date, Vars: vars,
-			Fresh: r.PostFormValue("fresh") != "", Trigger: cron.TriggerManual, By: by})
+			Fresh: r.PostFormValue("fresh") != "", Trigger: cron.TriggerManual, By: by, Key: idemKey})
 		if err != nil {
 			s.done(w, r, back, err, "")
 			return
 		}
 		if isAPI(r) {
-			writeJSON(w, http.StatusCreated, map[string]any{"task_id": en.TaskID, "task_date": en.TaskDate, "pid": en.PID,
-				"url": "/api/runs?q=" + url.QueryEscape(en.TaskID), "page": "/?q=" + url.QueryEscape(en.TaskID)})
+			writeJSON(w, http.StatusCreated, startedAnswer(en))
 			return
 		}
 		s.done(w, r, back, nil, fmt.Sprintf("started task %s (apollo run, pid %d)", en.TaskID, en.PID))
@@ -300,6 +299,12 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, taskID string,
 	default:
 		s.done(w, r, back, fmt.Errorf("unknown action %q", r.PostFormValue("action")), "")
 	}
+}
+
+// startedAnswer is the API's answer to a run it started.
+func startedAnswer(en *cron.Entry) map[string]any {
+	return map[string]any{"task_id": en.TaskID, "task_date": en.TaskDate, "pid": en.PID,
+		"url": "/api/runs?q=" + url.QueryEscape(en.TaskID), "page": "/?q=" + url.QueryEscape(en.TaskID)}
 }
 
 // dateRange lists the dates from from to to, at most 3,660.

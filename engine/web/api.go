@@ -143,7 +143,7 @@ func (s *Server) apiStartRun(w http.ResponseWriter, r *http.Request) {
 	r.SetPathValue("rel", rel)
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" || !isAPI(r) {
-		s.startRun(w, r, body.TaskID, body.Vars)
+		s.startRun(w, r, body.TaskID, body.Vars, "")
 		return
 	}
 	if len(key) > 255 {
@@ -154,7 +154,9 @@ func (s *Server) apiStartRun(w http.ResponseWriter, r *http.Request) {
 		Pipeline string
 		Body     any
 	}{rel, body})
-	s.once(w, userOf(r), key, request, func(w http.ResponseWriter) { s.startRun(w, r, body.TaskID, body.Vars) })
+	s.once(w, userOf(r), key, request, func(w http.ResponseWriter, entryKey string) {
+		s.startRun(w, r, body.TaskID, body.Vars, entryKey)
+	})
 }
 
 // decodeJSON reads r's body, one JSON object with known fields only.

@@ -131,11 +131,53 @@ func TestAPIForOtherSystems(t *testing.T) {
 
 // apiServer is a serve with the token, a pipelines folder with demo.yaml
 // and a scheduler whose launches are sent on jobs.
+// TestAPIIdempotencyKeyOutlivesServe: a request retried with its
+// Idempotency-Key after serve restarted gets the run the first try started
+// (the schedule log remembers the key's digest, never the key), and starts
+// nothing; the key with another body is still refused.
+func TestAPIIdempotencyKeyOutlivesServe(t *testing.T) {
+	h, jobs, token := apiServer(t)
+	idem := []string{"Authorization", "Bearer " + token, "Idempotency-Key", "deploy-42"}
+	code, first := h.postJSON(t, "/api/pipelines/demo.yaml/runs", `{"task_date":"2026-12-02"}`, idem...)
+	if code != http.StatusCreated {
+		t.Fatalf("start with a key = %d %s", code, first)
+	}
+	<-jobs
+	h.http.Close()
+	h.srv.opts.Scheduler.Close()
+
+	pipes := h.srv.opts.Pipelines
+	again, jobs2, token2 := apiServerOn(t, h.dir, pipes)
+	idem[1] = "Bearer " + token2
+	code, body := again.postJSON(t, "/api/pipelines/demo.yaml/runs", `{"task_date":"2026-12-02"}`, idem...)
+	if code != http.StatusOK || !strings.Contains(body, `"task_id": "demo-2026-12-02"`) {
+		t.Errorf("replay after a restart = %d %s, want 200 with the first run's task id", code, body)
+	}
+	if code, body := again.postJSON(t, "/api/pipelines/demo.yaml/runs", `{"task_date":"2026-12-03"}`, idem...); code != http.StatusUnprocessableEntity {
+		t.Errorf("the key with another body after a restart = %d %s, want 422", code, body)
+	}
+	select {
+	case j := <-jobs2:
+		t.Errorf("a replay after the restart started %+v", j)
+	default:
+	}
+	logb, _ := os.ReadFile(cron.LogName(h.dir))
+	if strings.Contains(string(logb), "deploy-42") {
+		t.Error("the schedule log holds the Idempotency-Key in clear")
+	}
+}
+
 func apiServer(t *testing.T) (*harness, chan cron.Job, string) {
 	dir := fixture(t)
 	pipes := filepath.Join(t.TempDir(), "pipelines")
 	os.MkdirAll(pipes, 0o755)
 	os.WriteFile(filepath.Join(pipes, "demo.yaml"), []byte("task_name: demo\nsteps:\n  - id: a\n    command: echo {{task_date}}\n"), 0o644)
+	return apiServerOn(t, dir, pipes)
+}
+
+// apiServerOn starts a serve with a token on the state folder dir and the
+// pipelines folder pipes; its scheduler's launches go to the channel.
+func apiServerOn(t *testing.T, dir, pipes string) (*harness, chan cron.Job, string) {
 	jobs := make(chan cron.Job, 4)
 	sched, err := cron.New(cron.Options{StateDir: dir, Launch: func(j cron.Job, _, _ string) (*cron.Process, error) {
 		jobs <- j

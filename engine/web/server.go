@@ -97,7 +97,7 @@ type Server struct {
 	wmu     sync.Mutex
 	watched map[string]watchTarget
 
-	idem idempotency // the API's Idempotency-Key answers
+	idem sync.Mutex // held across a start with an Idempotency-Key (idempotency.go)
 
 	bg sync.WaitGroup // the goroutines Start started
 }
