@@ -60,8 +60,14 @@ func TestLuaSandboxEscapes(t *testing.T) {
 		{"table bomb", `local t = {}; local i = 0; while true do i = i + 1; t[i] = {i, i, i} end`, "memory"},
 		{"error object", `error({code = 7})`, "code"},
 	}
+	// The bombs that take seconds to reach the memory bound; the
+	// string.rep bomb proves the bound under -short.
+	slow := map[string]bool{"concat bomb": true, "table bomb": true}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if testing.Short() && slow[tt.name] {
+				t.Skip("-short: this bomb takes seconds to reach the memory bound; run without -short")
+			}
 			t.Parallel() // several wait out a timeout of their own
 			dir := t.TempDir()
 			if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
@@ -148,8 +154,15 @@ func TestLuaHostileScripts(t *testing.T) {
 		{"return nested too deep", `local t = {}; local c = t; for i = 1, 1000 do c.x = {}; c = c.x end; return t`, "levels deep"},
 		{"coroutine bomb", `local t = {}; for i = 1, 1e8 do t[i] = coroutine.create(function() end) end`, "memory"},
 	}
+	// The bodies that take seconds of work or memory; under -short "rep of
+	// rep" proves the memory bound and "format huge width" a big result.
+	slow := map[string]bool{"gsub huge replacement": true, "coroutine bomb": true,
+		"error with a huge message": true, "string.char with many arguments": true}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if testing.Short() && slow[tt.name] {
+				t.Skip("-short: this body takes seconds of work or memory; run without -short")
+			}
 			t.Parallel() // several wait out a timeout of their own
 			dir := t.TempDir()
 			if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
