@@ -189,9 +189,10 @@ steps:
 	}
 }
 
-// faultCalls says which of count calls the m-th of modes kinds of fault
-// fails: every one, or under -short the middle one of the m-th of modes
-// equal parts of the run (one run each: the sweep of every call took 14 s).
+// faultCalls lists the calls (1 to count) of an op that the m-th of its
+// modes kinds of fault fails, a run for each: every call, or under -short
+// one, the middle of the m-th of modes equal parts of the run, so that the
+// op's kinds fail different calls (the whole sweep takes 7 to 14 s).
 func faultCalls(count, m, modes int) []int {
 	if !testing.Short() {
 		calls := make([]int, count)
