@@ -54,13 +54,14 @@ func TestRead(t *testing.T) {
 	noStartBody[0].Start = nil
 	huge := logRecords(testTask, sampleRecords())
 	huge[2].Output = []byte(`"` + strings.Repeat("x", 600<<10) + `"`) // over the read buffer, under the limit
-	big := bytes.Repeat([]byte("y"), MaxLineBytes+10)
-	big[len(big)-1] = '\n'
-	// A second line over the limit, at the end: 64 MiB more to build,
-	// write and read, left out under -short (the first one stays).
-	var bigAtEnd []byte
+	// Lines over the limit: 64 MiB apiece to build, write and read, seconds
+	// each; left out under -short.
+	var overLimit, overLimitAtEnd []byte
 	if !testing.Short() {
-		bigAtEnd = join(good, big[:len(big)-1])
+		big := bytes.Repeat([]byte("y"), MaxLineBytes+10)
+		big[len(big)-1] = '\n'
+		overLimit = join(join(lines[:6]...), big, join(lines[6:]...))
+		overLimitAtEnd = join(good, big[:len(big)-1])
 	}
 	crlf := bytes.ReplaceAll(good, []byte("\n"), []byte("\r\n"))
 
@@ -129,9 +130,9 @@ func TestRead(t *testing.T) {
 			wantErr: &corrupt{1, "not a TASK_START"}},
 		{name: "TASK_START without start", data: join(encodeLines(t, noStartBody)...), wantSeqs: []int64{},
 			wantErr: &corrupt{1, "not a TASK_START"}},
-		{name: "line over MaxLineBytes", data: join(join(lines[:6]...), big, join(lines[6:]...)), wantSeqs: oneToN(6),
+		{name: "line over MaxLineBytes", data: overLimit, slow: true, wantSeqs: oneToN(6),
 			wantErr: &corrupt{7, "longer than"}},
-		{name: "line over MaxLineBytes at the end, no newline", data: bigAtEnd, slow: true, wantSeqs: oneToN(n),
+		{name: "line over MaxLineBytes at the end, no newline", data: overLimitAtEnd, slow: true, wantSeqs: oneToN(n),
 			wantErr: &corrupt{n + 1, "longer than"}},
 		{name: "long line under the limit", data: join(encodeLines(t, huge)...), wantSeqs: oneToN(n)},
 		{name: "unknown event type and fields", data: join(good, unknown, unknownFields), wantSeqs: oneToN(n + 2)},
@@ -142,7 +143,7 @@ func TestRead(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.slow && testing.Short() {
-				t.Skip("-short: a second 64 MiB line takes seconds; run without -short")
+				t.Skip("-short: a 64 MiB line takes seconds to build, write and read; run without -short")
 			}
 			path := writeLog(t, tt.data)
 			before := fileSum(t, path)
