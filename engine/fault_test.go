@@ -124,7 +124,9 @@ func (s *sweepFS) SyncDir(dir string) error {
 // only a warning, since the log is the authority), nothing may be
 // written or synced to the failed file after the fault, the log must still
 // read back, and a run after the fault clears must complete, every step's
-// body having run at most twice.
+// body having run at most twice. Under -short each kind of fault (an op
+// and an error) fails one call only, a different one for each kind,
+// spread over the run.
 func TestIOFaults(t *testing.T) {
 	const yaml = `
 task_name: faults
@@ -162,8 +164,8 @@ steps:
 	var faults, hit, snapshots atomic.Int32
 	t.Run("sweep", func(t *testing.T) {
 		for _, op := range []string{"write", "sync", "rename", "dirsync"} {
-			for _, mode := range modes[op] {
-				for n := 1; n <= clean.counts[op]; n++ {
+			for m, mode := range modes[op] {
+				for _, n := range faultCalls(clean.counts[op], m, len(modes[op])) {
 					f := mode
 					f.op, f.n = op, n
 					faults.Add(1)
@@ -185,6 +187,21 @@ steps:
 	if hit.Load() < faults.Load()*3/4 {
 		t.Errorf("only %d of %d faults were reached", hit.Load(), faults.Load())
 	}
+}
+
+// faultCalls lists the calls (1 to count) of an op that the m-th of its
+// modes kinds of fault fails, a run for each: every call, or under -short
+// one, the middle of the m-th of modes equal parts of the run, so that the
+// op's kinds fail different calls (the whole sweep takes 7 to 14 s).
+func faultCalls(count, m, modes int) []int {
+	if !testing.Short() {
+		calls := make([]int, count)
+		for i := range calls {
+			calls[i] = i + 1
+		}
+		return calls
+	}
+	return []int{1 + count*(2*m+1)/(2*modes)}
 }
 
 // checkIOFault runs yaml with fault f injected, then again on a sound disk,

@@ -60,8 +60,15 @@ func TestLuaSandboxEscapes(t *testing.T) {
 		{"table bomb", `local t = {}; local i = 0; while true do i = i + 1; t[i] = {i, i, i} end`, "memory"},
 		{"error object", `error({code = 7})`, "code"},
 	}
+	// Under -short, the bombs that take seconds to reach the memory bound
+	// are left out (the string.rep bomb proves the bound), and so are the
+	// endless bodies but one, each waiting out its timeout.
+	slow := map[string]bool{"concat bomb": true, "table bomb": true}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if testing.Short() && (slow[tt.name] || tt.want == "timed out" && tt.name != "endless loop in pcall") {
+				t.Skip("-short: this body takes seconds to reach its bound; run without -short")
+			}
 			t.Parallel() // several wait out a timeout of their own
 			dir := t.TempDir()
 			if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
@@ -148,8 +155,18 @@ func TestLuaHostileScripts(t *testing.T) {
 		{"return nested too deep", `local t = {}; local c = t; for i = 1, 1000 do c.x = {}; c = c.x end; return t`, "levels deep"},
 		{"coroutine bomb", `local t = {}; for i = 1, 1e8 do t[i] = coroutine.create(function() end) end`, "memory"},
 	}
+	// Under -short, the bodies that take seconds of work or memory are
+	// left out ("rep of rep" proves the memory bound, "format huge width"
+	// a big result), and so are the endless bodies but two, each waiting
+	// out its timeout.
+	slow := map[string]bool{"gsub huge replacement": true, "coroutine bomb": true,
+		"error with a huge message": true, "string.char with many arguments": true}
+	endless := map[string]bool{"gsub backtracking": true, "endless tail call in pcall": true}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if testing.Short() && (slow[tt.name] || tt.want == "timed out" && !endless[tt.name]) {
+				t.Skip("-short: this body takes seconds of work, memory or waiting for its timeout; run without -short")
+			}
 			t.Parallel() // several wait out a timeout of their own
 			dir := t.TempDir()
 			if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {

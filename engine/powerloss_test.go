@@ -322,7 +322,7 @@ steps:
 // STEP_START, no step may start again after a durable success, every rerun
 // of a cut-off attempt must follow its CLEANUP; at the end the task is
 // complete and the idem.once effect happened exactly once.
-// APOLLO_POWER_LOSSES sets the number of power losses (CI: 300; -short: 30;
+// APOLLO_POWER_LOSSES sets the number of power losses (CI: 300; -short: 10;
 // long mode: 100,000); APOLLO_SEED replays.
 func TestPowerLoss(t *testing.T) {
 	losses := 300
@@ -330,7 +330,7 @@ func TestPowerLoss(t *testing.T) {
 	case os.Getenv("APOLLO_LONG") != "":
 		losses = 100_000
 	case testing.Short():
-		losses = 30
+		losses = 10
 	}
 	if n, err := strconv.Atoi(os.Getenv("APOLLO_POWER_LOSSES")); err == nil && n > 0 {
 		losses = n

@@ -100,6 +100,7 @@ func TestHubLogMirrorsLocal(t *testing.T) {
 // for no fsync of the local file (docs/performance.md counts a remote
 // step's writes): the run fsyncs its file when it closes it, not per step.
 func TestHubLogNoLocalFsyncPerStep(t *testing.T) {
+	needSeconds(t)
 	e := newHubEnv(t, 1)
 	e.startWorker("w1", e.cl.URLs(), nil)
 	path := filepath.Join(e.dir, "chain.yaml")
@@ -141,6 +142,7 @@ func slicesEqual(a, b [][]byte) bool {
 // hub, and dispatches nothing more; its local log is the hub's, record for
 // record, up to the other writer's.
 func TestHubLogFencesStaleCoordinator(t *testing.T) {
+	needSeconds(t)
 	hubNodes(t, func(t *testing.T, nodes int) {
 		e := newHubEnv(t, nodes)
 		tw := e.startWorker("w1", e.cl.URLs(), nil)
@@ -318,6 +320,7 @@ func TestHubLogRebuildRefusesDamage(t *testing.T) {
 // removes it and the second one takes it; the first one's next renewal is
 // a LostError. No host's clock is compared with the entry's timestamp.
 func TestHubLeaseLapsesByServer(t *testing.T) {
+	needSeconds(t)
 	hubNodes(t, func(t *testing.T, nodes int) {
 		e := newHubEnv(t, nodes)
 		ctx := t.Context()
@@ -436,6 +439,7 @@ func TestHubLogReconciles(t *testing.T) {
 // it); a long one comes as pieces first, its last piece with the end, and
 // is whole too.
 func TestHubOutputRidesOnTheEnd(t *testing.T) {
+	needSeconds(t)
 	e := newHubEnv(t, 1)
 	e.startWorker("w1", e.cl.URLs(), nil)
 	c := e.client(e.cl.URLs())
@@ -471,6 +475,7 @@ func TestHubOutputRidesOnTheEnd(t *testing.T) {
 // bucket once, not once per attempt: each lookup is a round trip to the
 // hub before the attempt's body may start.
 func TestHubWorkerOpensItsBucketOnce(t *testing.T) {
+	needSeconds(t)
 	e := newHubEnv(t, 1)
 	c := e.client(e.cl.URLs())
 	var mu sync.Mutex
@@ -506,6 +511,7 @@ func TestHubWorkerOpensItsBucketOnce(t *testing.T) {
 // be read, with one read, instead of trying as it is published (before a
 // replicated stream has stored it) and again at its next poll.
 func TestHubFeedReadsEachEventOnce(t *testing.T) {
+	needSeconds(t)
 	e := newHubEnv(t, 1)
 	c := e.client(e.cl.URLs())
 	var mu sync.Mutex
@@ -541,6 +547,7 @@ func TestHubFeedReadsEachEventOnce(t *testing.T) {
 // events stored than it holds rings for while the coordinator was busy)
 // still reads every event at once, not one per slow poll.
 func TestHubFeedAfterDroppedRings(t *testing.T) {
+	needSeconds(t)
 	e := newHubEnv(t, 1)
 	c := e.client(e.cl.URLs())
 	feed, err := c.NewFeed(t.Context(), remote.EventsStream, remote.TaskEvents(e.task), 1)

@@ -52,6 +52,17 @@ func needCluster(t *testing.T) {
 	}
 }
 
+// needSeconds skips a one-node scenario under -short: each waits out a
+// worker's shutdown (its pull waits a second for work) or a lease's TTL.
+// TestHubHappyPath and TestHubLogMirrorsLocal are -short's smoke tests of
+// a run with a worker; the one-node scenarios under a second still run.
+func needSeconds(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: this hub scenario takes seconds (a worker's shutdown, a lease's TTL); run without -short")
+	}
+}
+
 // sharedHub is the 3-node cluster the scenarios share: a fresh cluster
 // waits 4 to 9 s for its first leader election.
 var sharedHub struct {
@@ -682,13 +693,10 @@ func (s *syncBuffer) String() string {
 
 // TestHubSecretNeverWritten: the attempts' secrets travel in their
 // messages only: no log, snapshot, output file or line the coordinator or a
-// worker prints holds one. Under -short it runs on one node.
+// worker prints holds one.
 func TestHubSecretNeverWritten(t *testing.T) {
-	nodes := 3
-	if testing.Short() {
-		nodes = 1
-	}
-	e := newHubEnv(t, nodes)
+	needSeconds(t)
+	e := newHubEnv(t, 3)
 	var workerLog, out syncBuffer
 	e.startWorker("w1", e.cl.URLs(), func(o *worker.Options) { o.Log = &workerLog })
 	path := filepath.Join(e.dir, "secret.yaml")
@@ -940,11 +948,8 @@ func (e *hubEnv) waitLostEvent(within time.Duration) uint64 {
 // (--fresh): a worker that comes later runs the new run's attempt only,
 // never the abandoned run's.
 func TestHubFreshDropsEarlierRun(t *testing.T) {
-	nodes := 3
-	if testing.Short() {
-		nodes = 1
-	}
-	e := newHubEnv(t, nodes)
+	needSeconds(t)
+	e := newHubEnv(t, 3)
 	path := filepath.Join(e.dir, "late.yaml")
 	os.WriteFile(path, []byte("task_name: late\nsteps:\n  - id: a\n    command: echo ran >> \"$APOLLO_ARTIFACTS_DIR/ran\"\n    pool: late\n"), 0o644)
 	ctx, cancel := context.WithCancel(t.Context())

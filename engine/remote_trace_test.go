@@ -68,6 +68,7 @@ func (s *otlpSink) named(name string) []*tracepb.Span {
 // the attempt is a child of the coordinator's, in its trace, and the
 // body's TRACEPARENT names the worker's span.
 func TestHubWorkerSpansJoinTheTrace(t *testing.T) {
+	needSeconds(t)
 	sink, url := newOTLPSink(t)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
 	newTracer := func() *trace.Tracer {

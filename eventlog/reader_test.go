@@ -54,8 +54,15 @@ func TestRead(t *testing.T) {
 	noStartBody[0].Start = nil
 	huge := logRecords(testTask, sampleRecords())
 	huge[2].Output = []byte(`"` + strings.Repeat("x", 600<<10) + `"`) // over the read buffer, under the limit
-	big := bytes.Repeat([]byte("y"), MaxLineBytes+10)
-	big[len(big)-1] = '\n'
+	// Lines over the limit: 64 MiB apiece to build, write and read, seconds
+	// each; left out under -short.
+	var overLimit, overLimitAtEnd []byte
+	if !testing.Short() {
+		big := bytes.Repeat([]byte("y"), MaxLineBytes+10)
+		big[len(big)-1] = '\n'
+		overLimit = join(join(lines[:6]...), big, join(lines[6:]...))
+		overLimitAtEnd = join(good, big[:len(big)-1])
+	}
 	crlf := bytes.ReplaceAll(good, []byte("\n"), []byte("\r\n"))
 
 	tests := []struct {
@@ -65,6 +72,7 @@ func TestRead(t *testing.T) {
 		wantSeqs []int64
 		wantTorn int64
 		wantErr  *corrupt
+		slow     bool // skipped under -short
 	}{
 		{name: "good log", data: good, wantSeqs: oneToN(n)},
 		{name: "good log, task checked", data: good, opts: ReadOptions{TaskID: testTask}, wantSeqs: oneToN(n)},
@@ -122,9 +130,9 @@ func TestRead(t *testing.T) {
 			wantErr: &corrupt{1, "not a TASK_START"}},
 		{name: "TASK_START without start", data: join(encodeLines(t, noStartBody)...), wantSeqs: []int64{},
 			wantErr: &corrupt{1, "not a TASK_START"}},
-		{name: "line over MaxLineBytes", data: join(join(lines[:6]...), big, join(lines[6:]...)), wantSeqs: oneToN(6),
+		{name: "line over MaxLineBytes", data: overLimit, slow: true, wantSeqs: oneToN(6),
 			wantErr: &corrupt{7, "longer than"}},
-		{name: "line over MaxLineBytes at the end, no newline", data: join(good, big[:len(big)-1]), wantSeqs: oneToN(n),
+		{name: "line over MaxLineBytes at the end, no newline", data: overLimitAtEnd, slow: true, wantSeqs: oneToN(n),
 			wantErr: &corrupt{n + 1, "longer than"}},
 		{name: "long line under the limit", data: join(encodeLines(t, huge)...), wantSeqs: oneToN(n)},
 		{name: "unknown event type and fields", data: join(good, unknown, unknownFields), wantSeqs: oneToN(n + 2)},
@@ -134,6 +142,9 @@ func TestRead(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.slow && testing.Short() {
+				t.Skip("-short: a 64 MiB line takes seconds to build, write and read; run without -short")
+			}
 			path := writeLog(t, tt.data)
 			before := fileSum(t, path)
 			var got []*Record
@@ -446,11 +457,24 @@ func join(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 // log is read) gives what reading line by line gives (records, tail and
 // error), for a good log and for every damage: cut anywhere, a byte changed
 // in any line, lines dropped, repeated or of another task, garbage after
-// the end, a line longer than a chunk, and a visit that fails.
+// the end, a line longer than a chunk, and a visit that fails. Under
+// -short the log is cut near each line's end and every 50th byte only,
+// not at each of its 4,000 bytes.
 func TestScanAheadSame(t *testing.T) {
 	good, lines := sampleLog(t)
 	logs := map[string][]byte{"good": good}
+	ends := map[int]bool{}
+	end := 0
+	for _, l := range lines {
+		end += len(l)
+		for d := -2; d <= 2; d++ {
+			ends[end+d] = true
+		}
+	}
 	for cut := range len(good) {
+		if testing.Short() && !ends[cut] && cut%50 != 0 {
+			continue
+		}
 		logs[fmt.Sprint("cut at ", cut)] = good[:cut]
 	}
 	for i, l := range lines {

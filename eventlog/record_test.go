@@ -262,6 +262,9 @@ func TestEncodeCapsText(t *testing.T) {
 // TestEncodeLineLimit checks that a line of exactly MaxLineBytes is written
 // and read back, and one byte more is refused.
 func TestEncodeLineLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: encodes two 64 MiB lines and reads one back, seconds; run without -short")
+	}
 	rec := func(n int) *Record {
 		return &Record{Seq: 1, TaskID: testTask, EventType: TaskStart, Start: startInfo(Version),
 			Output: json.RawMessage(`"` + strings.Repeat("a", n) + `"`)}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -228,8 +229,13 @@ func TestWritesRefuseLinks(t *testing.T) {
 
 // TestLinkSwapRace swaps a path between a regular file and links (to a file inside the
 // workspace, to one outside) while the writing helpers write it: whatever the timing, no
-// write lands in a link's target. A second path swaps a folder with a link out.
+// write lands in a link's target. A second path swaps a folder with a link out. The
+// helpers write 300 rounds, 100 under -short.
 func TestLinkSwapRace(t *testing.T) {
+	rounds := 300
+	if testing.Short() {
+		rounds = 100
+	}
 	env := newFakeEnv(t)
 	outside := filepath.Join(t.TempDir(), "secret")
 	victim := filepath.Join(env.workspace, "victim")
@@ -274,7 +280,7 @@ func TestLinkSwapRace(t *testing.T) {
 	}()
 	mustRun(t, env, `
 		local fs, idem = require("apollo.fs"), require("apollo.idem")
-		for i = 1, 300 do
+		for i = 1, `+strconv.Itoa(rounds)+` do
 			pcall(fs.write, "p", "w")
 			pcall(fs.append, "p", "a")
 			pcall(idem.write, "p", "i")

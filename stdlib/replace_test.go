@@ -70,10 +70,13 @@ func writeKept(t *testing.T, env *fakeEnv) {
 	}
 }
 
-// TestReplaceParallel: 64 steps replacing their own key in one file, 3 rounds each, lose
-// nothing (without the lock, most keys were lost).
+// TestReplaceParallel: 64 steps (16 under -short) replacing their own key in one file, 3
+// rounds each, lose nothing (without the lock, most keys were lost).
 func TestReplaceParallel(t *testing.T) {
-	const steps, rounds = 64, 3
+	steps, rounds := 64, 3
+	if testing.Short() {
+		steps = 16
+	}
 	env := newFakeEnv(t)
 	writeKept(t, env)
 	var keys []string
@@ -198,6 +201,9 @@ func TestReplaceLockLink(t *testing.T) {
 // TestReplaceLongLine: a line longer than MaxLineBytes (here a file of zeros, which has
 // none) is an error, not an unbounded read.
 func TestReplaceLongLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: reads 64 MiB, seconds; run without -short")
+	}
 	t.Parallel() // waits out grace periods of its own
 	env := newFakeEnv(t)
 	f, err := os.Create(filepath.Join(env.workspace, "data.jsonl"))

@@ -233,12 +233,29 @@ func runSh(t testing.TB, dir, rendered string) string {
 	return string(out)
 }
 
+// shortValues is the part of hostileValues that case i of a table of
+// cases tries: all of them, or under -short every k-th (k = cases, at most
+// 12), a different k-th for each case, so that each value and each case
+// is still tried (each try is a sh process; the whole product is
+// thousands).
+func shortValues(i, cases int) []string {
+	if !testing.Short() {
+		return hostileValues
+	}
+	k := min(cases, 12)
+	var vs []string
+	for j := i % k; j < len(hostileValues); j += k {
+		vs = append(vs, hostileValues[j])
+	}
+	return vs
+}
+
 func TestRenderShellInjection(t *testing.T) {
-	for _, c := range injectionContexts {
+	for i, c := range injectionContexts {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			for _, v := range hostileValues {
+			for _, v := range shortValues(i, len(injectionContexts)) {
 				rendered, err := RenderShell(c.tmpl, map[string]string{"x": v})
 				if err != nil {
 					t.Errorf("RenderShell(%q, x=%q): %v", c.tmpl, v, err)
@@ -260,8 +277,9 @@ func TestRenderShellInjection(t *testing.T) {
 // output is split and globbed by the author's choice, but no value may run.
 func TestRenderShellUnquotedSubst(t *testing.T) {
 	dir := t.TempDir()
-	for _, tmpl := range []string{`echo $(echo {{x}})`, `echo $(echo "{{x}}")`, `echo $(echo '{{x}}') >/dev/null`} {
-		for _, v := range hostileValues {
+	tmpls := []string{`echo $(echo {{x}})`, `echo $(echo "{{x}}")`, `echo $(echo '{{x}}') >/dev/null`}
+	for i, tmpl := range tmpls {
+		for _, v := range shortValues(i, len(tmpls)) {
 			rendered, err := RenderShell(tmpl, map[string]string{"x": v})
 			if err != nil {
 				t.Errorf("RenderShell(%q, x=%q): %v", tmpl, v, err)
