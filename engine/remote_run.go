@@ -283,6 +283,7 @@ func (r *taskRun) startHub(ctx context.Context) error {
 	go func() { defer h.otherDone.Done(); h.renew(octx) }()
 	go func() { defer h.otherDone.Done(); h.out.run(octx, c, h) }()
 	// Catch up: what workers reported while no coordinator listened.
+	h.ingested.Store(uint64(r.state.LastSrcSeq)) // the log has taken in the events before
 	feed, err := c.NewFeed(ctx, remote.EventsStream, remote.TaskEvents(r.t.id), uint64(r.state.LastSrcSeq)+1)
 	if err != nil {
 		return &HubError{TaskID: r.t.id, Err: err}
@@ -363,19 +364,8 @@ func (r *taskRun) adoptInFlight(ctx context.Context) error {
 			return &HubError{TaskID: r.t.id, Err: err}
 		}
 		if !ok || qrun != h.run || q != sl.n {
-			rs, err := r.late(n)
-			if err != nil {
-				return fmt.Errorf("step %s: re-dispatch attempt %d: %w", n.id(), sl.n, err)
-			}
-			w := r.workFor(n, rs, sl.n, sl.input, pool)
-			dup, err := h.c.Dispatch(ctx, w)
-			if err != nil {
-				return &HubError{TaskID: r.t.id, Err: err}
-			}
-			if dup {
-				if err := h.settleVanished(ctx, n, sl, pool); err != nil {
-					return err
-				}
+			if err := h.settleUnqueued(ctx, n, sl, pool); err != nil {
+				return err
 			}
 		}
 		h.mu.Lock()
@@ -392,19 +382,61 @@ func (r *taskRun) adoptInFlight(ctx context.Context) error {
 	return nil
 }
 
-// settleVanished settles an adopted attempt whose message the hub had
-// and no longer has, and whose end or loss the log lacks: a worker ends a
-// message only once its report is stored, so that report is read first
-// (everything the task's pool reported until now); an attempt still open
-// after it is gone without a word (its message was dropped) and is
-// recorded LOST, never waited for in vain.
-func (h *hubRun) settleVanished(ctx context.Context, n *node, sl *slot, pool string) error {
+// settleUnqueued settles an adopted attempt whose message the hub's work
+// queue does not hold. A worker takes a message off the queue only once
+// its end or loss is stored, and reports a start before a body runs, so
+// the task's events are read first, up to the pool's last: then an
+// attempt still open either never reached the hub (its coordinator
+// stopped between its DISPATCH and the publication), and is published
+// now, or its message was dropped (a new log of the task, gc, a hand), and
+// it is recorded LOST. It is never published again once it may have run:
+// the hub's duplicate window does not survive a node that restarts, so a
+// second publication could run the attempt's body a second time.
+func (h *hubRun) settleUnqueued(ctx context.Context, n *node, sl *slot, pool string) error {
+	r := h.r
+	if err := h.readEventsToLast(ctx, pool); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	open, started := sl.open, sl.started
+	h.mu.Unlock()
+	if !open {
+		return nil // its end or loss came
+	}
+	why := "its message is gone from the hub's work queue after the worker reported its start, with no end or loss reported"
+	if !started {
+		rs, err := r.late(n)
+		if err != nil {
+			return fmt.Errorf("step %s: publish attempt %d: %w", n.id(), sl.n, err)
+		}
+		dup, err := h.c.Dispatch(ctx, r.workFor(n, rs, sl.n, sl.input, pool))
+		if err != nil {
+			return &HubError{TaskID: r.t.id, Err: err}
+		}
+		if !dup {
+			return nil // published now: it never was, or no body of it ran
+		}
+		why = "the hub had its message and no longer has it, and no worker reported its start, end or loss"
+	}
+	msg := fmt.Sprintf("attempt %d lost: %s; it is treated as cut off by a crash: cleanup, then the next attempt", sl.n, why)
+	rec := &eventlog.Record{EventType: eventlog.Lost, StepID: n.id(), Status: eventlog.Running, RetryCount: sl.n, ErrorMessage: msg}
+	if err := r.w.AppendDurable(rec); err != nil {
+		return err
+	}
+	h.close(sl, outcome{lost: true, err: errors.New(msg)})
+	return nil
+}
+
+// readEventsToLast waits until the events pool's workers reported for the
+// task until now are taken in.
+func (h *hubRun) readEventsToLast(ctx context.Context, pool string) error {
 	r := h.r
 	last, err := h.c.LastEvent(ctx, pool, r.t.id)
 	if err != nil {
 		return &HubError{TaskID: r.t.id, Err: err}
 	}
-	wait := time.NewTimer(4 * h.c.Config().CallTimeout)
+	limit := 4 * h.c.Config().CallTimeout
+	wait := time.NewTimer(limit)
 	defer wait.Stop()
 	for h.ingested.Load() < last {
 		select {
@@ -413,23 +445,10 @@ func (h *hubRun) settleVanished(ctx context.Context, n *node, sl *slot, pool str
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-wait.C:
-			return &HubError{TaskID: r.t.id, Err: fmt.Errorf("the task's events up to %d were not read in %s", last, 4*h.c.Config().CallTimeout)}
+			return &HubError{TaskID: r.t.id, Err: fmt.Errorf("the task's events up to %d were not taken in within %s", last, limit)}
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	h.mu.Lock()
-	open := sl.open
-	h.mu.Unlock()
-	if !open {
-		return nil // its end or loss came
-	}
-	msg := fmt.Sprintf("attempt %d lost: the hub had its message and no longer has it, and no worker reported its end or its loss; "+
-		"it is treated as cut off by a crash: cleanup, then the next attempt", sl.n)
-	rec := &eventlog.Record{EventType: eventlog.Lost, StepID: n.id(), Status: eventlog.Running, RetryCount: sl.n, ErrorMessage: msg}
-	if err := r.w.AppendDurable(rec); err != nil {
-		return err
-	}
-	h.close(sl, outcome{lost: true, err: errors.New(msg)})
 	return nil
 }
 

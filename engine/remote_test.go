@@ -921,6 +921,61 @@ func TestHubQueuedMessageVanished(t *testing.T) {
 	}
 }
 
+// TestHubStartedAttemptNeverPublishedAgain: an attempt whose worker
+// reported its start, then died, and whose message the hub then dropped,
+// is recorded LOST by the coordinator that adopts it, never published
+// again: after a hub node restarts, the hub's duplicate window no longer
+// knows the first publication, and a second one would run the attempt's
+// body a second time.
+func TestHubStartedAttemptNeverPublishedAgain(t *testing.T) {
+	needCluster(t)
+	e := newHubEnv(t, 1)
+	urls := e.cl.URLs()
+	victim := e.startWorker("victim", urls, nil)
+	path := e.dag("again", 1, 1, `if [ "$APOLLO_RETRY_COUNT" = 0 ]; then sleep 60; fi`)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- e.run(ctx, path, urls, func(ro *RunOptions) { ro.Hub.detach = true }) }()
+	s := <-victim.starts
+	cancel()
+	<-done
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if ran, _ := filepath.Glob(filepath.Join(e.dir, ".apollo", "artifacts", e.task, "s0_0.0.*")); len(ran) > 0 {
+			break // its body runs
+		}
+	}
+	victim.die(s.pgid)
+	c := e.client(urls)
+	steps, err := c.Stream(t.Context(), remote.StepsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := steps.Purge(t.Context(), jetstream.WithPurgeSubject(remote.TaskSteps(e.task))); err != nil {
+		t.Fatal(err)
+	}
+	e.cl.Stop(0)
+	if err := e.cl.Restart(0); err != nil {
+		t.Fatal(err)
+	}
+	e.startWorker("w2", urls, nil)
+	rctx, rcancel := context.WithTimeout(t.Context(), time.Minute)
+	defer rcancel()
+	if err := e.run(rctx, path, urls, nil); err != nil {
+		t.Fatalf("the run after the message was dropped: %v", err)
+	}
+	ran, _ := filepath.Glob(filepath.Join(e.dir, ".apollo", "artifacts", e.task, "s0_0.0.*"))
+	if len(ran) != 1 {
+		t.Errorf("attempt 0 ran its body %d times (%v), want once", len(ran), ran)
+	}
+	recs := e.logOf(e.task)
+	if !hasLost(recs, attemptKey{"s0_0", 0}) {
+		t.Error("no LOST for attempt 0, whose message was dropped after its start")
+	}
+	if n := countType(recs, eventlog.StepEnd); n != 1 {
+		t.Errorf("%d STEP_ENDs, want 1", n)
+	}
+}
+
 // waitLostEvent waits for a worker's report that an attempt of the task
 // was lost, and returns its hub sequence.
 func (e *hubEnv) waitLostEvent(within time.Duration) uint64 {
