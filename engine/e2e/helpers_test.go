@@ -74,6 +74,12 @@ func TestMain(m *testing.M) {
 
 func binary(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		// Linking the binary alone takes 10 s: -short stays under a minute
+		// with the root package's scripts, which run every command end to
+		// end, as its check of the binary.
+		t.Skip("-short: the end-to-end sweeps build and run the real binary; go test -count=1 ./engine/e2e/ runs them")
+	}
 	bin, err := apolloBin()
 	if err != nil {
 		t.Fatal(err)
