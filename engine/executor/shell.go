@@ -253,15 +253,19 @@ func runHeld(ctx context.Context, a *Attempt, h *heldShell) Result {
 		res.Err = fmt.Errorf("exit status %s%s", describeExit(waitErr), lastLines(a.OutputPath, 5))
 	}
 	if a.PublishPath != "" {
+		written := true // unless a read found no file: the group has ended, so none comes later
 		if res.Err == nil {
-			pub, err := readPublished(a.PublishPath)
+			pub, found, err := readPublished(a.PublishPath)
 			if err != nil {
 				res.Err = err
 			}
-			res.Output = pub
+			res.Output, written = pub, found
 		}
 		// Its values live on in the STEP_END's output, masked; the file
 		// may hold a secret in clear.
+		if !written {
+			return res
+		}
 		if err := os.Remove(a.PublishPath); err != nil && !errors.Is(err, os.ErrNotExist) && res.Err == nil {
 			res.Err = fmt.Errorf("remove $APOLLO_OUTPUT after reading it: %w", err)
 		}
@@ -363,13 +367,16 @@ func lastLines(path string, n int) string {
 
 // readPublished reads the key=value lines a shell body wrote to
 // $APOLLO_OUTPUT into a JSON object; nil when it wrote nothing.
-func readPublished(path string) (json.RawMessage, error) {
+func readPublished(path string) (_ json.RawMessage, found bool, err error) {
 	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) || (err == nil && len(bytes.TrimSpace(b)) == 0) {
-		return nil, nil
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read $APOLLO_OUTPUT: %w", err)
+		return nil, true, fmt.Errorf("read $APOLLO_OUTPUT: %w", err)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, true, nil
 	}
 	out := map[string]string{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -381,14 +388,15 @@ func readPublished(path string) (json.RawMessage, error) {
 		}
 		k, v, ok := strings.Cut(line, "=")
 		if !ok || k == "" {
-			return nil, fmt.Errorf("$APOLLO_OUTPUT line %d: %q is not key=value", n, line)
+			return nil, true, fmt.Errorf("$APOLLO_OUTPUT line %d: %q is not key=value", n, line)
 		}
 		out[k] = v
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read $APOLLO_OUTPUT: %w", err)
+		return nil, true, fmt.Errorf("read $APOLLO_OUTPUT: %w", err)
 	}
-	return json.Marshal(out)
+	pub, err := json.Marshal(out)
+	return pub, true, err
 }
 
 // DefaultMaxOutput is the most an attempt's output file keeps when
