@@ -219,6 +219,31 @@ func (e *hubEnv) run(ctx context.Context, path, urls string, tune func(ro *RunOp
 	return eng.Run(ctx, path, ro)
 }
 
+// runDetached runs a pipeline as a coordinator that leaves its remote
+// attempts running when it stops, and stops it once until returns: as a
+// coordinator killed mid-run leaves them.
+func (e *hubEnv) runDetached(path string, until func()) {
+	ctx, cancel := context.WithCancel(e.t.Context())
+	done := make(chan error, 1)
+	go func() { done <- e.run(ctx, path, e.cl.URLs(), func(ro *RunOptions) { ro.Hub.detach = true }) }()
+	until()
+	cancel()
+	<-done
+}
+
+// dropQueued removes the task's attempts from the hub's work queue, as a
+// hand or a new log of the task does.
+func (e *hubEnv) dropQueued() {
+	e.t.Helper()
+	steps, err := e.client(e.cl.URLs()).Stream(e.t.Context(), remote.StepsStream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := steps.Purge(e.t.Context(), jetstream.WithPurgeSubject(remote.TaskSteps(e.task))); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // logOf reads the task's log.
 func (e *hubEnv) logOf(task string) []*eventlog.Record {
 	e.t.Helper()
@@ -378,12 +403,7 @@ func TestHubCoordinatorRestarts(t *testing.T) {
 	e := newHubEnv(t, 3)
 	tw := e.startWorker("w1", e.cl.URLs(), nil)
 	path := e.dag("restart", 3, 2, "sleep 1.5")
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- e.run(ctx, path, e.cl.URLs(), func(ro *RunOptions) { ro.Hub.detach = true }) }()
-	<-tw.starts
-	cancel()
-	<-done
+	e.runDetached(path, func() { <-tw.starts })
 	time.Sleep(2 * time.Second) // the first layer ends with no coordinator
 	if err := e.run(t.Context(), path, e.cl.URLs(), nil); err != nil {
 		t.Fatal(err)
@@ -783,12 +803,7 @@ func TestHubKeyLost(t *testing.T) {
 	e := newHubEnv(t, 3)
 	tw := e.startWorker("w1", e.cl.URLs(), nil)
 	path := e.dag("keylost", 2, 1, "sleep 1.5")
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- e.run(ctx, path, e.cl.URLs(), func(ro *RunOptions) { ro.Hub.detach = true }) }()
-	<-tw.starts
-	cancel()
-	<-done
+	e.runDetached(path, func() { <-tw.starts })
 	keys, _ := filepath.Glob(filepath.Join(e.dir, ".apollo", "hub", e.task, "*.key"))
 	if len(keys) != 1 {
 		t.Fatalf("run keys %v, want one", keys)
@@ -830,12 +845,8 @@ func TestHubLostThenCoordinatorDies(t *testing.T) {
 	urls := e.cl.URLs()
 	victim := e.startWorker("victim", urls, nil)
 	path := e.dag("lostdies", 1, 1, `if [ "$APOLLO_RETRY_COUNT" = 0 ]; then sleep 60; fi`)
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- e.run(ctx, path, urls, func(ro *RunOptions) { ro.Hub.detach = true }) }()
-	s := <-victim.starts
-	cancel()
-	<-done
+	var s started
+	e.runDetached(path, func() { s = <-victim.starts })
 	victim.die(s.pgid)
 	e.startWorker("w2", urls, nil) // takes the redelivery and reports it lost
 	lostSeq := e.waitLostEvent(30 * time.Second)
@@ -885,27 +896,15 @@ func TestHubQueuedMessageVanished(t *testing.T) {
 	e := newHubEnv(t, 3)
 	urls := e.cl.URLs()
 	path := e.dag("vanished", 1, 1, "true")
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- e.run(ctx, path, urls, func(ro *RunOptions) { ro.Hub.detach = true }) }()
 	c := e.client(urls)
-	queued := func() bool {
-		_, _, ok, err := c.Queued(t.Context(), remote.DefaultPool, e.task, "s0_0")
-		return err == nil && ok
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !queued() && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	cancel()
-	<-done
-	steps, err := c.Stream(t.Context(), remote.StepsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := steps.Purge(t.Context(), jetstream.WithPurgeSubject(remote.TaskSteps(e.task))); err != nil {
-		t.Fatal(err)
-	}
+	e.runDetached(path, func() {
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if _, _, ok, err := c.Queued(t.Context(), remote.DefaultPool, e.task, "s0_0"); err == nil && ok {
+				return
+			}
+		}
+	})
+	e.dropQueued()
 	e.startWorker("w1", urls, nil)
 	rctx, rcancel := context.WithTimeout(t.Context(), time.Minute)
 	defer rcancel()
@@ -933,26 +932,15 @@ func TestHubStartedAttemptNeverPublishedAgain(t *testing.T) {
 	urls := e.cl.URLs()
 	victim := e.startWorker("victim", urls, nil)
 	path := e.dag("again", 1, 1, `if [ "$APOLLO_RETRY_COUNT" = 0 ]; then sleep 60; fi`)
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- e.run(ctx, path, urls, func(ro *RunOptions) { ro.Hub.detach = true }) }()
-	s := <-victim.starts
-	cancel()
-	<-done
+	var s started
+	e.runDetached(path, func() { s = <-victim.starts })
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if ran, _ := filepath.Glob(filepath.Join(e.dir, ".apollo", "artifacts", e.task, "s0_0.0.*")); len(ran) > 0 {
 			break // its body runs
 		}
 	}
 	victim.die(s.pgid)
-	c := e.client(urls)
-	steps, err := c.Stream(t.Context(), remote.StepsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := steps.Purge(t.Context(), jetstream.WithPurgeSubject(remote.TaskSteps(e.task))); err != nil {
-		t.Fatal(err)
-	}
+	e.dropQueued()
 	e.cl.Stop(0)
 	if err := e.cl.Restart(0); err != nil {
 		t.Fatal(err)
