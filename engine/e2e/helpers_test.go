@@ -74,11 +74,12 @@ func TestMain(m *testing.M) {
 
 func binary(t testing.TB) string {
 	t.Helper()
-	if testing.Short() {
+	if testing.Short() && os.Getenv("APOLLO_E2E_SHORT") == "" {
 		// Linking the binary alone takes 10 s: -short stays under a minute
 		// with the root package's scripts, which run every command end to
-		// end, as its check of the binary.
-		t.Skip("-short: the end-to-end sweeps build and run the real binary; go test -count=1 ./engine/e2e/ runs them")
+		// end, as its check of the binary. APOLLO_E2E_SHORT=1 runs the
+		// sweeps at their -short sizes.
+		t.Skip("-short: the end-to-end sweeps build and run the real binary; go test -count=1 ./engine/e2e/ runs them, APOLLO_E2E_SHORT=1 at their -short sizes")
 	}
 	bin, err := apolloBin()
 	if err != nil {
