@@ -2,20 +2,18 @@ package e2e_test
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"apollo/engine/internal/testbin"
 )
 
 // The helpers every end-to-end test shares: the real binary, built once per
@@ -32,43 +30,12 @@ func envInt(name string, def int) int {
 
 func longMode() bool { return os.Getenv("APOLLO_LONG") != "" }
 
-// apolloBin builds the real binary once per test process. go build writes
-// it to a folder of the temp dir named after this module's folder and kept
-// between test processes, where it skips the link (3-4 s) when the binary
-// there is up to date; the tests run a hard link of it in a folder of
-// their own, so that another process rebuilding it cannot swap it under
-// them.
-var apolloBin = sync.OnceValues(func() (string, error) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256([]byte(root))
-	cached := filepath.Join(os.TempDir(), "apollo-e2e-bin-"+hex.EncodeToString(sum[:6]), "apollo")
-	out, err := exec.Command("go", "build", "-o", cached, "apollo").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	dir, err := os.MkdirTemp("", "apollo-bin-")
-	if err != nil {
-		return "", err
-	}
-	binDir = dir
-	bin := filepath.Join(dir, "apollo")
-	if err := os.Link(cached, bin); err != nil {
-		return "", err
-	}
-	return bin, nil
-})
-
-// binDir is the folder of the test process's binary, removed by TestMain.
-var binDir string
+// apollo is the real binary, built once per test process.
+var apollo testbin.Binary
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	apollo.Remove()
 	os.Exit(code)
 }
 
@@ -81,7 +48,7 @@ func binary(t testing.TB) string {
 		// sweeps at their -short sizes.
 		t.Skip("-short: the end-to-end sweeps build and run the real binary; go test -count=1 ./engine/e2e/ runs them, APOLLO_E2E_SHORT=1 at their -short sizes")
 	}
-	bin, err := apolloBin()
+	bin, err := apollo.Path()
 	if err != nil {
 		t.Fatal(err)
 	}

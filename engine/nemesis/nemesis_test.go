@@ -163,7 +163,7 @@ func (w *world) count(kind string) {
 // newWorld starts three hub nodes, routed to each other through links,
 // and three workers, each connected to every node through its own links.
 func newWorld(t *testing.T, seed int64) *world {
-	bin, err := apolloBin()
+	bin, err := apollo.Path()
 	if err != nil {
 		t.Fatal(err)
 	}

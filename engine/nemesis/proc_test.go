@@ -18,36 +18,21 @@ import (
 
 	"github.com/Shopify/toxiproxy/v2"
 	"github.com/rs/zerolog"
+
+	"apollo/engine/internal/testbin"
 )
 
 // The parts of the world the nemesis plays with: the real binary's
 // processes, and a fault-injecting proxy in front of every connection.
 
-// binDir holds the binary apolloBin built; TestMain removes it.
-var binDir string
+// apollo is the real binary, built once per test process.
+var apollo testbin.Binary
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	apollo.Remove()
 	os.Exit(code)
 }
-
-// apolloBin builds the real binary once per test process.
-var apolloBin = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "apollo-nemesis-bin-")
-	if err != nil {
-		return "", err
-	}
-	binDir = dir
-	bin := filepath.Join(dir, "apollo")
-	out, err := exec.Command("go", "build", "-o", bin, "apollo").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-})
 
 // proc is one process of the binary that the nemesis may kill, pause and
 // start again with the same arguments.
