@@ -249,11 +249,8 @@ func (r *taskRun) startHub(ctx context.Context) error {
 		for _, id := range unchecked {
 			// Durable before anything else: a coordinator that resumes
 			// after this one must not wait for them either.
-			st := r.state.Steps[id]
-			msg := fmt.Sprintf("attempt %d lost: it was dispatched under the run's hub key, which was missing (%s), so its worker's reports "+
-				"cannot be told from forgeries; it is treated as cut off by a crash: cleanup, then the next attempt", st.RetryCount, keyPath)
-			rec := &eventlog.Record{EventType: eventlog.Lost, StepID: id, Status: eventlog.Running, RetryCount: st.RetryCount, ErrorMessage: msg}
-			if err := r.w.AppendDurable(rec); err != nil {
+			why := fmt.Sprintf("it was dispatched under the run's hub key, which was missing (%s), so its worker's reports cannot be told from forgeries", keyPath)
+			if err := r.w.AppendDurable(lostRecord(id, r.state.Steps[id].RetryCount, why)); err != nil {
 				return err
 			}
 		}
@@ -418,12 +415,11 @@ func (h *hubRun) settleUnqueued(ctx context.Context, n *node, sl *slot, pool str
 		}
 		why = "the hub had its message and no longer has it, and no worker reported its start, end or loss"
 	}
-	msg := fmt.Sprintf("attempt %d lost: %s; it is treated as cut off by a crash: cleanup, then the next attempt", sl.n, why)
-	rec := &eventlog.Record{EventType: eventlog.Lost, StepID: n.id(), Status: eventlog.Running, RetryCount: sl.n, ErrorMessage: msg}
+	rec := lostRecord(n.id(), sl.n, why)
 	if err := r.w.AppendDurable(rec); err != nil {
 		return err
 	}
-	h.close(sl, outcome{lost: true, err: errors.New(msg)})
+	h.close(sl, outcome{lost: true, err: errors.New(rec.ErrorMessage)})
 	return nil
 }
 
@@ -438,6 +434,8 @@ func (h *hubRun) readEventsToLast(ctx context.Context, pool string) error {
 	limit := 4 * h.c.Config().CallTimeout
 	wait := time.NewTimer(limit)
 	defer wait.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	for h.ingested.Load() < last {
 		select {
 		case <-h.failed:
@@ -446,7 +444,7 @@ func (h *hubRun) readEventsToLast(ctx context.Context, pool string) error {
 			return ctx.Err()
 		case <-wait.C:
 			return &HubError{TaskID: r.t.id, Err: fmt.Errorf("the task's events up to %d were not taken in within %s", last, limit)}
-		case <-time.After(10 * time.Millisecond):
+		case <-tick.C:
 		}
 	}
 	return nil
@@ -770,19 +768,24 @@ func (h *hubRun) ingest(data []byte, seq int64, subject string) error {
 		h.out.wait(ev.Step, ev.Attempt, ev.OutBytes)
 		return h.end(&ev, seq, sl)
 	case remote.EventLost:
-		msg := fmt.Sprintf("attempt %d lost: its worker went silent past the liveness deadline and the hub delivered it again (delivery %d, reported by %s); "+
-			"it is treated as cut off by a crash: cleanup, then the next attempt", ev.Attempt, ev.Delivery, ev.Worker)
-		rec := &eventlog.Record{EventType: eventlog.Lost, StepID: ev.Step, Status: eventlog.Running,
-			RetryCount: ev.Attempt, ErrorMessage: msg, Worker: ev.Worker, SrcSeq: seq}
+		rec := lostRecord(ev.Step, ev.Attempt, fmt.Sprintf("its worker went silent past the liveness deadline and the hub delivered it again (delivery %d, reported by %s)",
+			ev.Delivery, ev.Worker))
+		rec.Worker, rec.SrcSeq = ev.Worker, seq
 		if err := r.w.AppendDurable(rec); err != nil {
 			return err
 		}
 		if r.rep != nil {
 			r.rep.Event(ev.Step, fmt.Sprintf("attempt %d LOST (worker silent)", ev.Attempt))
 		}
-		h.close(sl, outcome{lost: true, err: errors.New(msg)})
+		h.close(sl, outcome{lost: true, err: errors.New(rec.ErrorMessage)})
 	}
 	return nil
+}
+
+// lostRecord is the LOST record of a step's attempt n, saying why.
+func lostRecord(step string, n int, why string) *eventlog.Record {
+	return &eventlog.Record{EventType: eventlog.Lost, StepID: step, Status: eventlog.Running, RetryCount: n,
+		ErrorMessage: fmt.Sprintf("attempt %d lost: %s; it is treated as cut off by a crash: cleanup, then the next attempt", n, why)}
 }
 
 // inputOf is the input digest of a step's latest attempt, as its DISPATCH
