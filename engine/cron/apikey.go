@@ -25,14 +25,14 @@ func digest(s string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// parseAPIKey splits an entry's Key made by APIKey.
-func parseAPIKey(key string) (id, request string, ok bool) {
+// apiKeyID is the id of an entry's Key made by APIKey.
+func apiKeyID(key string) (id string, ok bool) {
 	rest, ok := strings.CutPrefix(key, "api:")
 	if !ok {
-		return "", "", false
+		return "", false
 	}
-	id, request, ok = strings.Cut(rest, ":")
-	return id, request, ok && id != "" && request != ""
+	id, _, ok = strings.Cut(rest, ":")
+	return id, ok && id != ""
 }
 
 // Keyed returns the started entry of the run whose Idempotency-Key has id

@@ -35,7 +35,7 @@ func (s *Scheduler) noteFired(e *Entry) {
 	if e.Key != "" && e.Event == EventQueued {
 		s.fired[firedKey(e.Pipeline, e.Key)] = true
 	}
-	if id, _, ok := parseAPIKey(e.Key); ok && e.Event == EventStarted {
+	if id, ok := apiKeyID(e.Key); ok && e.Event == EventStarted {
 		s.keyed[id] = e
 	}
 }
