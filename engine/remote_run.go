@@ -100,6 +100,10 @@ type hubRun struct {
 	// the local file (remote_log.go); logCtx is its appends' context.
 	log    *remote.Log
 	logCtx context.Context
+	// stopLog ends logCtx when the run fails: a coordinator that lost its
+	// lease writes no more, and an append waiting for a hub without a
+	// majority stops waiting.
+	stopLog context.CancelCauseFunc
 	pool   string
 	host   string
 	run    string // the task run's id in messages: its log's run_nonce
@@ -202,7 +206,8 @@ func (r *taskRun) connectHub(ctx context.Context) error {
 	if h.log, err = c.OpenLog(ctx, r.t.id); err != nil {
 		return &HubError{TaskID: r.t.id, Err: err}
 	}
-	h.log.Epoch, h.logCtx = h.lease.Epoch(), context.WithoutCancel(ctx)
+	h.log.Epoch = h.lease.Epoch()
+	h.logCtx, h.stopLog = context.WithCancelCause(context.WithoutCancel(ctx))
 	return nil
 }
 
@@ -619,6 +624,9 @@ func (h *hubRun) fail(err error) {
 	h.failOnce.Do(func() {
 		h.failErr = &HubError{TaskID: h.r.t.id, Err: err}
 		close(h.failed)
+		if h.stopLog != nil {
+			h.stopLog(h.failErr)
+		}
 	})
 }
 
