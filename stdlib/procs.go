@@ -36,6 +36,21 @@ type procStat struct {
 	State byte
 	// Pgrp is the process group.
 	Pgrp int
+	// Flags are the kernel's flags of the process (PF_*).
+	Flags uint64
+	// EnvEnd is where the environment ends in the process's memory: 0 for a kernel
+	// thread, and for a process between an exec's new memory and its new environment.
+	EnvEnd uint64
+}
+
+// pfKthread is the flag of a kernel thread, which has no environment at all.
+const pfKthread = 0x00200000
+
+// settingUpExec reports whether the process is inside an exec, past the point where its old
+// memory (and so its environment) was replaced and before the new environment is written:
+// its environment reads as empty for that moment, though it holds one.
+func (s procStat) settingUpExec() bool {
+	return !s.exited() && s.Flags&pfKthread == 0 && s.EnvEnd == 0
 }
 
 // exited reports whether the state is a process that has exited and only
@@ -59,7 +74,17 @@ func parseProcStat(b []byte) (procStat, bool) {
 	if err != nil {
 		return procStat{}, false
 	}
-	return procStat{State: f[0][0], Pgrp: pgrp}, true
+	st := procStat{State: f[0][0], Pgrp: pgrp}
+	// Later fields are read when present: flags is the 9th field, env_end the 51st.
+	if len(f) > 6 {
+		st.Flags, _ = strconv.ParseUint(string(f[6]), 10, 64)
+	}
+	if len(f) > 48 {
+		st.EnvEnd, _ = strconv.ParseUint(string(f[48]), 10, 64)
+	} else {
+		st.EnvEnd = 1 // an older kernel: not told, so never taken for an exec under way
+	}
+	return st, true
 }
 
 // procargsEnv returns the environment part of a macOS kern.procargs2

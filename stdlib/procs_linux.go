@@ -3,6 +3,7 @@ package stdlib
 import (
 	"os"
 	"strconv"
+	"time"
 )
 
 // groupHasLiveMember reports whether process group pgid has a member that has not exited,
@@ -39,7 +40,7 @@ func findTagged(entry string) []int {
 		if err != nil || pid == self {
 			continue
 		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		env, err := readEnviron(pid)
 		if err != nil || !hasEnvEntry(env, entry) {
 			continue
 		}
@@ -48,6 +49,30 @@ func findTagged(entry string) []int {
 		}
 	}
 	return pids
+}
+
+// execSetUpWait bounds how long readEnviron waits for a process inside an exec to write
+// its new environment.
+const execSetUpWait = 200 * time.Millisecond
+
+// readEnviron reads /proc/<pid>/environ. A process caught inside an exec, after its memory
+// was replaced and before its environment was written (a tagged `exec sleep 100` at the
+// moment its command ended), reads as empty: it is read again until it holds its
+// environment, for at most execSetUpWait.
+func readEnviron(pid int) ([]byte, error) {
+	name := "/proc/" + strconv.Itoa(pid) + "/environ"
+	deadline := time.Now().Add(execSetUpWait)
+	for {
+		env, err := os.ReadFile(name)
+		if err != nil || len(env) > 0 || time.Now().After(deadline) {
+			return env, err
+		}
+		if st, ok := readProcStat(pid); !ok || !st.settingUpExec() {
+			// The exec may have written the environment between the two reads.
+			return os.ReadFile(name)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // readProcStat reads and parses /proc/<pid>/stat; false when pid is gone.

@@ -2,18 +2,31 @@ package stdlib
 
 import (
 	"encoding/binary"
+	"strconv"
+	"strings"
 	"testing"
 )
 
 func TestParseProcStat(t *testing.T) {
+	// statLine is a whole line of a current kernel: 52 fields, flags the 9th, env_end the 51st.
+	statLine := func(state string, flags, envEnd uint64) string {
+		f := make([]string, 52)
+		for i := range f {
+			f[i] = "0"
+		}
+		f[0], f[1], f[2], f[4] = "42", "(sleep)", state, "42"
+		f[8], f[50] = strconv.FormatUint(flags, 10), strconv.FormatUint(envEnd, 10)
+		return strings.Join(f, " ") + "\n"
+	}
 	for _, c := range []struct {
 		in   string
 		want procStat
 		ok   bool
 	}{
-		{"1234 (sh) S 1 1234 1234 0 -1 4194560 100\n", procStat{State: 'S', Pgrp: 1234}, true},
-		{"77 (a b) c)) Z 1 70 70 0\n", procStat{State: 'Z', Pgrp: 70}, true}, // the name holds ") "
-		{"9 (x) X 1 -1", procStat{State: 'X', Pgrp: -1}, true},
+		{"1234 (sh) S 1 1234 1234 0 -1 4194560 100\n", procStat{State: 'S', Pgrp: 1234, Flags: 4194560, EnvEnd: 1}, true},
+		{"77 (a b) c)) Z 1 70 70 0\n", procStat{State: 'Z', Pgrp: 70, EnvEnd: 1}, true}, // the name holds ") "
+		{"9 (x) X 1 -1", procStat{State: 'X', Pgrp: -1, EnvEnd: 1}, true},
+		{statLine("S", 4194304, 140735604510699), procStat{State: 'S', Pgrp: 42, Flags: 4194304, EnvEnd: 140735604510699}, true},
 		{"9 (x) R 1", procStat{}, false},
 		{"9 (x) RS 1 9", procStat{}, false},
 		{"9 (x) R 1 p", procStat{}, false},
@@ -23,6 +36,24 @@ func TestParseProcStat(t *testing.T) {
 		got, ok := parseProcStat([]byte(c.in))
 		if got != c.want || ok != c.ok {
 			t.Errorf("parseProcStat(%q) = %+v, %v, want %+v, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+
+	// A process inside an exec has no environment yet, for a moment; a kernel thread never
+	// has one; a process that exited needs no ending.
+	for _, c := range []struct {
+		line string
+		want bool
+	}{
+		{statLine("R", 4194304, 0), true},
+		{statLine("S", 4194304, 140735604510699), false},
+		{statLine("S", 2129984|pfKthread, 0), false},
+		{statLine("Z", 4194304, 0), false},
+		{"1234 (sh) S 1 1234 1234 0 -1 4194560 100\n", false},
+	} {
+		st, _ := parseProcStat([]byte(c.line))
+		if got := st.settingUpExec(); got != c.want {
+			t.Errorf("settingUpExec of %+v = %v, want %v", st, got, c.want)
 		}
 	}
 }
