@@ -144,6 +144,7 @@ func TestAPIIdempotencyKeyOutlivesServe(t *testing.T) {
 	}
 	<-jobs
 	h.http.Close()
+	h.srv.opts.Scheduler.Wait() // the run's exit is in the log: the next serve has nothing to resume
 	h.srv.opts.Scheduler.Close()
 
 	pipes := h.srv.opts.Pipelines
