@@ -104,9 +104,9 @@ type hubRun struct {
 	// lease writes no more, and an append waiting for a hub without a
 	// majority stops waiting.
 	stopLog context.CancelCauseFunc
-	pool   string
-	host   string
-	run    string // the task run's id in messages: its log's run_nonce
+	pool    string
+	host    string
+	run     string // the task run's id in messages: its log's run_nonce
 	// key is the run's key, of which each attempt's secret is a digest
 	// (remote.AttemptSecret): kept in the state folder, never logged.
 	key []byte
