@@ -27,15 +27,15 @@ import (
 // host, a replaced disk) rebuilds it from the stream before it opens it.
 
 // hubPublish is the writer's Publish hook of a run with a hub, nil without
-// one.
-func (r *taskRun) hubPublish(path string) func(seq int64, line []byte) error {
+// one. Records appended at once reach the hub in one atomic batch.
+func (r *taskRun) hubPublish(path string) func(first int64, lines [][]byte) error {
 	h := r.hub
 	if h == nil || h.log == nil {
 		return nil
 	}
 	h.log.Name = filepath.Base(path)
-	return func(seq int64, line []byte) error {
-		if seq == 1 && h.log.Last() != 0 {
+	return func(first int64, lines [][]byte) error {
+		if first == 1 && h.log.Last() != 0 {
 			// A new log of the task (--fresh, after apollo gc): it
 			// replaces the hub's, which this coordinator, holding the
 			// lease, has chosen not to resume.
@@ -44,14 +44,14 @@ func (r *taskRun) hubPublish(path string) func(seq int64, line []byte) error {
 			}
 		}
 		if h.log.Run == "" {
-			if rec, err := eventlog.Decode(bytes.TrimSuffix(line, []byte("\n"))); err == nil && rec.Start != nil {
+			if rec, err := eventlog.Decode(bytes.TrimSuffix(lines[0], []byte("\n"))); err == nil && rec.Start != nil {
 				h.log.Run = rec.Start.RunNonce
 			}
 		}
-		if last := h.log.Last(); seq != last+1 {
-			return h.logFailed(fmt.Errorf("the task's log in the hub ends at record seq %d, and this coordinator's next record is seq %d", last, seq))
+		if last := h.log.Last(); first != last+1 {
+			return h.logFailed(fmt.Errorf("the task's log in the hub ends at record seq %d, and this coordinator's next record is seq %d", last, first))
 		}
-		if err := h.log.Append(h.logCtx, seq, line); err != nil {
+		if err := h.log.AppendBatch(h.logCtx, first, lines); err != nil {
 			return h.logFailed(err)
 		}
 		return nil

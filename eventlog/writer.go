@@ -51,14 +51,16 @@ type WriterOptions struct {
 	// OnForeign is called, in order and under the writer's lock, with each
 	// record another process (apollo script) appended since the last append.
 	OnForeign func(*Record)
-	// Publish, when set, is handed each record's seq and exact line before
-	// the line enters the file, in order and under the writer's lock: a
-	// copy of the log kept elsewhere (the hub's, docs/spec.md §8.8) takes
-	// it first, and the file follows with the same bytes. Records another
-	// process appended (OnForeign) are handed over as they are found. An
-	// error writes nothing more: it becomes the writer's sticky error, as a
+	// Publish, when set, is handed records' exact lines before they enter
+	// the file, in order, the first numbered first and each next one the
+	// seq after: a copy of the log kept elsewhere (the hub's, docs/spec.md
+	// §8.8) takes them first, and the file follows with the same bytes.
+	// Parallel appends are handed over together (publish.go), one call at a
+	// time, with the log's flock held. Records another process appended
+	// (OnForeign) are handed over as they are found. An error writes
+	// nothing more: it becomes the writer's sticky error, as a
 	// *PublishError.
-	Publish func(seq int64, line []byte) error
+	Publish func(first int64, lines [][]byte) error
 	// PublishDurable says that Publish makes each record durable (the
 	// hub's replicated log acknowledges it only once its nodes fsynced
 	// it): an append that would wait for an fsync of the file returns
@@ -119,13 +121,13 @@ func (e *PublishError) Error() string {
 
 func (e *PublishError) Unwrap() error { return e.Err }
 
-// publish hands a record's line to Publish, if set.
-func (w *Writer) publish(seq int64, line []byte) error {
-	if w.opts.Publish == nil {
+// publish hands lines, records first, first+1 ..., to Publish, if set.
+func (w *Writer) publish(first int64, lines ...[]byte) error {
+	if w.opts.Publish == nil || len(lines) == 0 {
 		return nil
 	}
-	if err := w.opts.Publish(seq, line); err != nil {
-		return &PublishError{Path: w.path, Seq: seq, Err: err}
+	if err := w.opts.Publish(first, lines); err != nil {
+		return &PublishError{Path: w.path, Seq: first, Err: err}
 	}
 	return nil
 }
@@ -194,6 +196,10 @@ type Writer struct {
 	// held counts the writes waiting for the running fsync; the next fsync
 	// waits for them, so that one fsync covers them all (group commit).
 	held int
+	// pending are the records queued for the next publication (with
+	// Publish), publishing is set while an append leads one (publish.go).
+	pending    []*queued
+	publishing bool
 
 	fsyncs  atomic.Int64
 	records atomic.Int64
@@ -408,7 +414,8 @@ func (w *Writer) Err() error {
 }
 
 // Append writes r (assigning its seq, task id and, if empty, timestamp).
-// With durability Always it returns once r is on disk.
+// With durability Always it returns once r is on disk (with Publish and
+// PublishDurable: once it is published).
 func (w *Writer) Append(r *Record) error {
 	return w.append(r, w.opts.Durability == Always)
 }
@@ -449,6 +456,9 @@ func (w *Writer) AppendDurable(r *Record) error {
 // which waits for this fsync, comes before anything that depends on r. A
 // failed fsync becomes the writer's sticky error, so that append fails.
 func (w *Writer) AppendSyncing(r *Record) error {
+	if w.opts.Publish != nil {
+		return w.append(r, false)
+	}
 	end, err := w.write(r)
 	if err != nil {
 		return err
@@ -479,6 +489,13 @@ func (w *Writer) Close() error {
 }
 
 func (w *Writer) append(r *Record, durable bool) error {
+	if w.opts.Publish != nil {
+		end, err := w.enqueue(r)
+		if err != nil || !durable || w.opts.PublishDurable {
+			return err
+		}
+		return w.syncTo(end)
+	}
 	end, err := w.write(r)
 	if err != nil {
 		return err
@@ -494,47 +511,58 @@ func (w *Writer) append(r *Record, durable bool) error {
 // failed.
 func (w *Writer) write(r *Record) (int64, error) {
 	w.mu.Lock()
-	if w.syncing {
-		w.held++
-		for w.syncing {
-			w.cond.Wait()
-		}
-		w.held--
-		if w.held == 0 {
-			w.cond.Broadcast() // the next fsync may start
-		}
-	}
+	defer w.mu.Unlock()
+	w.waitForSyncLocked()
 	if w.err != nil {
-		w.mu.Unlock()
 		return 0, w.err
 	}
 	if w.f == nil {
-		w.mu.Unlock()
 		return 0, fmt.Errorf("event log %s: append after close", w.path)
 	}
+	if err := w.lockForWrite(); err != nil {
+		return 0, err
+	}
+	defer w.funlock()
+	return w.writeLocked(r)
+}
+
+// waitForSyncLocked waits while an fsync runs, counted among the writes it
+// holds back so that the next fsync covers them; w.mu is held.
+func (w *Writer) waitForSyncLocked() {
+	if !w.syncing {
+		return
+	}
+	w.held++
+	for w.syncing {
+		w.cond.Wait()
+	}
+	w.held--
+	if w.held == 0 {
+		w.cond.Broadcast() // the next fsync may start
+	}
+}
+
+// lockForWrite takes the log's flock, checks the task lock and catches up
+// with what other processes appended; w.mu is held. On an error, the
+// writer's sticky error, the flock is not held.
+func (w *Writer) lockForWrite() error {
 	if err := w.flock(); err != nil {
 		w.failLocked(err)
-		w.mu.Unlock()
-		return 0, w.err
+		return w.err
 	}
 	if w.opts.Lock != nil {
 		if err := w.opts.Lock.Check(); err != nil {
 			w.funlock()
 			w.failLocked(err)
-			w.mu.Unlock()
-			return 0, w.err
+			return w.err
 		}
 	}
 	if err := w.catchUp(); err != nil {
 		w.funlock()
 		w.failLocked(err)
-		w.mu.Unlock()
-		return 0, w.err
+		return w.err
 	}
-	end, err := w.writeLocked(r)
-	w.funlock()
-	w.mu.Unlock()
-	return end, err
+	return nil
 }
 
 // writeLocked encodes and writes one record; w.mu and the flock are held.
@@ -552,6 +580,12 @@ func (w *Writer) writeLocked(r *Record) (int64, error) {
 		w.failLocked(err)
 		return 0, w.err
 	}
+	return w.writeLineLocked(r, line)
+}
+
+// writeLineLocked writes r, encoded as line with the next seq, to the file;
+// w.mu and the flock are held.
+func (w *Writer) writeLineLocked(r *Record, line []byte) (int64, error) {
 	n, err := w.f.Write(line)
 	if err != nil || n != len(line) {
 		if err == nil {
@@ -671,17 +705,16 @@ func (w *Writer) catchUp() error {
 		return err
 	}
 	if w.opts.Publish != nil {
-		// One line per record in a good log: hand each one over as it is
-		// in the file.
-		seq := w.seq
+		// One line per record in a good log: hand them over as they are in
+		// the file.
+		var lines [][]byte
 		for _, line := range bytes.SplitAfter(buf[:tail.End-w.offset], []byte("\n")) {
-			if len(line) == 0 {
-				continue
+			if len(line) > 0 {
+				lines = append(lines, line)
 			}
-			seq++
-			if err := w.publish(seq, line); err != nil {
-				return err
-			}
+		}
+		if err := w.publish(w.seq+1, lines...); err != nil {
+			return err
 		}
 	}
 	w.offset, w.seq, w.lines = tail.End, tail.LastSeq, w.lines+tail.Lines

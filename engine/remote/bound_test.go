@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"apollo/engine/hubtest"
 	"apollo/engine/remote"
 )
@@ -94,13 +92,7 @@ func TestLogStreamReadsFromLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.JS.DeleteStream(ctx, remote.LogStream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-		t.Fatal(err)
-	}
-	if _, err := c.JS.CreateStream(ctx, jetstream.StreamConfig{Name: remote.LogStream, Subjects: []string{"apollo.log.>"},
-		Storage: jetstream.FileStorage, AllowDirect: true, DenyDelete: true}); err != nil {
-		t.Fatal(err)
-	}
+	createOldLogStream(ctx, t, c)
 	l, err := c.OpenLog(ctx, "old")
 	if err != nil {
 		t.Fatal(err)

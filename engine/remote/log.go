@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 )
 
 // A task's event log in the hub (docs/spec.md §8.8): one subject of the
@@ -102,6 +103,9 @@ type Log struct {
 	Run   string
 	Epoch uint64
 	Name  string
+	// noBatch is set once the stream refused an atomic batch for want of
+	// the setting: appends go one by one.
+	noBatch bool
 }
 
 // OpenLog looks up the end of the task's log in the hub.
@@ -152,6 +156,106 @@ func headerSeq(m *jetstream.RawStreamMsg) int64 {
 // first try was stored (its acknowledgement lost) is recognised by its seq
 // and bytes and counts as stored.
 func (l *Log) Append(ctx context.Context, seq int64, line []byte) error {
+	return l.AppendBatch(ctx, seq, [][]byte{line})
+}
+
+// AppendBatch stores lines, records first, first+1 ..., as the log's next
+// messages, as Append does one: all of them or none, in one atomic batch
+// of the stream (one replicated write for them all). On a stream that
+// takes no atomic batches, or a hub with too many under way, they are
+// appended one by one.
+func (l *Log) AppendBatch(ctx context.Context, first int64, lines [][]byte) error {
+	if len(lines) > 1 && !l.noBatch {
+		err := l.appendAtomic(ctx, first, lines)
+		var api *jetstream.APIError
+		if !errors.As(err, &api) {
+			return err
+		}
+		switch api.ErrorCode {
+		case errAtomicPublishDisabled:
+			l.noBatch = true // a stream an older apollo made, not yet updated
+		case errAtomicPublishTooManyInflight:
+		default:
+			return err
+		}
+	}
+	for i, line := range lines {
+		seq := first + int64(i)
+		err := l.c.Do(ctx, "append record "+strconv.FormatInt(seq, 10)+" to "+l.subject, func(ctx context.Context) error {
+			ack, err := l.c.JS.PublishMsg(ctx, l.message(seq, line), jetstream.WithExpectLastSequencePerSubject(l.last))
+			if err == nil {
+				l.last, l.lastSeq = ack.Sequence, seq
+				return nil
+			}
+			return l.refused(ctx, err, seq, line)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Error codes of atomic batches that make AppendBatch append one by one.
+const (
+	errAtomicPublishDisabled        = 10174 // JSAtomicPublishDisabledErr
+	errAtomicPublishTooManyInflight = 10210 // JSAtomicPublishTooManyInflight
+)
+
+// appendAtomic stores lines in one atomic batch, the first message
+// expecting the subject's last to be l.last. Each try is a new batch: one
+// whose commit was lost was either stored whole or not at all. It returns
+// a *jetstream.APIError of the batch's refusal as it is.
+func (l *Log) appendAtomic(ctx context.Context, first int64, lines [][]byte) error {
+	lastSeq := first + int64(len(lines)) - 1
+	what := fmt.Sprintf("append records %d to %d to %s", first, lastSeq, l.subject)
+	return l.c.Do(ctx, what, func(ctx context.Context) error {
+		id := nuid.Next()
+		var commit *nats.Msg
+		for i, line := range lines {
+			m := l.message(first+int64(i), line)
+			m.Header.Set("Nats-Batch-Id", id)
+			m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
+			if i == 0 {
+				m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(l.last, 10))
+			}
+			if i == len(lines)-1 {
+				m.Header.Set("Nats-Batch-Commit", "1")
+				commit = m
+				break
+			}
+			if err := l.c.NC.PublishMsg(m); err != nil {
+				return err
+			}
+		}
+		reply, err := l.c.NC.RequestMsgWithContext(ctx, commit)
+		if err != nil {
+			return err
+		}
+		var ack struct {
+			Error    *jetstream.APIError `json:"error"`
+			Sequence uint64              `json:"seq"`
+			Count    int                 `json:"count"`
+		}
+		if err := json.Unmarshal(reply.Data, &ack); err != nil {
+			return fmt.Errorf("%s: the hub's answer is not an acknowledgement: %w", what, err)
+		}
+		if ack.Error != nil {
+			if c := ack.Error.ErrorCode; c == errAtomicPublishDisabled || c == errAtomicPublishTooManyInflight {
+				return Final(ack.Error)
+			}
+			return l.refused(ctx, ack.Error, lastSeq, lines[len(lines)-1])
+		}
+		if ack.Count != len(lines) {
+			return Final(fmt.Errorf("%s: the hub stored a batch of %d records", what, ack.Count))
+		}
+		l.last, l.lastSeq = ack.Sequence, lastSeq
+		return nil
+	})
+}
+
+// message is the log message of record seq.
+func (l *Log) message(seq int64, line []byte) *nats.Msg {
 	msg := nats.NewMsg(l.subject)
 	msg.Data = line
 	msg.Header.Set(HeaderSeq, strconv.FormatInt(seq, 10))
@@ -164,41 +268,43 @@ func (l *Log) Append(ctx context.Context, seq int64, line []byte) error {
 	if l.Epoch != 0 {
 		msg.Header.Set(HeaderEpoch, strconv.FormatUint(l.Epoch, 10))
 	}
-	return l.c.Do(ctx, "append record "+strconv.FormatInt(seq, 10)+" to "+l.subject, func(ctx context.Context) error {
-		ack, err := l.c.JS.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(l.last))
-		if err == nil {
-			l.last, l.lastSeq = ack.Sequence, seq
-			return nil
+	return msg
+}
+
+// refused handles the hub's refusal err of an append whose last record is
+// seq, line: nil when an earlier try of this very append was stored (its
+// acknowledgement lost), a final *FencedError when another coordinator
+// wrote the subject, a final *LogFullError at the stream's bound, and err
+// to try again otherwise.
+func (l *Log) refused(ctx context.Context, err error, seq int64, line []byte) error {
+	if full(err) {
+		return Final(&LogFullError{TaskID: l.taskID, Seq: seq, Cause: err})
+	}
+	if !LostRace(err) {
+		if permanent(err) {
+			return Final(err)
 		}
-		if full(err) {
-			return Final(&LogFullError{TaskID: l.taskID, Seq: seq, Cause: err})
-		}
-		if !LostRace(err) {
-			if permanent(err) {
-				return Final(err)
-			}
-			return err
-		}
-		// Refused: either an earlier try of this very append was stored,
-		// or someone else wrote the subject.
-		m, gerr := l.lastMsg(ctx)
-		if gerr != nil {
-			return gerr
-		}
-		if m != nil && headerSeq(m) == seq && bytes.Equal(m.Data, line) {
-			l.last, l.lastSeq = m.Sequence, seq
-			return nil
-		}
-		if m == nil || m.Sequence <= l.last {
-			// The subject's last message is still the one this append
-			// expects: the refusal (10164) was of a write in flight, which
-			// may be an earlier try of this very append on a hub that lost
-			// its quorum, or the read came from a lagging replica. Only a
-			// stored message of another writer fences; try again.
-			return fmt.Errorf("record %d refused while a write to %s is in flight: %w", seq, l.subject, err)
-		}
-		return Final(&FencedError{TaskID: l.taskID, Seq: seq, Theirs: headerSeq(m)})
-	})
+		return err
+	}
+	// Refused: either an earlier try of this very append was stored, or
+	// someone else wrote the subject.
+	m, gerr := l.lastMsg(ctx)
+	if gerr != nil {
+		return gerr
+	}
+	if m != nil && headerSeq(m) == seq && bytes.Equal(m.Data, line) {
+		l.last, l.lastSeq = m.Sequence, seq
+		return nil
+	}
+	if m == nil || m.Sequence <= l.last {
+		// The subject's last message is still the one this append expects:
+		// the refusal (10164) was of a write in flight, which may be an
+		// earlier try of this very append on a hub that lost its quorum, or
+		// the read came from a lagging replica. Only a stored message of
+		// another writer fences; try again.
+		return fmt.Errorf("record %d refused while a write to %s is in flight: %w", seq, l.subject, err)
+	}
+	return Final(&FencedError{TaskID: l.taskID, Seq: seq, Theirs: headerSeq(m)})
 }
 
 // Read calls fn with each record line of the task's log in the hub, in

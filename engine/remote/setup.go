@@ -54,10 +54,11 @@ func streamConfigs(r int, logMaxBytes int64) []jetstream.StreamConfig {
 		// rebuild a prefix of the log or take itself for fenced; the
 		// stream's leader answers every read.
 		// At its bound the stream refuses new records (DiscardNew) rather
-		// than drop old ones: apollo gc --hub archives and purges.
+		// than drop old ones: apollo gc --hub archives and purges. Records
+		// appended at once go in one atomic batch (one replicated write).
 		{Name: LogStream, Subjects: []string{"apollo.log.>"}, Retention: jetstream.LimitsPolicy,
 			Storage: jetstream.FileStorage, Replicas: r, Duplicates: 2 * time.Minute,
-			DenyDelete: true, MaxBytes: logMaxBytes, Discard: jetstream.DiscardNew,
+			DenyDelete: true, MaxBytes: logMaxBytes, Discard: jetstream.DiscardNew, AllowAtomicPublish: true,
 			Description: "apollo: each task's event log, one subject per task, the records' exact lines"},
 		// Kept until apollo serve's schedules are dropped; appends are
 		// fenced by the expected last sequence of their subject, not by ids.
@@ -165,12 +166,17 @@ func (c *Client) createStream(ctx context.Context, cfg jetstream.StreamConfig, u
 		return c.JS.CreateOrUpdateStream(ctx, cfg)
 	}
 	s, err := c.JS.Stream(ctx, cfg.Name)
-	if err == nil && !cfg.AllowDirect && s.CachedInfo().Config.AllowDirect {
+	if err == nil {
 		// An older apollo made it with direct gets, which a lagging
-		// replica answers: reads of the last record must see it.
+		// replica answers (reads of the last record must see it), or
+		// without atomic batches.
 		old := s.CachedInfo().Config
-		old.AllowDirect = false
-		return c.JS.UpdateStream(ctx, old)
+		stale := !cfg.AllowDirect && old.AllowDirect || cfg.AllowAtomicPublish && !old.AllowAtomicPublish
+		if stale {
+			old.AllowDirect = cfg.AllowDirect && old.AllowDirect
+			old.AllowAtomicPublish = old.AllowAtomicPublish || cfg.AllowAtomicPublish
+			return c.JS.UpdateStream(ctx, old)
+		}
 	}
 	if err == nil || !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return s, err
