@@ -119,13 +119,14 @@ steps:
 }
 
 // TestLuaWorkerStopped: a Lua step past its timeout is stopped with its
-// worker, the step says so, and its output file says it once.
+// worker, the step says so, and its output file says it once. The limit
+// leaves a loaded machine time to start the worker and print first.
 func TestLuaWorkerStopped(t *testing.T) {
 	dir := t.TempDir()
 	yaml := `task_name: stopped
 steps:
   - id: spin
-    timeout_seconds: 0.3
+    timeout_seconds: 1
     lua: |
       print("spinning")
       while true do end
@@ -139,8 +140,8 @@ steps:
 		t.Errorf("the run took %s, want the timeout and the kill grace", took)
 	}
 	s := st.Step("spin")
-	if !strings.Contains(s.LastError, "timed out after 300ms") {
-		t.Errorf("error %q, want timed out after 300ms", s.LastError)
+	if !strings.Contains(s.LastError, "timed out after 1s") {
+		t.Errorf("error %q, want timed out after 1s", s.LastError)
 	}
 	outs, _ := filepath.Glob(filepath.Join(dir, ".apollo", "*", "*", "spin.0.log"))
 	var text string
