@@ -219,6 +219,14 @@ func (e *hubEnv) run(ctx context.Context, path, urls string, tune func(ro *RunOp
 	return eng.Run(ctx, path, ro)
 }
 
+// runWithin runs a pipeline as e.run does, stopped if it takes longer
+// than limit (a run that waits for an attempt nothing will end).
+func (e *hubEnv) runWithin(limit time.Duration, path, urls string) error {
+	ctx, cancel := context.WithTimeout(e.t.Context(), limit)
+	defer cancel()
+	return e.run(ctx, path, urls, nil)
+}
+
 // runDetached runs a pipeline as a coordinator that leaves its remote
 // attempts running when it stops, and stops it once until returns: as a
 // coordinator killed mid-run leaves them.
@@ -809,9 +817,7 @@ func TestHubKeyLost(t *testing.T) {
 		t.Fatalf("run keys %v, want one", keys)
 	}
 	os.Remove(keys[0])
-	rctx, rcancel := context.WithTimeout(t.Context(), time.Minute)
-	defer rcancel()
-	if err := e.run(rctx, path, e.cl.URLs(), nil); err != nil {
+	if err := e.runWithin(time.Minute, path, e.cl.URLs()); err != nil {
 		t.Fatal(err)
 	}
 	recs := e.logOf(e.task)
@@ -864,9 +870,7 @@ func TestHubLostThenCoordinatorDies(t *testing.T) {
 	}
 	w.Close()
 
-	rctx, rcancel := context.WithTimeout(t.Context(), time.Minute)
-	defer rcancel()
-	if err := e.run(rctx, path, urls, nil); err != nil {
+	if err := e.runWithin(time.Minute, path, urls); err != nil {
 		t.Fatalf("the run after the LOST: %v (it waited for the lost attempt)", err)
 	}
 	recs := e.logOf(e.task)
@@ -906,9 +910,7 @@ func TestHubQueuedMessageVanished(t *testing.T) {
 	})
 	e.dropQueued()
 	e.startWorker("w1", urls, nil)
-	rctx, rcancel := context.WithTimeout(t.Context(), time.Minute)
-	defer rcancel()
-	if err := e.run(rctx, path, urls, nil); err != nil {
+	if err := e.runWithin(time.Minute, path, urls); err != nil {
 		t.Fatalf("the run after the message vanished: %v", err)
 	}
 	recs := e.logOf(e.task)
@@ -946,9 +948,7 @@ func TestHubStartedAttemptNeverPublishedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.startWorker("w2", urls, nil)
-	rctx, rcancel := context.WithTimeout(t.Context(), time.Minute)
-	defer rcancel()
-	if err := e.run(rctx, path, urls, nil); err != nil {
+	if err := e.runWithin(time.Minute, path, urls); err != nil {
 		t.Fatalf("the run after the message was dropped: %v", err)
 	}
 	ran, _ := filepath.Glob(filepath.Join(e.dir, ".apollo", "artifacts", e.task, "s0_0.0.*"))

@@ -92,30 +92,11 @@ func TestLogAppendBatch(t *testing.T) {
 // takes no atomic batches, records appended together are stored one by
 // one; a coordinator's set-up then allows batches, keeping the records.
 func TestLogAppendBatchOldStream(t *testing.T) {
-	cl := hubtest.Start(t, 1)
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	c, err := remote.Connect(ctx, remote.Config{URLs: cl.URLs(), Name: "old", CallTimeout: time.Second, GiveUp: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	createOldLogStream(ctx, t, c)
-	l, err := c.OpenLog(ctx, "old")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, c, l := onOldLogStream(t)
 	if err := l.AppendBatch(ctx, 1, [][]byte{[]byte("{\"seq\":1}\n"), []byte("{\"seq\":2}\n")}); err != nil {
 		t.Fatalf("a batch on a stream without atomic batches: %v", err)
 	}
-	if err := c.Ensure(ctx, 1, false); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.JS.Stream(ctx, remote.LogStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info := s.CachedInfo(); !info.Config.AllowAtomicPublish || info.State.Msgs != 2 {
+	if info := setUpLogStream(ctx, t, c); !info.Config.AllowAtomicPublish || info.State.Msgs != 2 {
 		t.Errorf("after a coordinator's set-up the log stream allows atomic batches %v and holds %d record(s), want true and 2",
 			info.Config.AllowAtomicPublish, info.State.Msgs)
 	}
@@ -124,10 +105,19 @@ func TestLogAppendBatchOldStream(t *testing.T) {
 	}
 }
 
-// createOldLogStream makes the log stream as an older apollo did: direct
-// gets, no atomic batches.
-func createOldLogStream(ctx context.Context, t *testing.T, c *remote.Client) {
+// onOldLogStream starts a 1-node hub whose log stream is made as an older
+// apollo did (direct gets, no atomic batches), and opens task old's log on
+// it, without a coordinator's set-up.
+func onOldLogStream(t *testing.T) (context.Context, *remote.Client, *remote.Log) {
 	t.Helper()
+	cl := hubtest.Start(t, 1)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	t.Cleanup(cancel)
+	c, err := remote.Connect(ctx, remote.Config{URLs: cl.URLs(), Name: "old", CallTimeout: time.Second, GiveUp: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
 	if err := c.JS.DeleteStream(ctx, remote.LogStream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Fatal(err)
 	}
@@ -135,4 +125,23 @@ func createOldLogStream(ctx context.Context, t *testing.T, c *remote.Client) {
 		Storage: jetstream.FileStorage, AllowDirect: true, DenyDelete: true}); err != nil {
 		t.Fatal(err)
 	}
+	l, err := c.OpenLog(ctx, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, c, l
+}
+
+// setUpLogStream runs a coordinator's set-up of the hub and returns what
+// the log stream is then.
+func setUpLogStream(ctx context.Context, t *testing.T, c *remote.Client) *jetstream.StreamInfo {
+	t.Helper()
+	if err := c.Ensure(ctx, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.JS.Stream(ctx, remote.LogStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.CachedInfo()
 }

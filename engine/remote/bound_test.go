@@ -84,30 +84,11 @@ func TestLogStreamBound(t *testing.T) {
 // record) is set to have its leader answer every read once a coordinator
 // sets up on the hub, keeping its records.
 func TestLogStreamReadsFromLeader(t *testing.T) {
-	cl := hubtest.Start(t, 1)
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	c, err := remote.Connect(ctx, remote.Config{URLs: cl.URLs(), Name: "direct", CallTimeout: time.Second, GiveUp: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	createOldLogStream(ctx, t, c)
-	l, err := c.OpenLog(ctx, "old")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, c, l := onOldLogStream(t)
 	if err := l.Append(ctx, 1, []byte("{\"seq\":1}\n")); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Ensure(ctx, 1, false); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.JS.Stream(ctx, remote.LogStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info := s.CachedInfo(); info.Config.AllowDirect || info.State.Msgs != 1 {
+	if info := setUpLogStream(ctx, t, c); info.Config.AllowDirect || info.State.Msgs != 1 {
 		t.Errorf("after a coordinator's set-up the log stream has direct gets %v and %d record(s), want none and 1",
 			info.Config.AllowDirect, info.State.Msgs)
 	}
