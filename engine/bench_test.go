@@ -1,11 +1,14 @@
 package engine
 
 import (
+	"bufio"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -183,7 +186,13 @@ func BenchmarkChain(b *testing.B) {
 //     state, run, encoded result) on the same steps, without the engine or
 //     the log, and inprocess-lua-µs the same in the runner; lua-ratio is
 //     lua-µs over bare-state-µs, lua-pool-ratio lua-µs over
-//     inprocess-lua-µs.
+//     inprocess-lua-µs;
+//   - the floor of a step in another process, with no apollo code on
+//     either side: child-start-ms, a child of this binary started until its
+//     main runs (pipeEcho), and pipe-trip-µs, one round trip over its pipes
+//     of a job-sized frame and a small answer; floor-µs/step is
+//     inprocess-µs/step plus one round trip plus the start's share of the
+//     chain, floor-ratio µs/step over it.
 //
 // Each engine run starts its own workers, as each apollo invocation does.
 // The no-fsync case runs the engine on a file system whose fsyncs do
@@ -231,7 +240,7 @@ func BenchmarkLuaStep(b *testing.B) {
 				}
 				return time.Since(began)
 			}
-			var engine, inproc, bare, fsync, luaPool, luaIn time.Duration
+			var engine, inproc, bare, fsync, luaPool, luaIn, childStart, trips time.Duration
 			for i := 0; b.Loop(); i++ {
 				// The order rotates, so that neither side always runs on a
 				// machine the other just warmed (or loaded).
@@ -268,6 +277,10 @@ func BenchmarkLuaStep(b *testing.B) {
 					luaIn += luaOnly(inP)
 					luaPool += luaOnly(p)
 				}
+
+				st, tr := processFloor(b, steps, luaJobSize)
+				childStart += st
+				trips += tr
 			}
 			perStep := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 / float64(b.N*steps) }
 			b.ReportMetric(perStep(engine), "µs/step")
@@ -281,6 +294,13 @@ func BenchmarkLuaStep(b *testing.B) {
 			b.ReportMetric(perStep(luaIn), "inprocess-lua-µs")
 			b.ReportMetric(float64(luaPool)/float64(bare), "lua-ratio")
 			b.ReportMetric(float64(luaPool)/float64(luaIn), "lua-pool-ratio")
+			// The floor of a step in another process: the in-process step,
+			// plus its share of one child's start and one bare round trip.
+			floor := inproc + childStart + trips
+			b.ReportMetric(float64(childStart.Microseconds())/1000/float64(b.N), "child-start-ms")
+			b.ReportMetric(perStep(trips), "pipe-trip-µs")
+			b.ReportMetric(perStep(floor), "floor-µs/step")
+			b.ReportMetric(float64(engine)/float64(floor), "floor-ratio")
 		})
 	}
 }
@@ -446,4 +466,87 @@ func BenchmarkLuaChain(b *testing.B) {
 			b.ReportMetric(float64(took.Nanoseconds())/1000/float64(b.N*steps), "µs/step")
 		})
 	}
+}
+
+// pipeEchoCommand makes the test binary the bare child of processFloor
+// (TestMain): it answers every frame its parent sends with a small one.
+const pipeEchoCommand = "__bench-pipe-echo"
+
+// pipeEcho is that child: one byte once it runs, then for each frame read
+// from in (a 4-byte big-endian length, then as many bytes) a frame of
+// pipeEchoAnswer bytes on out, until in ends. It returns the exit code.
+func pipeEcho(in io.Reader, out io.Writer) int {
+	if _, err := out.Write([]byte{'H'}); err != nil {
+		return 1
+	}
+	runtime.GOMAXPROCS(1) // as a Lua process (luaproc.Serve)
+	r := bufio.NewReader(in)
+	answer := make([]byte, 4+pipeEchoAnswer)
+	binary.BigEndian.PutUint32(answer, pipeEchoAnswer)
+	var head [4]byte
+	for {
+		if _, err := io.ReadFull(r, head[:]); err != nil {
+			return 0
+		}
+		if _, err := r.Discard(int(binary.BigEndian.Uint32(head[:]))); err != nil {
+			return 1
+		}
+		if _, err := out.Write(answer); err != nil {
+			return 1
+		}
+	}
+}
+
+// luaJobSize is the size of the job a no-op Lua step of a chain sends its
+// Lua process (engine/executor's isolatedJob, JSON).
+const luaJobSize = 660
+
+// pipeEchoAnswer is the size of pipeEcho's answer, about a no-op Lua
+// step's result.
+const pipeEchoAnswer = 120
+
+// processFloor measures, with no apollo code on either side, what running
+// steps jobs in another process costs at the least: starting a child of
+// this binary (the one the Lua processes are) until it runs its first line
+// of main, and then steps round trips over its pipes, each a frame of
+// jobSize bytes to the child and a small one back, as a Lua step's job and
+// result. It returns the start and the round trips' total.
+func processFloor(b *testing.B, steps, jobSize int) (start, trips time.Duration) {
+	b.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(exe, pipeEchoCommand)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	began := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer stdin.Close()
+	buf := make([]byte, 4+pipeEchoAnswer)
+	if _, err := io.ReadFull(stdout, buf[:1]); err != nil {
+		b.Fatalf("the echo child did not start: %v", err)
+	}
+	start = time.Since(began)
+	job := make([]byte, 4+jobSize)
+	binary.BigEndian.PutUint32(job, uint32(jobSize))
+	began = time.Now()
+	for range steps {
+		if _, err := stdin.Write(job); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(stdout, buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return start, time.Since(began)
 }

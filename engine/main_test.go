@@ -13,8 +13,12 @@ import (
 
 // TestMain lets the test binary serve as the Lua processes of the engines the
 // tests make (they start os.Executable with IsolatedCommand), as apollo's
-// main does, and stops the hub cluster the hub scenarios share.
+// main does, and as the bare child of BenchmarkLuaStep's floor
+// (pipeEchoCommand), and stops the hub cluster the hub scenarios share.
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == pipeEchoCommand {
+		os.Exit(pipeEcho(os.Stdin, os.Stdout))
+	}
 	if len(os.Args) > 1 && os.Args[1] == executor.IsolatedCommand {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		err := executor.RunIsolatedChild(ctx, os.Stdin, os.Stdout, nil)

@@ -20,7 +20,7 @@
 // parent): a 4-byte big-endian length n (at most MaxFrame), then n bytes: a
 // kind byte and the payload.
 //
-//	'H' child → parent  "luaproc 1"; once, when the child is ready
+//	'H' child → parent  "luaproc 2"; once, when the child is ready
 //	'J' parent → child  8-byte big-endian memory limit in bytes (0: none), a flags byte
 //	                    (1: held, a go-ahead follows), then the job
 //	'Q' child → parent  a request (the handler's call)
@@ -47,6 +47,8 @@
 // a job crosses no hand-off from a reading goroutine to another. While a
 // job runs and nothing reads, the child learns that the parent is gone from
 // the meter's timer, which looks at the pipe (poll(2), POLLHUP) every 2 ms.
+// Serve gives the child's Go runtime one P (GOMAXPROCS 1): a second one only
+// adds a thread that spins and sleeps around every frame.
 //
 // # Children
 //

@@ -65,6 +65,7 @@ func testChild(mode string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
+	singleP() // as Serve
 	if err := serve(ctx, os.Stdin, os.Stdout, testHandler, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

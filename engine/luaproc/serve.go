@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -61,8 +62,16 @@ type server struct {
 // at once (os.Exit(1)). stdin is read on the goroutine that calls Serve,
 // which runs the handler too.
 func Serve(ctx context.Context, stdin *os.File, stdout io.Writer, h Handler) error {
+	singleP()
 	return serve(ctx, stdin, stdout, h, defaultMeter)
 }
+
+// singleP gives the child's Go runtime one P: one job runs at a time, on
+// one goroutine, and a second P only adds threads that spin, sleep and wake
+// around every frame (measured in docs/performance.md, "Lua steps"). It is
+// set here, not in the child's environment, which the commands a job
+// starts inherit.
+func singleP() { runtime.GOMAXPROCS(1) }
 
 func serve(ctx context.Context, stdin *os.File, stdout io.Writer, h Handler, mem meterConfig) error {
 	in, fd, err := pollable(stdin)
