@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -119,7 +120,7 @@ func (c *Client) AcquireLease(ctx context.Context, taskID string, me Holder, ttl
 		if !LostRace(err) {
 			return err
 		}
-		e, err := kv.Get(ctx, l.key)
+		e, err := l.current(ctx)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			return errors.New("lease vanished; again")
 		}
@@ -127,13 +128,13 @@ func (c *Client) AcquireLease(ctx context.Context, taskID string, me Holder, ttl
 			return err
 		}
 		var h Holder
-		_ = json.Unmarshal(e.Value(), &h)
+		_ = json.Unmarshal(e.Data, &h)
 		if h.Host != me.Host || h.StateDir != me.StateDir {
-			return Final(&HeldError{TaskID: taskID, Holder: h, Renewed: e.Created()})
+			return Final(&HeldError{TaskID: taskID, Holder: h, Renewed: e.Time})
 		}
 		// Its holder is this host and state folder, whose task lock this
 		// process holds: it is dead, taken over at once.
-		rev, err = l.write(ctx, val, e.Revision())
+		rev, err = l.write(ctx, val, e.Sequence)
 		if LostRace(err) {
 			return errors.New("lease changed while taking it over; again")
 		}
@@ -147,6 +148,57 @@ func (c *Client) AcquireLease(ctx context.Context, taskID string, me Holder, ttl
 		return nil, err
 	}
 	return l, nil
+}
+
+// current reads the lease's key as the bucket stream's leader has it:
+// jetstream.ErrKeyNotFound when it is missing, deleted or lapsed. A
+// compare-and-set that lost is judged on the write that won, so this is no
+// KV get, which is a direct get that a replica may answer before it has
+// applied that write (and a coordinator would take the winner's lease for
+// its own).
+func (l *Lease) current(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+	req, err := json.Marshal(struct {
+		LastFor string `json:"last_by_subj"`
+	}{"$KV." + LeaseBucket + "." + l.key})
+	if err != nil {
+		return nil, err
+	}
+	reply, err := l.c.NC.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+LeaseBucket, req)
+	if err != nil {
+		return nil, err
+	}
+	var resp struct {
+		Error *jetstream.APIError `json:"error"`
+		Msg   *struct {
+			Subject  string    `json:"subject"`
+			Sequence uint64    `json:"seq"`
+			Header   []byte    `json:"hdrs"`
+			Data     []byte    `json:"data"`
+			Time     time.Time `json:"time"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return nil, fmt.Errorf("read the lease: %w", err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return nil, jetstream.ErrKeyNotFound
+	case resp.Error != nil:
+		return nil, resp.Error
+	case resp.Msg == nil:
+		return nil, errors.New("read the lease: the hub's answer holds no message")
+	}
+	m := &jetstream.RawStreamMsg{Subject: resp.Msg.Subject, Sequence: resp.Msg.Sequence, Data: resp.Msg.Data, Time: resp.Msg.Time}
+	if len(resp.Msg.Header) > 0 {
+		if m.Header, err = nats.DecodeHeadersMsg(resp.Msg.Header); err != nil {
+			return nil, fmt.Errorf("read the lease: %w", err)
+		}
+		// A delete, a purge or the marker of a key that lapsed.
+		if m.Header.Get("KV-Operation") != "" || m.Header.Get(jetstream.MarkerReasonHeader) != "" {
+			return nil, jetstream.ErrKeyNotFound
+		}
+	}
+	return m, nil
 }
 
 // write stores val as the lease's new revision, if rev is its current one,
@@ -176,17 +228,17 @@ func (l *Lease) Renew(ctx context.Context) error {
 		}
 		// The revision moved: unless the retry of a renewal that was
 		// stored, someone else holds it now.
-		e, gerr := l.kv.Get(ctx, l.key)
+		e, gerr := l.current(ctx)
 		if gerr != nil && !errors.Is(gerr, jetstream.ErrKeyNotFound) {
 			return gerr
 		}
 		var h Holder
 		if e != nil {
-			if bytes.Equal(e.Value(), val) {
-				l.rev = e.Revision()
+			if bytes.Equal(e.Data, val) {
+				l.rev = e.Sequence
 				return nil
 			}
-			_ = json.Unmarshal(e.Value(), &h)
+			_ = json.Unmarshal(e.Data, &h)
 		}
 		return Final(&LostError{TaskID: l.tid, By: h})
 	})
