@@ -349,6 +349,55 @@ func TestHubWorkerDies(t *testing.T) {
 	}
 }
 
+// TestHubWorkerRunningFile: while a remote body runs, its process group is
+// in the worker's running file (what a restarted worker ends after a
+// crash); once the run is over, no group is.
+func TestHubWorkerRunningFile(t *testing.T) {
+	needCluster(t)
+	e := newHubEnv(t, 3)
+	groups := func(o *worker.Options) map[string]int {
+		files, _ := filepath.Glob(filepath.Join(o.StateDir, "workers", "*.json"))
+		all := map[string]int{}
+		for _, f := range files {
+			var st struct{ Groups map[string]int }
+			if b, err := os.ReadFile(f); err == nil && json.Unmarshal(b, &st) == nil {
+				for tag, pgid := range st.Groups {
+					all[tag] = pgid
+				}
+			}
+		}
+		return all
+	}
+	var opts *worker.Options
+	var during atomic.Int64
+	e.startWorker("w1", e.cl.URLs(), func(o *worker.Options) {
+		opts = o
+		o.Started = func(w *remote.Work, pgid int) {
+			for _, g := range groups(o) {
+				if g == pgid {
+					during.Add(1)
+				}
+			}
+		}
+	})
+	path := e.dag("running", 1, 3, "true")
+	if err := e.run(t.Context(), path, e.cl.URLs(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := during.Load(); n != 3 {
+		t.Errorf("the running file named the body's group at %d of 3 starts", n)
+	}
+	// The worker takes a group out while it reports the end, which may
+	// be after the coordinator has it.
+	left := groups(opts)
+	for deadline := time.Now().Add(5 * time.Second); len(left) != 0 && time.Now().Before(deadline); left = groups(opts) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(left) != 0 {
+		t.Errorf("after the run the running file still names %v", left)
+	}
+}
+
 // TestHubLeaderDies is D3: the node leading the work queue is shut down
 // mid-run and restarted on its store two seconds later; nothing is lost.
 func TestHubLeaderDies(t *testing.T) {

@@ -380,9 +380,13 @@ func (a *attempt) run(ctx context.Context, delivery uint64) {
 	tcancel()
 	w.endSpan(sp, res)
 	b.end()
-	w.running.remove(a.token)
+	// The group leaves the running file while the end is reported: the
+	// body has ended, and the coordinator waits for the end alone.
+	removed := make(chan struct{})
+	go func() { defer close(removed); w.running.remove(a.token) }()
 	w.ran.Add(1)
 	a.finish(ctx, delivery, id, res, out, began)
+	<-removed
 }
 
 // beats are an attempt's heartbeat and fence, which run from its stored
@@ -414,24 +418,37 @@ func (a *attempt) begin(ctx context.Context, delivery uint64, id string, pgid in
 	ev.Image, ev.ImageID = a.image, a.imageID
 	box := a.box
 	a.mu.Unlock()
+	// The process group goes into the worker's running file while the
+	// hub stores the start: both are done before the body runs, and
+	// neither waits for the other.
+	recorded := make(chan struct{})
+	record := pgid > 0 || box.Name != ""
+	if record {
+		go func() { defer close(recorded); w.running.add(a.token, pgid, box) }()
+	} else {
+		close(recorded)
+	}
 	// The start is stored (replicated, fsynced) before the body runs,
 	// and only while the message is surely still this worker's.
 	rctx, cancel := context.WithDeadline(ctx, a.fenceAt())
 	_, err := w.o.Client.Report(rctx, ev)
 	cancel()
-	if err != nil {
-		return fmt.Errorf("the hub did not store the attempt's start in time, so its body was not run: %w", err)
-	}
-	if time.Now().After(a.fenceAt()) {
+	<-recorded
+	if err == nil && time.Now().After(a.fenceAt()) {
 		a.fenced = true
-		return errors.New("the attempt's lease ran out before its start was stored; its body was not run")
+		err = errors.New("the attempt's lease ran out before its start was stored; its body was not run")
+	} else if err != nil {
+		err = fmt.Errorf("the hub did not store the attempt's start in time, so its body was not run: %w", err)
+	}
+	if err != nil {
+		if record {
+			w.running.remove(a.token) // the held process ends without running the body
+		}
+		return err
 	}
 	a.mu.Lock()
 	a.started, a.pgid = true, pgid
 	a.mu.Unlock()
-	if pgid > 0 || box.Name != "" {
-		w.running.add(a.token, pgid, box)
-	}
 	b.start(a)
 	if w.o.Started != nil {
 		w.o.Started(work, pgid)
