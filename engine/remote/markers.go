@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 )
 
 // Markers are a task's idempotency markers in the hub's idem bucket: the
@@ -67,6 +68,9 @@ func (m *Markers) Get(ctx context.Context, name string) (mk Marker, rev uint64, 
 // returns ErrMarkerTaken when the marker is pending or done in the bucket;
 // to done or cleared it overwrites.
 func (m *Markers) Set(ctx context.Context, mk Marker) error {
+	if mk.State == "pending" {
+		mk.Write = nuid.Next()
+	}
 	val, err := json.Marshal(mk)
 	if err != nil {
 		return err
@@ -91,7 +95,12 @@ func (m *Markers) Set(ctx context.Context, mk Marker) error {
 		var cur Marker
 		_ = json.Unmarshal(e.Value(), &cur)
 		if string(e.Value()) == string(val) {
-			return nil // our own write, retried
+			// This call's own write, stored by a try whose answer was
+			// lost: its Write is in no other value. (The read may be a
+			// replica's that lags; a value it holds that is not this
+			// call's is settled by the compare-and-set below, or read
+			// again.)
+			return nil
 		}
 		if cur.State != "cleared" {
 			return Final(fmt.Errorf("%w (%s by step %s attempt %d)", ErrMarkerTaken, cur.State, cur.Step, cur.Attempt))

@@ -152,6 +152,11 @@ type Marker struct {
 	Attempt int    `json:"attempt,omitempty"`
 	// Pool is the pool whose key holds it in the idem bucket (Markers.All).
 	Pool string `json:"-"`
+	// Write names the Markers.Set call that moved it to pending, in the
+	// idem bucket only: a value read back after a lost compare-and-set is
+	// that call's own stored write only if it carries its Write (two
+	// writes of one marker by one attempt are otherwise the same bytes).
+	Write string `json:"write,omitempty"`
 }
 
 // Output is a piece of a remote attempt's output file, at its offset: a
