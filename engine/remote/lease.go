@@ -150,20 +150,25 @@ func (c *Client) AcquireLease(ctx context.Context, taskID string, me Holder, ttl
 	return l, nil
 }
 
-// current reads the lease's key as the bucket stream's leader has it:
-// jetstream.ErrKeyNotFound when it is missing, deleted or lapsed. A
-// compare-and-set that lost is judged on the write that won, so this is no
-// KV get, which is a direct get that a replica may answer before it has
-// applied that write (and a coordinator would take the winner's lease for
-// its own).
+// current reads the lease's key as the bucket stream's leader has it.
 func (l *Lease) current(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+	return l.c.leaseEntry(ctx, l.key)
+}
+
+// leaseEntry reads key of the lease bucket as the bucket stream's leader
+// has it: jetstream.ErrKeyNotFound when it is missing, deleted or lapsed.
+// A compare-and-set that lost is judged on the write that won, so this is
+// no KV get, which is a direct get that a replica may answer before it has
+// applied that write (and a coordinator, or a serve leading schedules,
+// would take the winner's lease for its own).
+func (c *Client) leaseEntry(ctx context.Context, key string) (*jetstream.RawStreamMsg, error) {
 	req, err := json.Marshal(struct {
 		LastFor string `json:"last_by_subj"`
-	}{"$KV." + LeaseBucket + "." + l.key})
+	}{"$KV." + LeaseBucket + "." + key})
 	if err != nil {
 		return nil, err
 	}
-	reply, err := l.c.NC.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+LeaseBucket, req)
+	reply, err := c.NC.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+LeaseBucket, req)
 	if err != nil {
 		return nil, err
 	}

@@ -132,18 +132,18 @@ func (s *Schedules) Lead(ctx context.Context) (leading bool, holder string, err 
 		if !LostRace(err) {
 			return err
 		}
-		e, err := s.kv.Get(ctx, s.key)
+		e, err := s.c.leaseEntry(ctx, s.key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			return errors.New("the lease lapsed while taking it; again")
 		}
 		if err != nil {
 			return err
 		}
-		if bytes.Equal(e.Value(), s.me) { // a take whose answer was lost
-			rev = e.Revision()
+		if bytes.Equal(e.Data, s.me) { // a take whose answer was lost
+			rev = e.Sequence
 			return nil
 		}
-		holder = describeHolder(e.Value())
+		holder = describeHolder(e.Data)
 		return nil
 	})
 	if err != nil || rev == 0 {
@@ -175,16 +175,16 @@ func (s *Schedules) renew(ctx context.Context) (bool, string, error) {
 		}
 		// The revision moved: a renewal of ours whose answer was lost, or
 		// another serve's take after the key expired.
-		e, gerr := s.kv.Get(ctx, s.key)
+		e, gerr := s.c.leaseEntry(ctx, s.key)
 		if gerr != nil && !errors.Is(gerr, jetstream.ErrKeyNotFound) {
 			return gerr
 		}
-		if e != nil && bytes.Equal(e.Value(), s.me) {
-			rev = e.Revision()
+		if e != nil && bytes.Equal(e.Data, s.me) {
+			rev = e.Sequence
 			return nil
 		}
 		if e != nil {
-			holder = describeHolder(e.Value())
+			holder = describeHolder(e.Data)
 		} else {
 			holder = "no serve (the lease lapsed)"
 		}
@@ -324,19 +324,15 @@ func (s *Schedules) Append(ctx context.Context, line []byte) error {
 // serve asks it of a run that a serve which led before started: such a run
 // is watched, not started again.
 func (c *Client) TaskHolder(ctx context.Context, taskID string) (h Holder, held bool, err error) {
-	kv, err := c.kv(ctx, LeaseBucket)
-	if err != nil {
-		return Holder{}, false, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
 	defer cancel()
-	e, err := kv.Get(ctx, LeaseKey(taskID))
+	e, err := c.leaseEntry(ctx, LeaseKey(taskID))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return Holder{}, false, nil
 	}
 	if err != nil {
 		return Holder{}, false, err
 	}
-	_ = json.Unmarshal(e.Value(), &h)
+	_ = json.Unmarshal(e.Data, &h)
 	return h, true, nil
 }
