@@ -47,8 +47,10 @@
 // a job crosses no hand-off from a reading goroutine to another. While a
 // job runs and nothing reads, the child learns that the parent is gone from
 // the meter's timer, which looks at the pipe (poll(2), POLLHUP) every 2 ms.
-// Serve gives the child's Go runtime one P (GOMAXPROCS 1): a second one only
-// adds a thread that spins and sleeps around every frame.
+// Serve gives the child's Go runtime one P (GOMAXPROCS 1) between jobs and
+// for a job's first 2 ms: a second one only adds a thread that spins and
+// sleeps around every frame. A job that runs longer gets the child's Ps
+// back until it ends, so that the collector works beside it.
 //
 // # Children
 //

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,6 +44,7 @@ type testJob struct {
 	Reqs []string `json:"reqs,omitempty"`
 	Code int      `json:"code,omitempty"`
 	MB   int      `json:"mb,omitempty"`
+	MS   int      `json:"ms,omitempty"`
 	Lua  string   `json:"lua,omitempty"`
 }
 
@@ -65,8 +67,7 @@ func testChild(mode string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	singleP() // as Serve
-	if err := serve(ctx, os.Stdin, os.Stdout, testHandler, cfg); err != nil {
+	if err := serve(ctx, os.Stdin, os.Stdout, testHandler, cfg, singleP()); err != nil { // as Serve
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -83,6 +84,10 @@ func testHandler(ctx context.Context, raw []byte, call func([]byte) ([]byte, err
 		return []byte(job.Data), nil
 	case "pid":
 		return []byte(strconv.Itoa(os.Getpid())), nil
+	case "procs":
+		// How many Ps the job has after MS milliseconds.
+		time.Sleep(time.Duration(job.MS) * time.Millisecond)
+		return []byte(strconv.Itoa(runtime.GOMAXPROCS(0))), nil
 	case "held":
 		if _, err := call(nil); err != nil {
 			return []byte("refused: " + err.Error()), nil
@@ -179,6 +184,32 @@ func jobJSON(j testJob) []byte {
 
 func noRequests(context.Context, []byte) ([]byte, error) {
 	return nil, errors.New("no requests expected")
+}
+
+// TestJobProcs: a child runs its jobs on one P, and a job that runs longer
+// than wideAfter gets the child's Ps back (a job that allocates then has the
+// collector on another core), until it ends.
+func TestJobProcs(t *testing.T) {
+	t.Parallel()
+	p := testPool(t, "", Options{})
+	procs := func(ms int) string {
+		t.Helper()
+		out, err := p.Run(t.Context(), jobJSON(testJob{Op: "procs", MS: ms}), Limits{}, noRequests)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
+	}
+	all := strconv.Itoa(runtime.GOMAXPROCS(0)) // the child's environment is this process's
+	if got := procs(0); got != "1" {
+		t.Errorf("a short job runs on %s Ps, want 1", got)
+	}
+	if got := procs(100); got != all {
+		t.Errorf("a job of 100 ms runs on %s Ps after it, want the child's %s", got, all)
+	}
+	if got := procs(0); got != "1" {
+		t.Errorf("the short job after it runs on %s Ps, want 1", got)
+	}
 }
 
 func TestRun(t *testing.T) {
@@ -595,7 +626,7 @@ func TestOrphan(t *testing.T) {
 		cause = context.Cause(ctx).Error()
 		return nil, nil
 	}
-	go func() { served <- serve(t.Context(), inR, outW, h, meterConfig{}) }()
+	go func() { served <- serve(t.Context(), inR, outW, h, meterConfig{}, 0) }()
 	r := bufio.NewReader(outR)
 	go io.Copy(io.Discard, r) // the hello and the result, which nobody reads
 	var head [jobHeaderLen]byte

@@ -51,6 +51,9 @@ type server struct {
 	cmu sync.Mutex // one request at a time
 	mem meterConfig
 	lim limits // the Go memory limit and RLIMIT_DATA, kept between jobs
+	// procs is how many Ps a long job gets, GOMAXPROCS being 1 otherwise
+	// (0: GOMAXPROCS is left alone).
+	procs int
 }
 
 // Serve is the child's side: it says hello on stdout, then runs the jobs
@@ -62,23 +65,30 @@ type server struct {
 // at once (os.Exit(1)). stdin is read on the goroutine that calls Serve,
 // which runs the handler too.
 func Serve(ctx context.Context, stdin *os.File, stdout io.Writer, h Handler) error {
-	singleP()
-	return serve(ctx, stdin, stdout, h, defaultMeter)
+	return serve(ctx, stdin, stdout, h, defaultMeter, singleP())
 }
 
-// singleP gives the child's Go runtime one P: one job runs at a time, on
-// one goroutine, and a second P only adds threads that spin, sleep and wake
-// around every frame (measured in docs/performance.md, "Lua steps"). It is
-// set here, not in the child's environment, which the commands a job
-// starts inherit.
-func singleP() { runtime.GOMAXPROCS(1) }
+// singleP gives the child's Go runtime one P and returns how many it had:
+// one job runs at a time, on one goroutine, and between jobs and in a short
+// one a second P only adds threads that spin, sleep and wake around every
+// frame (measured in docs/performance.md, "Lua steps"). A job that runs
+// longer gets them back (server.widen). It is set here, not in the child's
+// environment, which the commands a job starts inherit.
+func singleP() int { return runtime.GOMAXPROCS(1) }
 
-func serve(ctx context.Context, stdin *os.File, stdout io.Writer, h Handler, mem meterConfig) error {
+// wideAfter is how long a job runs on one P before the runtime gets the
+// child's Ps back: a job that allocates then has the collector's workers
+// on another core rather than between its own instructions.
+const wideAfter = 2 * time.Millisecond
+
+// serve is Serve with the memory meter mem; procs is how many Ps a job
+// that runs longer than wideAfter gets (0: GOMAXPROCS is not touched).
+func serve(ctx context.Context, stdin *os.File, stdout io.Writer, h Handler, mem meterConfig, procs int) error {
 	in, fd, err := pollable(stdin)
 	if err != nil {
 		return fmt.Errorf("luaproc: read from the parent: %w", err)
 	}
-	s := &server{in: in, fd: fd, r: bufio.NewReader(in), out: stdout, mem: mem, lim: limits{cfg: mem}}
+	s := &server{in: in, fd: fd, r: bufio.NewReader(in), out: stdout, mem: mem, lim: limits{cfg: mem}, procs: procs}
 	if err := s.write(kindHello, []byte(version)); err != nil {
 		return fmt.Errorf("luaproc: say hello: %w", err)
 	}
@@ -174,6 +184,8 @@ func (s *server) job(ctx context.Context, limit uint64, held bool, job []byte, h
 	defer close(done)
 
 	s.lim.set(limit)
+	narrow := s.widen()
+	defer narrow()
 	m := s.mem.start(limit, func() { cancel(ErrMemoryLimit) }, s.parentGone, func() { orphaned(cancel, done) })
 	waiting := held // the go-ahead is still to be read
 	out, herr := h(jctx, job, func(req []byte) ([]byte, error) {
@@ -213,6 +225,34 @@ func (s *server) job(ctx context.Context, limit uint64, held bool, job []byte, h
 		return true, fmt.Errorf("luaproc: send the result: %w", err)
 	}
 	return retire, nil
+}
+
+// widen gives the runtime s.procs Ps once the job has run for wideAfter,
+// and returns what gives it one again after the job. A job shorter than
+// that sets a timer and stops it, and wakes nothing.
+func (s *server) widen() (narrow func()) {
+	if s.procs <= 1 {
+		return func() {}
+	}
+	var mu sync.Mutex
+	wide, over := false, false
+	t := time.AfterFunc(wideAfter, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !over {
+			runtime.GOMAXPROCS(s.procs)
+			wide = true
+		}
+	})
+	return func() {
+		t.Stop()
+		mu.Lock()
+		defer mu.Unlock()
+		over = true
+		if wide {
+			runtime.GOMAXPROCS(1)
+		}
+	}
 }
 
 // call sends a request and reads its answer; cancel and done are the job's
