@@ -110,14 +110,9 @@ func TestLogAppendBatchOldStream(t *testing.T) {
 // it, without a coordinator's set-up.
 func onOldLogStream(t *testing.T) (context.Context, *remote.Client, *remote.Log) {
 	t.Helper()
-	cl := hubtest.Start(t, 1)
+	c := connect(t, hubtest.Start(t, 1).URLs())
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	t.Cleanup(cancel)
-	c, err := remote.Connect(ctx, remote.Config{URLs: cl.URLs(), Name: "old", CallTimeout: time.Second, GiveUp: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
 	if err := c.JS.DeleteStream(ctx, remote.LogStream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Fatal(err)
 	}

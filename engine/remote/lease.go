@@ -120,7 +120,7 @@ func (c *Client) AcquireLease(ctx context.Context, taskID string, me Holder, ttl
 		if !LostRace(err) {
 			return err
 		}
-		e, err := l.current(ctx)
+		e, err := l.c.leaseEntry(ctx, l.key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			return errors.New("lease vanished; again")
 		}
@@ -148,11 +148,6 @@ func (c *Client) AcquireLease(ctx context.Context, taskID string, me Holder, ttl
 		return nil, err
 	}
 	return l, nil
-}
-
-// current reads the lease's key as the bucket stream's leader has it.
-func (l *Lease) current(ctx context.Context) (*jetstream.RawStreamMsg, error) {
-	return l.c.leaseEntry(ctx, l.key)
 }
 
 // leaseEntry reads key of the lease bucket as the bucket stream's leader
@@ -233,7 +228,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 		}
 		// The revision moved: unless the retry of a renewal that was
 		// stored, someone else holds it now.
-		e, gerr := l.current(ctx)
+		e, gerr := l.c.leaseEntry(ctx, l.key)
 		if gerr != nil && !errors.Is(gerr, jetstream.ErrKeyNotFound) {
 			return gerr
 		}

@@ -17,14 +17,9 @@ import (
 // a replica that lags answers a read with such an earlier value. From
 // cleared it moves again, once.
 func TestMarkerPendingOnce(t *testing.T) {
-	cl := hubtest.Start(t, 1)
+	c := connect(t, hubtest.Start(t, 1).URLs())
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	c, err := remote.Connect(ctx, remote.Config{URLs: cl.URLs(), Name: "markers", CallTimeout: time.Second, GiveUp: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	if err := c.Ensure(ctx, 1, true); err != nil {
 		t.Fatal(err)
 	}
