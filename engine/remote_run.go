@@ -307,6 +307,14 @@ func (r *taskRun) startHub(ctx context.Context) error {
 		h.ingested.Store(m.Sequence)
 		caught++
 	}
+	if caught > 0 {
+		// What the catch-up appended without waiting (starts, ends) is in
+		// the log, and so in the state the run plans from, before it plans.
+		if err := r.w.Sync(); err != nil {
+			feed.Close()
+			return err
+		}
+	}
 	ictx, istop := context.WithCancel(context.WithoutCancel(ctx))
 	h.stopIngest, h.ingestDone = istop, make(chan struct{})
 	go func() {
@@ -766,6 +774,7 @@ func (h *hubRun) ingest(data []byte, seq int64, subject string) error {
 		if err := r.w.AppendUnsynced(rec); err != nil {
 			return err
 		}
+		r.w.PublishSoon() // while the body runs: the end's append, which the next step waits for, finds it done
 		h.mu.Lock()
 		sl.started = true
 		h.mu.Unlock()

@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"fmt"
+	"time"
 )
 
 // A writer with Publish hands records to a copy kept elsewhere (the hub's
@@ -13,7 +14,17 @@ import (
 // order and wakes their callers; records queued meanwhile go in its next
 // round. Every append returns once its record is published and in the
 // file, so what a caller reads of the run's state after an append (the
-// writer's OnAppend) includes it.
+// writer's OnAppend) includes it — except AppendUnsynced's, which waits
+// for nothing: its record stays queued until the next append that waits
+// leads a publication (a chain's STEP_END rides with the next step's
+// DISPATCH, one replicated write instead of two), Sync, SyncSoon or Close
+// publish the queue, or lingerPublish passes.
+
+// lingerPublish is the longest a record appended with AppendUnsynced waits
+// in the queue when nothing else publishes it: long enough for the append
+// that acts on it to join its publication, short enough that the log's
+// copies lag the run by no more.
+const lingerPublish = 2 * time.Millisecond
 
 // maxPublishBatch bounds the records of one hand-over (the hub's atomic
 // batches hold at most 1,000 messages).
@@ -38,12 +49,8 @@ func (w *Writer) enqueue(r *Record) (int64, error) {
 	if w.f == nil {
 		return 0, fmt.Errorf("event log %s: append after close", w.path)
 	}
-	rec := *r
-	rec.TaskID = w.opts.TaskID
-	if rec.Timestamp == "" {
-		rec.Timestamp = FormatTime(w.opts.Now())
-	}
-	q := &queued{r: &rec}
+	rec := w.stamped(r)
+	q := &queued{r: rec}
 	w.pending = append(w.pending, q)
 	for !q.done {
 		if !w.publishing {
@@ -55,6 +62,86 @@ func (w *Writer) enqueue(r *Record) (int64, error) {
 	}
 	r.Seq, r.TaskID, r.Timestamp = rec.Seq, rec.TaskID, rec.Timestamp
 	return q.end, q.err
+}
+
+// stamped is a copy of r carrying the writer's task id and, if r has none,
+// a timestamp of now; its seq is given when it is published.
+func (w *Writer) stamped(r *Record) *Record {
+	rec := *r
+	rec.TaskID = w.opts.TaskID
+	if rec.Timestamp == "" {
+		rec.Timestamp = FormatTime(w.opts.Now())
+	}
+	return &rec
+}
+
+// enqueueLater queues r (a copy) for a later publication and returns at
+// once: the next append that waits takes it along, or, if none comes
+// within lingerPublish, a publication of its own. A failed publication is
+// the writer's sticky error, which the next append, Sync or Close returns.
+func (w *Writer) enqueueLater(r *Record) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	if w.f == nil {
+		return fmt.Errorf("event log %s: append after close", w.path)
+	}
+	w.pending = append(w.pending, &queued{r: w.stamped(r)})
+	if !w.lingering && !w.publishing {
+		w.lingering = true
+		w.background.Add(1)
+		w.linger = time.AfterFunc(w.lingerFor, func() {
+			defer w.background.Done()
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.lingering = false
+			if !w.publishing && len(w.pending) > 0 {
+				w.publishing = true
+				w.leadLocked()
+			}
+		})
+	}
+	return nil
+}
+
+// PublishSoon starts the publication of every record AppendUnsynced
+// queued, without waiting for it: for a record the run does not act on
+// next (a remote step's start, while its body runs), whose publication
+// should not wait for the linger and then delay the append that acts on
+// the one after. It does nothing without Publish.
+func (w *Writer) PublishSoon() {
+	if w.opts.Publish == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.publishing || len(w.pending) == 0 {
+		return // the append leading a publication takes the queue along
+	}
+	w.publishing = true
+	w.background.Add(1)
+	go func() {
+		defer w.background.Done()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.leadLocked()
+	}()
+}
+
+// publishQueuedLocked returns once every record queued so far is published
+// and written, leading the publication itself when no append does; w.mu is
+// held.
+func (w *Writer) publishQueuedLocked() {
+	for len(w.pending) > 0 || w.publishing {
+		if !w.publishing {
+			w.publishing = true
+			w.leadLocked()
+			continue
+		}
+		w.cond.Wait()
+	}
 }
 
 // leadLocked publishes and writes the queue, round after round, until it is

@@ -171,7 +171,7 @@ func TestPublishGroupRefused(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, id := range []string{"a", "b", "c"} {
 		wg.Go(func() {
-			if err := w.AppendUnsynced(&Record{EventType: StepStart, StepID: id, Status: Running}); !errors.As(err, new(*PublishError)) {
+			if err := w.Append(&Record{EventType: StepStart, StepID: id, Status: Running}); !errors.As(err, new(*PublishError)) {
 				t.Errorf("append of %s in a refused hand-over: %v, want a PublishError", id, err)
 			}
 		})
@@ -183,5 +183,149 @@ func TestPublishGroupRefused(t *testing.T) {
 	w.Close()
 	if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
 		t.Errorf("records were written after the refusal:\n%s", after[len(before):])
+	}
+}
+
+// TestPublishUnsyncedRides: a record appended with AppendUnsynced waits for
+// no publication; it rides with the next append that waits, in the same
+// hand-over and before it (a chain's STEP_END with the next DISPATCH), and
+// Sync and Close publish what is queued. A refused hand-over of a queued
+// record fails the append that took it along, and nothing reaches the file.
+func TestPublishUnsyncedRides(t *testing.T) {
+	path := newLogPath(t)
+	var mu sync.Mutex
+	var calls [][]string // the step ids of each hand-over
+	refuse := false
+	publish := func(first int64, lines [][]byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if refuse {
+			return errors.New("refused by the copy")
+		}
+		var ids []string
+		for _, l := range lines {
+			r, err := Decode(bytes.TrimSuffix(l, []byte("\n")))
+			if err != nil {
+				t.Errorf("published line %q: %v", l, err)
+				continue
+			}
+			ids = append(ids, r.EventType+":"+r.StepID)
+		}
+		calls = append(calls, ids)
+		return nil
+	}
+	handedOver := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return fmt.Sprint(calls)
+	}
+	w, err := Open(path, WriterOptions{TaskID: testTask, Now: fixedNow, Create: true, First: taskStart(), Publish: publish, PublishDurable: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.lingerFor = time.Hour // nothing publishes the queue by itself here
+	calls = nil             // the first record's
+	end := &Record{EventType: StepEnd, StepID: "a", Status: Success}
+	if err := w.AppendUnsynced(end); err != nil {
+		t.Fatal(err)
+	}
+	if got := handedOver(); got != "[]" {
+		t.Errorf("AppendUnsynced handed over %s, want nothing yet", got)
+	}
+	if file, _ := os.ReadFile(path); bytes.Contains(file, []byte(`"step_id":"a"`)) {
+		t.Errorf("the queued record is in the file before it was published:\n%s", file)
+	}
+	if err := w.AppendDurable(&Record{EventType: Dispatch, StepID: "b", Status: Running}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := handedOver(), "[[STEP_END:a DISPATCH:b]]"; got != want {
+		t.Errorf("hand-overs %s, want %s: the queued end rides with the dispatch", got, want)
+	}
+	if err := w.AppendUnsynced(&Record{EventType: StepStart, StepID: "b", Status: Running}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := handedOver(), "[[STEP_END:a DISPATCH:b] [STEP_START:b]]"; got != want {
+		t.Errorf("after Sync: hand-overs %s, want %s", got, want)
+	}
+	if err := w.AppendUnsynced(&Record{EventType: StepEnd, StepID: "b", Status: Success}); err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, w)
+	if got, want := handedOver(), "[[STEP_END:a DISPATCH:b] [STEP_START:b] [STEP_END:b]]"; got != want {
+		t.Errorf("after Close: hand-overs %s, want %s", got, want)
+	}
+	recs, _, err := ReadAll(path, ReadOptions{TaskID: testTask})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 5 || recs[1].StepID != "a" || recs[2].EventType != Dispatch || recs[4].Seq != 5 {
+		t.Errorf("the file holds %d records, want TASK_START, a's end, b's dispatch, start and end, seq 1..5", len(recs))
+	}
+
+	// A refused hand-over of a queued record.
+	w, err = Open(path, WriterOptions{TaskID: testTask, Now: fixedNow, Publish: publish, PublishDurable: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.lingerFor = time.Hour
+	before, _ := os.ReadFile(path)
+	mu.Lock()
+	refuse = true
+	mu.Unlock()
+	if err := w.AppendUnsynced(&Record{EventType: StepEnd, StepID: "c", Status: Success}); err != nil {
+		t.Fatalf("AppendUnsynced: %v, want nil: it waits for no hand-over", err)
+	}
+	var pe *PublishError
+	if err := w.AppendDurable(&Record{EventType: Dispatch, StepID: "d", Status: Running}); !errors.As(err, &pe) || pe.Seq != 6 {
+		t.Errorf("the append that took a refused queued record along: %v, want a PublishError from seq 6", err)
+	}
+	if err := w.AppendUnsynced(&Record{EventType: StepEnd, StepID: "d", Status: Success}); !errors.As(err, &pe) {
+		t.Errorf("AppendUnsynced after a refusal: %v, want the sticky PublishError", err)
+	}
+	w.Close()
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
+		t.Errorf("records were written after the refusal:\n%s", after[len(before):])
+	}
+}
+
+// TestPublishUnsyncedLingers: a record queued by AppendUnsynced that no
+// later append takes along is published and written by itself.
+func TestPublishUnsyncedLingers(t *testing.T) {
+	path := newLogPath(t)
+	published := make(chan int64, 10)
+	publish := func(first int64, lines [][]byte) error {
+		published <- first
+		return nil
+	}
+	w, err := Open(path, WriterOptions{TaskID: testTask, Now: fixedNow, Create: true, First: taskStart(), Publish: publish, PublishDurable: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	<-published // the first record's
+	if err := w.AppendUnsynced(&Record{EventType: StepStart, StepID: "a", Status: Running}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case first := <-published:
+		if first != 2 {
+			t.Errorf("hand-over from seq %d, want 2", first)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the queued record was never handed over")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		file, _ := os.ReadFile(path)
+		if bytes.Contains(file, []byte(`"step_id":"a"`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the queued record was handed over but never written:\n%s", file)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -200,6 +200,11 @@ type Writer struct {
 	// Publish), publishing is set while an append leads one (publish.go).
 	pending    []*queued
 	publishing bool
+	// lingering is set while linger, a timer, waits lingerFor to publish
+	// what AppendUnsynced queued (publish.go).
+	lingering bool
+	linger    *time.Timer
+	lingerFor time.Duration
 
 	fsyncs  atomic.Int64
 	records atomic.Int64
@@ -208,7 +213,7 @@ type Writer struct {
 	fsyncNanos    atomic.Int64
 	fsyncMaxNanos atomic.Int64
 
-	background sync.WaitGroup // fsyncs started by syncSoon
+	background sync.WaitGroup // fsyncs started by syncSoon, publications by a linger
 }
 
 // Open opens the log at path for appending, creating it (and fsyncing its
@@ -228,7 +233,7 @@ func Open(path string, opts WriterOptions, visit func(*Record) error) (*Writer, 
 	if opts.Durability == "" {
 		opts.Durability = Always
 	}
-	w := &Writer{path: path, opts: opts, fsys: fsys}
+	w := &Writer{path: path, opts: opts, fsys: fsys, lingerFor: lingerPublish}
 	w.cond.L = &w.mu
 	if opts.Lock != nil {
 		if err := opts.Lock.Check(); err != nil {
@@ -423,15 +428,31 @@ func (w *Writer) Append(r *Record) error {
 // AppendUnsynced writes r without starting or waiting for an fsync, whatever
 // the durability setting: for a record that the caller makes durable with a
 // later durable append, Sync or SyncSoon before anything depends on it.
+// With Publish it waits for no publication either: r is queued, and
+// published and written with the next append that waits (in the same
+// publication, before it), by Sync, SyncSoon or Close, or by itself soon
+// after (publish.go); r's seq is not set.
 func (w *Writer) AppendUnsynced(r *Record) error {
+	if w.opts.Publish != nil {
+		return w.enqueueLater(r)
+	}
 	return w.append(r, false)
 }
 
-// SyncSoon starts an fsync of every record written so far without waiting
+// SyncSoon starts an fsync of every record written so far (with Publish:
+// the publication of every record queued, then that fsync) without waiting
 // for it; a later durable append, Sync or Close waits for it, and a failure
 // becomes the writer's sticky error.
 func (w *Writer) SyncSoon() {
-	w.syncSoon(w.Offset())
+	if w.opts.Publish == nil {
+		w.syncSoon(w.Offset())
+		return
+	}
+	w.background.Add(1)
+	go func() {
+		defer w.background.Done()
+		w.Sync()
+	}()
 }
 
 // syncSoon starts an fsync up to offset end in the background; Close waits
@@ -467,14 +488,26 @@ func (w *Writer) AppendSyncing(r *Record) error {
 	return nil
 }
 
-// Sync makes every record appended so far durable.
+// Sync makes every record appended so far durable (with Publish: published,
+// written, and the file fsynced).
 func (w *Writer) Sync() error {
+	if w.opts.Publish != nil {
+		w.mu.Lock()
+		w.publishQueuedLocked()
+		w.mu.Unlock()
+	}
 	return w.syncTo(w.Offset())
 }
 
 // Close makes every record durable and closes the file.
 func (w *Writer) Close() error {
 	err := w.Sync()
+	w.mu.Lock()
+	if w.lingering && w.linger.Stop() {
+		w.lingering = false
+		w.background.Done()
+	}
+	w.mu.Unlock()
 	w.background.Wait()
 	w.mu.Lock()
 	defer w.mu.Unlock()
