@@ -53,12 +53,11 @@ func (w *Writer) enqueue(r *Record) (int64, error) {
 	q := &queued{r: rec}
 	w.pending = append(w.pending, q)
 	for !q.done {
-		if !w.publishing {
-			w.publishing = true
-			w.leadLocked()
+		if w.publishing {
+			w.cond.Wait()
 			continue
 		}
-		w.cond.Wait()
+		w.leadIdleLocked()
 	}
 	r.Seq, r.TaskID, r.Timestamp = rec.Seq, rec.TaskID, rec.Timestamp
 	return q.end, q.err
@@ -97,10 +96,7 @@ func (w *Writer) enqueueLater(r *Record) error {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			w.lingering = false
-			if !w.publishing && len(w.pending) > 0 {
-				w.publishing = true
-				w.leadLocked()
-			}
+			w.leadIdleLocked()
 		})
 	}
 	return nil
@@ -115,18 +111,12 @@ func (w *Writer) PublishSoon() {
 	if w.opts.Publish == nil {
 		return
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.publishing || len(w.pending) == 0 {
-		return // the append leading a publication takes the queue along
-	}
-	w.publishing = true
 	w.background.Add(1)
 	go func() {
 		defer w.background.Done()
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		w.leadLocked()
+		w.leadIdleLocked()
 	}()
 }
 
@@ -135,12 +125,21 @@ func (w *Writer) PublishSoon() {
 // held.
 func (w *Writer) publishQueuedLocked() {
 	for len(w.pending) > 0 || w.publishing {
-		if !w.publishing {
-			w.publishing = true
-			w.leadLocked()
+		if w.publishing {
+			w.cond.Wait()
 			continue
 		}
-		w.cond.Wait()
+		w.leadIdleLocked()
+	}
+}
+
+// leadIdleLocked leads the publication of the queue when there is one and
+// no append leads it already (one that does takes the queue along); w.mu
+// is held.
+func (w *Writer) leadIdleLocked() {
+	if !w.publishing && len(w.pending) > 0 {
+		w.publishing = true
+		w.leadLocked()
 	}
 }
 

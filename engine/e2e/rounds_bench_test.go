@@ -157,11 +157,7 @@ func spawnLoopCmd(steps, parallelism int, command string) func(int) *exec.Cmd {
 // own process group as apollo starts a step's shell, and waits for each; it
 // returns the process's exit code.
 func spawnLoop(spec string) int {
-	fields := strings.SplitN(spec, ",", 3)
-	if len(fields) != 3 {
-		fmt.Fprintf(os.Stderr, "%s=%q: want STEPS,PARALLELISM,COMMAND\n", spawnLoopEnv, spec)
-		return 2
-	}
+	fields := append(strings.SplitN(spec, ",", 3), "", "")[:3] // missing fields are empty
 	n, err1 := strconv.Atoi(fields[0])
 	p, err2 := strconv.Atoi(fields[1])
 	argv := strings.Fields(fields[2])
