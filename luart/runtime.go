@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/parse"
@@ -64,6 +65,9 @@ type Options struct {
 	// "scripts/load.lua:12: message") and that DoFile paths are resolved in. Default: the
 	// current directory.
 	Root string
+	// ToStringBudget bounds how long an error table's __tostring may run when an error is
+	// described (it could loop). Default one second.
+	ToStringBudget time.Duration
 }
 
 // Runtime compiles and caches chunks and makes fresh sandboxed states. Compiled chunks
@@ -74,6 +78,8 @@ type Runtime struct {
 	dirs        []moduleDir
 	bundled     fs.FS
 	bundledName string
+	// toStringBudget is Options.ToStringBudget, defaulted.
+	toStringBudget time.Duration
 
 	mu     sync.Mutex
 	protos map[protoKey]*lua.FunctionProto
@@ -98,14 +104,18 @@ type moduleDir struct {
 // New returns a Runtime.
 func New(opts Options) *Runtime {
 	rt := &Runtime{
-		root:        absPath(opts.Root),
-		bundled:     opts.Bundled,
-		bundledName: opts.BundledName,
-		protos:      make(map[protoKey]*lua.FunctionProto),
-		bySource:    make(map[[sha256.Size]byte]*lua.FunctionProto),
+		root:           absPath(opts.Root),
+		bundled:        opts.Bundled,
+		bundledName:    opts.BundledName,
+		toStringBudget: opts.ToStringBudget,
+		protos:         make(map[protoKey]*lua.FunctionProto),
+		bySource:       make(map[[sha256.Size]byte]*lua.FunctionProto),
 	}
 	if rt.bundledName == "" {
 		rt.bundledName = "scripts"
+	}
+	if rt.toStringBudget <= 0 {
+		rt.toStringBudget = time.Second
 	}
 	for _, d := range opts.ModuleDirs {
 		abs := absPath(d)

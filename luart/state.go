@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -405,11 +404,11 @@ func (s *State) convertError(err error) error {
 }
 
 // describeTable turns an error value that is a table into a message: its __tostring if it has
-// one (run for at most a second: it could loop), or else its JSON form.
+// one (run for at most the runtime's ToStringBudget: it could loop), or else its JSON form.
 func (s *State) describeTable(t *lua.LTable) (string, any) {
 	v, convErr := ToGo(t)
 	if fn, ok := s.ls.GetMetaField(t, "__tostring").(*lua.LFunction); ok {
-		ctx, cancel := context.WithTimeout(s.ctx, time.Second)
+		ctx, cancel := context.WithTimeout(s.ctx, s.rt.toStringBudget)
 		defer cancel()
 		L := s.ls
 		L.SetContext(ctx)
