@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,8 +25,9 @@ import (
 // on hubs of 1 and 3 embedded nodes in this process: a chain of 50 `true`
 // steps run locally, remotely with the task's log in the hub and remotely
 // without it, and one replicated write (an append to a task's log in the
-// hub), in rounds whose order rotates; the writes each remote step makes,
-// counted from the hub's streams; a wide DAG of 1,000 `true` steps with
+// hub), in rounds whose order rotates; the parts of a remote chain step,
+// each with the replicated writes it waits for (phaseClock); the writes
+// each remote step makes, counted from the hub's streams; a wide DAG of 1,000 `true` steps with
 // and without the log in the hub, in rounds too; and the time from a
 // worker's death to its attempt running elsewhere. It prints medians and
 // asserts nothing of time:
@@ -65,7 +67,8 @@ func TestHubFigures(t *testing.T) {
 		const steps = 50
 		e := &hubEnv{t: t, cl: cl, dir: t.TempDir(), task: fmt.Sprintf("chain%d", nodes)}
 		path := write(e, "chain", "chain", steps)
-		e.startWorker("c1", cl.URLs(), nil)
+		phases := newPhaseClock()
+		e.startWorker("c1", cl.URLs(), phases.hook)
 		c := e.client(cl.URLs())
 		// Writes per remote step, counted from the hub: the messages each
 		// stream stored and the acknowledgements of the pool's consumer
@@ -110,6 +113,9 @@ func TestHubFigures(t *testing.T) {
 						Progress: ProgressQuiet}).Run(t.Context(), path, RunOptions{TaskID: e.task})
 				case "hublog", "nolog":
 					err = e.run(t.Context(), path, cl.URLs(), func(ro *RunOptions) { ro.Hub.noLog = kind == "nolog" })
+					if err == nil && kind == "hublog" {
+						phases.collect(e.task, e.logOf(e.task))
+					}
 				case "write":
 					per[kind] = replicatedWrite(t, c, e.task, steps)
 					continue
@@ -138,6 +144,15 @@ func TestHubFigures(t *testing.T) {
 			median(got["nolog"]), median(ratio["nolog"]), median(got["write"]))
 		t.Logf("FIGURE hub=%d floor of a remote chain step (local + %d replicated writes): remote with the log in the hub is %.2fx it (median of %d rounds)",
 			nodes, serialWrites(nodes), median(ratio["floor"]), rounds)
+		// Where a remote step's time goes, from the coordinator's DISPATCH
+		// records and the worker's hooks (one clock: one process): the
+		// replicated writes each part waits for, and what is left.
+		w := median(got["write"])
+		for _, ph := range phaseParts(nodes) {
+			d := median(phases.parts[ph.name])
+			t.Logf("FIGURE hub=%d remote chain step, %s: %.0f µs (median of %d steps), %d replicated writes (%.0f µs), the rest %.0f µs",
+				nodes, ph.name, d, len(phases.parts[ph.name]), ph.writes, float64(ph.writes)*w, d-float64(ph.writes)*w)
+		}
 		if os.Getenv("APOLLO_HUB_FIGURES") == "chain" {
 			continue
 		}
@@ -328,5 +343,79 @@ func TestHubRebuildFigures(t *testing.T) {
 		fi, _ := os.Stat(path)
 		t.Logf("FIGURE hub=%d rebuild %d records: %s (%.0f records/s), %.1f MB, %d bytes a record", nodes, len(lines),
 			took.Round(time.Millisecond), float64(len(lines))/took.Seconds(), float64(fi.Size())/1e6, fi.Size()/int64(len(lines)))
+	}
+}
+
+// phaseClock times the parts of a remote chain step: the worker's hooks
+// say when each attempt's start and end were stored, the coordinator's
+// DISPATCH records when it decided each step's attempt.
+type phaseClock struct {
+	mu           sync.Mutex
+	started, end map[string]time.Time // by task/step
+	parts        map[string][]float64 // µs, by phase name
+}
+
+func newPhaseClock() *phaseClock {
+	return &phaseClock{started: map[string]time.Time{}, end: map[string]time.Time{}, parts: map[string][]float64{}}
+}
+
+// hook sets a worker's Started and AfterEnd to note the times.
+func (p *phaseClock) hook(o *worker.Options) {
+	o.Started = func(w *remote.Work, _ int) { p.note(p.started, w) }
+	o.AfterEnd = func(w *remote.Work) { p.note(p.end, w) }
+}
+
+func (p *phaseClock) note(m map[string]time.Time, w *remote.Work) {
+	now := time.Now()
+	p.mu.Lock()
+	m[w.Task+"/"+w.Step] = now
+	p.mu.Unlock()
+}
+
+// The parts of a remote chain step, in order.
+const (
+	phaseToStart = "DISPATCH to its start stored"
+	phaseBody    = "start stored to end stored"
+	phaseToNext  = "end stored to the next DISPATCH"
+)
+
+// phasePart is a part of a remote chain step and the replicated writes
+// it waits for.
+type phasePart struct {
+	name   string
+	writes int
+}
+
+// phaseParts are the parts of a remote chain step, in order: to its start
+// stored, the end of the step before and the DISPATCH (two publications
+// through one node, one atomic batch through three), the attempt's
+// message and its start; to its end stored, the end; to the next
+// DISPATCH, nothing.
+func phaseParts(nodes int) []phasePart {
+	return []phasePart{{phaseToStart, serialWrites(nodes) - 1}, {phaseBody, 1}, {phaseToNext, 0}}
+}
+
+// collect adds the parts of each step of task's chain, from its log.
+func (p *phaseClock) collect(task string, recs []*eventlog.Record) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var dispatched []*eventlog.Record
+	for _, r := range recs {
+		if r.EventType == eventlog.Dispatch {
+			dispatched = append(dispatched, r)
+		}
+	}
+	us := func(d time.Duration) float64 { return float64(d.Microseconds()) }
+	for i, r := range dispatched {
+		key := task + "/" + r.StepID
+		started, end := p.started[key], p.end[key]
+		if started.IsZero() || end.IsZero() {
+			continue
+		}
+		p.parts[phaseToStart] = append(p.parts[phaseToStart], us(started.Sub(r.Time())))
+		p.parts[phaseBody] = append(p.parts[phaseBody], us(end.Sub(started)))
+		if i+1 < len(dispatched) {
+			p.parts[phaseToNext] = append(p.parts[phaseToNext], us(dispatched[i+1].Time().Sub(end)))
+		}
 	}
 }
