@@ -401,7 +401,7 @@ func (l *loader) readSteps() {
 		top.errf(0, "steps is missing; add steps: with at least one step")
 		return
 	}
-	items, ok := top.list("steps", "steps", l.stepsNode)
+	items, ok := top.list("steps", stepsExample, l.stepsNode)
 	if !ok {
 		return
 	}
@@ -413,7 +413,7 @@ func (l *loader) readSteps() {
 	var handlers [2][]*yaml.Node
 	for i, kv := range l.handlerNodes {
 		if kv.v != nil {
-			handlers[i], _ = top.list(kv.key, "steps", kv.v)
+			handlers[i], _ = top.list(kv.key, stepsExample, kv.v)
 		}
 	}
 	l.slabSize = len(items) + len(handlers[0]) + len(handlers[1])
@@ -677,3 +677,6 @@ func (l *loader) checkResources() {
 		}
 	}
 }
+
+// stepsExample is what a list of steps holds, as an error shows it.
+const stepsExample = `steps (each item a mapping that begins "- id: NAME")`

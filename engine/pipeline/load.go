@@ -683,7 +683,9 @@ func (w where) mapping(key string, n *yaml.Node) ([]keyValue, bool) {
 	return nil, false
 }
 
-// list returns the items of a list value; null counts as empty.
+// list returns the items of a list value; null counts as empty. what names
+// the items; when it carries no example of its own (in parentheses), the
+// error shows a list of words.
 func (w where) list(key, what string, n *yaml.Node) ([]*yaml.Node, bool) {
 	n = deref(n)
 	switch {
@@ -696,7 +698,10 @@ func (w where) list(key, what string, n *yaml.Node) ([]*yaml.Node, bool) {
 	case n.Kind == yaml.ScalarNode && n.Tag == "!!null":
 		return nil, true
 	}
-	w.errf(n.Line, "%s must be a list of %s, like [a, b], not %s", key, what, describe(n))
+	if !strings.Contains(what, "(") {
+		what += ", like [a, b]"
+	}
+	w.errf(n.Line, "%s must be a list of %s, not %s", key, what, describe(n))
 	return nil, false
 }
 
