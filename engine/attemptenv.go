@@ -91,7 +91,8 @@ func (r *taskRun) newAttempt(n *node, rs *renderedStep, retry int) *executor.Att
 		PublishPath: publish, KillGrace: r.e.opts.KillGrace,
 		Pipeline: t.p, Vars: vars, Params: rs.with,
 		ArtifactsDir: t.dir.Artifacts(t.id), StateDir: t.dir.Root, Markers: r.markers, Failed: failed,
-		Secrets: r.secrets, Mask: r.mask, Sources: rs.sources}
+		Secrets: r.secrets, Mask: r.mask, Sources: rs.sources,
+		Direct: true} // a local run finds a body's processes by their tag until STEP_PROCESS names the group
 }
 
 // publishPath is $APOLLO_OUTPUT of attempt retry of step id: the file

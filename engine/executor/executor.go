@@ -39,6 +39,12 @@ type Attempt struct {
 	// Running, when set, is called once a process body has been released
 	// (pgid > 0), for bookkeeping that must not delay the body.
 	Running func(pgid int)
+	// Direct lets a shell body that is one plain command run without a
+	// shell (directCommand): Started(0) is then called before its process
+	// exists, and until Running names its group the caller finds it by its
+	// AttemptEnv tag; a caller that tracks bodies by their group alone
+	// leaves it false.
+	Direct bool
 	// KillGrace is how long a process group has between SIGTERM and SIGKILL.
 	KillGrace time.Duration
 

@@ -109,7 +109,6 @@ type heldShell struct {
 
 // startHeld starts the shell of attempt a, held.
 func startHeld(a *Attempt) (*heldShell, error) {
-	h := &heldShell{out: newOutput(a), hash: sha256.New(), pidfd: -1}
 	// The hold pipe is made as the output pipes are (openBodyPipes):
 	// blocking ends that the runtime's poller never sees, where os.Pipe
 	// would cost four fcntl and four epoll_ctl calls per step.
@@ -118,32 +117,39 @@ func startHeld(a *Attempt) (*heldShell, error) {
 		return nil, fmt.Errorf("start: %w", err)
 	}
 	holdR, holdW := os.NewFile(uintptr(hold[0]), "|0"), os.NewFile(uintptr(hold[1]), "|1")
-	// stdout and stderr go through pipes, so that a step that prints
-	// nothing creates no output file, and stdout is hashed on the way.
-	var err error
-	h.pipes, err = openBodyPipes(io.MultiWriter(h.hash, h.out), h.out)
-	if err != nil {
-		holdR.Close()
-		holdW.Close()
-		return nil, fmt.Errorf("start: %w", err)
-	}
 	prog, args := heldCommand(a.shell(), a.Command)
-	h.cmd = exec.Command(prog, args...)
-	h.cmd.Dir = a.Dir
-	h.cmd.Env = a.Env
-	h.cmd.Stdout = h.pipes.w[0]
-	h.cmd.Stderr = h.pipes.w[1]
-	h.cmd.ExtraFiles = []*os.File{holdR}
-	h.cmd.SysProcAttr = startAttr(&h.pidfd)
-	err = h.cmd.Start()
+	h, err := startBody(a, exec.Command(prog, args...), holdR)
 	holdR.Close()
-	h.pipes.closeWriters()
 	if err != nil {
 		holdW.Close()
-		h.pipes.close()
 		return nil, fmt.Errorf("start %s: %w", pipeline.ShellText(a.shell()), err)
 	}
 	h.hold = holdW
+	return h, nil
+}
+
+// startBody starts cmd (its program and words set) as attempt a's body: in
+// a's folder and environment, in a process group of its own, with extra
+// open in it from fd 3 on. stdout and stderr go through pipes, so that a
+// body that prints nothing creates no output file, and stdout is hashed on
+// the way.
+func startBody(a *Attempt, cmd *exec.Cmd, extra ...*os.File) (*heldShell, error) {
+	h := &heldShell{cmd: cmd, out: newOutput(a), hash: sha256.New(), pidfd: -1}
+	var err error
+	h.pipes, err = openBodyPipes(io.MultiWriter(h.hash, h.out), h.out)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Dir, cmd.Env = a.Dir, a.Env
+	cmd.Stdout, cmd.Stderr = h.pipes.w[0], h.pipes.w[1]
+	cmd.ExtraFiles = extra
+	cmd.SysProcAttr = startAttr(&h.pidfd)
+	err = cmd.Start()
+	h.pipes.closeWriters()
+	if err != nil {
+		h.pipes.close()
+		return nil, err
+	}
 	return h, nil
 }
 
@@ -182,8 +188,14 @@ func (h *heldShell) close() {
 	h.out.Close()
 }
 
-// Run runs a.Command.
+// Run runs a.Command: at once when it is one plain command and a allows
+// it (a.Direct), else in a held shell.
 func (Shell) Run(ctx context.Context, a *Attempt) Result {
+	if a.Direct {
+		if prog, words, ok := directCommand(a); ok {
+			return runDirect(ctx, a, prog, words)
+		}
+	}
 	h, err := startHeld(a)
 	if err != nil {
 		return Result{Err: err, ExitCode: -1, NotStarted: true}
@@ -228,11 +240,39 @@ func (s *aheadShell) Close() {
 // runHeld runs attempt a in its held shell h, and frees h.
 func runHeld(ctx context.Context, a *Attempt, h *heldShell) Result {
 	defer h.close()
-	pgid := h.cmd.Process.Pid
-	if err := a.Started(pgid); err != nil {
+	if err := a.Started(h.cmd.Process.Pid); err != nil {
 		return Result{Err: err, ExitCode: -1, NotStarted: true} // close ends the held shell
 	}
-	if err := h.release(); err != nil {
+	return runReleased(ctx, a, h)
+}
+
+// runDirect runs attempt a's body, the plain command prog with words
+// (directCommand), once Started has returned, and frees what it used.
+func runDirect(ctx context.Context, a *Attempt, prog string, words []string) Result {
+	if err := a.Started(0); err != nil {
+		return Result{Err: err, ExitCode: -1, NotStarted: true}
+	}
+	h, err := startDirect(a, prog, words)
+	if err != nil {
+		// Not a program the kernel runs (a script without #!): /bin/sh
+		// runs it, as it would have from the start.
+		if h, err = startHeld(a); err != nil {
+			return Result{Err: err, ExitCode: -1, NotStarted: true}
+		}
+	}
+	defer h.close()
+	return runReleased(ctx, a, h)
+}
+
+// runReleased releases h (when it is held), waits for the body and says
+// how it ended.
+func runReleased(ctx context.Context, a *Attempt, h *heldShell) Result {
+	pgid := h.cmd.Process.Pid
+	if h.hold == nil {
+		if a.Running != nil {
+			a.Running(pgid)
+		}
+	} else if err := h.release(); err != nil {
 		killGroup(pgid, syscall.SIGKILL)
 	} else if a.Running != nil {
 		a.Running(pgid)
