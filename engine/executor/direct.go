@@ -5,7 +5,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // A body that is one plain command — `python3 load.py 2026-12-05`,
@@ -102,9 +103,10 @@ func findProgram(name string, env []string, dir string) (string, bool) {
 	return "", false
 }
 
+// executable reports whether p is a regular file this process may execute.
 func executable(p string) bool {
 	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 && syscall.Access(p, 0x1) == nil
+	return err == nil && fi.Mode().IsRegular() && unix.Access(p, unix.X_OK) == nil
 }
 
 // startDirect starts prog with words as a's body, at once.
