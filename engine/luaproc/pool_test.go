@@ -67,7 +67,10 @@ func testChild(mode string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	if err := serve(ctx, os.Stdin, os.Stdout, testHandler, cfg, singleP()); err != nil { // as Serve
+	// As Serve, but a job has one P for its first testWideAfter: long
+	// enough that a short job on a loaded machine is never mistaken for a
+	// long one (TestJobProcs).
+	if err := serve(ctx, os.Stdin, os.Stdout, testHandler, cfg, singleP(), testWideAfter); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -164,6 +167,9 @@ func luaJob(ctx context.Context, code string, mb int) ([]byte, error) {
 }
 
 // testPool returns a pool of test children bounding memory as mode says.
+// testWideAfter is the test child's wideAfter.
+const testWideAfter = 250 * time.Millisecond
+
 func testPool(t testing.TB, mode string, opts Options) *Pool {
 	t.Helper()
 	exe, err := os.Executable()
@@ -204,8 +210,8 @@ func TestJobProcs(t *testing.T) {
 	if got := procs(0); got != "1" {
 		t.Errorf("a short job runs on %s Ps, want 1", got)
 	}
-	if got := procs(100); got != all {
-		t.Errorf("a job of 100 ms runs on %s Ps after it, want the child's %s", got, all)
+	if got := procs(int(2 * testWideAfter / time.Millisecond)); got != all {
+		t.Errorf("a job of twice %s runs on %s Ps after it, want the child's %s", testWideAfter, got, all)
 	}
 	if got := procs(0); got != "1" {
 		t.Errorf("the short job after it runs on %s Ps, want 1", got)
@@ -626,7 +632,7 @@ func TestOrphan(t *testing.T) {
 		cause = context.Cause(ctx).Error()
 		return nil, nil
 	}
-	go func() { served <- serve(t.Context(), inR, outW, h, meterConfig{}, 0) }()
+	go func() { served <- serve(t.Context(), inR, outW, h, meterConfig{}, 0, wideAfter) }()
 	r := bufio.NewReader(outR)
 	go io.Copy(io.Discard, r) // the hello and the result, which nobody reads
 	var head [jobHeaderLen]byte

@@ -51,9 +51,10 @@ type server struct {
 	cmu sync.Mutex // one request at a time
 	mem meterConfig
 	lim limits // the Go memory limit and RLIMIT_DATA, kept between jobs
-	// procs is how many Ps a long job gets, GOMAXPROCS being 1 otherwise
-	// (0: GOMAXPROCS is left alone).
-	procs int
+	// procs is how many Ps a job gets once it has run for wideAfter,
+	// GOMAXPROCS being 1 otherwise (0: GOMAXPROCS is left alone).
+	procs     int
+	wideAfter time.Duration
 }
 
 // Serve is the child's side: it says hello on stdout, then runs the jobs
@@ -65,7 +66,7 @@ type server struct {
 // at once (os.Exit(1)). stdin is read on the goroutine that calls Serve,
 // which runs the handler too.
 func Serve(ctx context.Context, stdin *os.File, stdout io.Writer, h Handler) error {
-	return serve(ctx, stdin, stdout, h, defaultMeter, singleP())
+	return serve(ctx, stdin, stdout, h, defaultMeter, singleP(), wideAfter)
 }
 
 // singleP gives the child's Go runtime one P and returns how many it had:
@@ -82,13 +83,13 @@ func singleP() int { return runtime.GOMAXPROCS(1) }
 const wideAfter = 2 * time.Millisecond
 
 // serve is Serve with the memory meter mem; procs is how many Ps a job
-// that runs longer than wideAfter gets (0: GOMAXPROCS is not touched).
-func serve(ctx context.Context, stdin *os.File, stdout io.Writer, h Handler, mem meterConfig, procs int) error {
+// that runs longer than wide gets (0: GOMAXPROCS is not touched).
+func serve(ctx context.Context, stdin *os.File, stdout io.Writer, h Handler, mem meterConfig, procs int, wide time.Duration) error {
 	in, fd, err := pollable(stdin)
 	if err != nil {
 		return fmt.Errorf("luaproc: read from the parent: %w", err)
 	}
-	s := &server{in: in, fd: fd, r: bufio.NewReader(in), out: stdout, mem: mem, lim: limits{cfg: mem}, procs: procs}
+	s := &server{in: in, fd: fd, r: bufio.NewReader(in), out: stdout, mem: mem, lim: limits{cfg: mem}, procs: procs, wideAfter: wide}
 	if err := s.write(kindHello, []byte(version)); err != nil {
 		return fmt.Errorf("luaproc: say hello: %w", err)
 	}
@@ -227,7 +228,7 @@ func (s *server) job(ctx context.Context, limit uint64, held bool, job []byte, h
 	return retire, nil
 }
 
-// widen gives the runtime s.procs Ps once the job has run for wideAfter,
+// widen gives the runtime s.procs Ps once the job has run for s.wideAfter,
 // and returns what gives it one again after the job. A job shorter than
 // that sets a timer and stops it, and wakes nothing.
 func (s *server) widen() (narrow func()) {
@@ -236,7 +237,7 @@ func (s *server) widen() (narrow func()) {
 	}
 	var mu sync.Mutex
 	wide, over := false, false
-	t := time.AfterFunc(wideAfter, func() {
+	t := time.AfterFunc(s.wideAfter, func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if !over {
