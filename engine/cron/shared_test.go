@@ -184,8 +184,10 @@ func TestSharedOneFiresEachTime(t *testing.T) {
 // and starts the next time itself, once; the old leader, come back, starts
 // nothing: its lease's life has passed and the hub refuses its appends.
 func TestSharedTakeOver(t *testing.T) {
+	t.Parallel() // each waits out a lease, on a hub of its own
 	for _, nodes := range []int{1, 3} {
 		t.Run(fmt.Sprintf("%dnodes", nodes), func(t *testing.T) {
+			t.Parallel()
 			f := newFleet(t, nodes, pipe(t, "0 2 * * *", pipeline.CatchupLatest, 10, pipeline.OverlapSkip), 2*time.Second)
 			a, b := f.serve("alpha"), f.serve("beta")
 			f.waitLead(a)
@@ -235,8 +237,10 @@ func TestSharedTakeOver(t *testing.T) {
 // time, once. Taken over later than the grace, the catch-up rules apply as
 // after a restart.
 func TestSharedTakeOverLate(t *testing.T) {
+	t.Parallel() // each waits out a lease, on a hub of its own
 	for _, late := range []time.Duration{30 * time.Second, 3 * time.Hour} {
 		t.Run(late.String(), func(t *testing.T) {
+			t.Parallel()
 			if late > time.Minute && testing.Short() {
 				t.Skip("-short: each take-over waits out a lease on a hub of its own, a second or more; run without -short")
 			}

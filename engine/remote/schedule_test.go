@@ -53,8 +53,10 @@ func serveOn(t *testing.T, c *remote.Client, group, host string, ttl time.Durati
 // and its append is refused. On 1 and 3 nodes (a lost race is 10071 on
 // one, mostly 10164 on three).
 func TestScheduleLeaseTTL(t *testing.T) {
+	t.Parallel() // it waits out leases, on hubs of its own
 	for _, n := range []int{1, 3} {
 		t.Run(strconv.Itoa(n)+"nodes", func(t *testing.T) {
+			t.Parallel()
 			cl := schedHub(t, n)
 			ctx := t.Context()
 			ttl := time.Duration(n) * time.Second // a slower cluster gets more time to renew
