@@ -162,6 +162,7 @@ func holdLock(t *testing.T, env *fakeEnv) {
 // TestReplaceLockWait: a replace, and an idem.write of a file replace has locked, wait for
 // the lock; the step's timeout ends the wait with the timeout, and the file is untouched.
 func TestReplaceLockWait(t *testing.T) {
+	t.Parallel() // waits out timeouts of its own
 	env := newFakeEnv(t)
 	writeKept(t, env)
 	holdLock(t, env)
