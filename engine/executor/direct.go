@@ -12,8 +12,8 @@ import (
 // A body that is one plain command — `python3 load.py 2026-12-05`,
 // `./build.sh`, `true` — means the same to /bin/sh as the program run
 // with those words, so it can run without a shell, as make runs such a
-// recipe line: a fork and an exec less per step (the shell's own start is
-// most of what a short step costs). Its process cannot be held before the
+// recipe line, without the shell's own start (its exec, its dynamic
+// loading, its start-up: most of what a short step costs). Its process cannot be held before the
 // body as a shell is (heldCommand), so it starts only once Started has
 // returned, and the caller finds it by its AttemptEnv tag, and its group
 // (the program leads it), until Running names the group.
