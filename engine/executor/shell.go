@@ -268,13 +268,14 @@ func runDirect(ctx context.Context, a *Attempt, prog string, words []string) Res
 // how it ended.
 func runReleased(ctx context.Context, a *Attempt, h *heldShell) Result {
 	pgid := h.cmd.Process.Pid
-	if h.hold == nil {
-		if a.Running != nil {
-			a.Running(pgid)
+	released := true
+	if h.hold != nil {
+		if err := h.release(); err != nil {
+			killGroup(pgid, syscall.SIGKILL)
+			released = false
 		}
-	} else if err := h.release(); err != nil {
-		killGroup(pgid, syscall.SIGKILL)
-	} else if a.Running != nil {
+	}
+	if released && a.Running != nil {
 		a.Running(pgid)
 	}
 
