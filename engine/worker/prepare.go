@@ -48,6 +48,10 @@ func (w *Worker) prepare(ctx context.Context, a *attempt, dir string) (executor.
 			// which says on which worker, and retries as the step says.
 			return missingShell{fmt.Errorf("shell: %v on worker %s", err, w.id)}, exa, nil
 		}
+		// A plain command runs without a shell, as in a local run: the
+		// running file names its attempt's tag until Running names its
+		// group (attempt.begin, attempt.running).
+		exa.Direct = true
 		return w.shell, exa, nil
 	case s.Isolation == "process":
 		// The child asks this worker for its markers, as a runner's child

@@ -119,12 +119,14 @@ func (r *runningFile) endLeftovers(grace time.Duration) (int, []string) {
 	return n, boxes
 }
 
-// add records an attempt's process group and, when it runs in one, its
+// add records an attempt's process group (pgid > 0), or only its tag
+// when byTag (its process does not exist yet: a restarted worker finds it
+// by the tag its processes carry), and, when it runs in one, its
 // container (box.Name "" for none).
-func (r *runningFile) add(tag string, pgid int, box boxRef) {
+func (r *runningFile) add(tag string, pgid int, byTag bool, box boxRef) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if pgid > 0 {
+	if pgid > 0 || byTag {
 		r.tags[tag] = pgid
 	}
 	if box.Name != "" {
@@ -133,6 +135,18 @@ func (r *runningFile) add(tag string, pgid int, box boxRef) {
 	_ = r.write()
 }
 
+// name records the process group of an attempt the file already names,
+// and does nothing for one it no longer does (its end came first).
+func (r *runningFile) name(tag string, pgid int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.tags[tag]; ok && cur != pgid {
+		r.tags[tag] = pgid
+		_ = r.write()
+	}
+}
+
+// remove forgets an attempt's group and container.
 func (r *runningFile) remove(tag string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -26,8 +26,53 @@ func TestEndLeftovers(t *testing.T) {
 		t.Fatal("a second worker opened the live worker's file")
 	}
 
-	// A dead worker: its file names an attempt whose process still runs.
+	// A dead worker: its file names an attempt whose process still runs,
+	// by its group; another dead worker's names one by its tag alone (a
+	// plain command's, whose start was reported before its process
+	// existed).
 	tag := "test-attempt-leftover"
+	cmd, exited := startTagged(t, tag)
+	if err := os.WriteFile(filepath.Join(dir, "dead-2.json"), []byte(`{"`+tag+`": `+strconv.Itoa(cmd.Process.Pid)+`}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	byTag := "test-attempt-by-tag"
+	_, exitedByTag := startTagged(t, byTag)
+	if err := os.WriteFile(filepath.Join(dir, "dead-4.json"), []byte(`{"groups": {"`+byTag+`": 0}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	live.add("still-running", 999999, false, boxRef{})
+
+	me, err := openRunning(dir, "me:3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer me.close()
+	if n, _ := me.endLeftovers(time.Second); n < 2 {
+		t.Errorf("ended %d processes, want the dead workers' two", n)
+	}
+	for _, c := range []struct {
+		what   string
+		exited <-chan struct{}
+	}{{"named by its group", exited}, {"named by its tag", exitedByTag}} {
+		select {
+		case <-c.exited:
+		case <-time.After(10 * time.Second):
+			t.Errorf("the dead worker's process %s still runs", c.what)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "dead-2.json")); err == nil {
+		t.Error("the dead worker's file is still there")
+	}
+	if _, err := os.Stat(live.path); err != nil {
+		t.Errorf("the live worker's file: %v", err)
+	}
+}
+
+// startTagged starts a process carrying attempt tag tag, leading its own
+// group, and waits until its environment shows the tag; exited is closed
+// when it ends. It is killed when the test ends.
+func startTagged(t *testing.T, tag string) (*exec.Cmd, <-chan struct{}) {
+	t.Helper()
 	cmd := exec.Command("sleep", "60")
 	cmd.Env = append(os.Environ(), executor.AttemptEnv+"="+tag)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -36,7 +81,7 @@ func TestEndLeftovers(t *testing.T) {
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
-	defer cmd.Process.Kill()
+	t.Cleanup(func() { cmd.Process.Kill() })
 	// Start returns once the exec has begun; the new image's environment
 	// shows a moment later (sooner or later on a loaded machine). A dead
 	// worker's attempt has been running for a while: wait for that.
@@ -46,28 +91,46 @@ func TestEndLeftovers(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "dead-2.json"), []byte(`{"`+tag+`": `+strconv.Itoa(cmd.Process.Pid)+`}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	live.add("still-running", 999999, boxRef{})
+	return cmd, exited
+}
 
-	me, err := openRunning(dir, "me:3")
+// TestRunningFileByTag: an attempt recorded by its tag alone is in the
+// file with no group, gets its group once named, and leaves the file at
+// its end; naming an attempt that already left writes nothing back.
+func TestRunningFileByTag(t *testing.T) {
+	dir := t.TempDir()
+	r, err := openRunning(dir, "w:1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer me.close()
-	if n, _ := me.endLeftovers(time.Second); n < 1 {
-		t.Errorf("ended %d processes, want the dead worker's", n)
+	defer r.close()
+	read := func() map[string]int {
+		t.Helper()
+		b, err := os.ReadFile(r.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, ok := readRunning(b)
+		if !ok {
+			t.Fatalf("the running file does not parse: %s", b)
+		}
+		return st.Groups
 	}
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		t.Error("the dead worker's process still runs")
+	r.add("held", 0, false, boxRef{})
+	if g := read(); len(g) != 0 {
+		t.Errorf("an attempt with neither group nor tag to record is in the file: %v", g)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "dead-2.json")); err == nil {
-		t.Error("the dead worker's file is still there")
+	r.add("plain", 0, true, boxRef{})
+	if g, ok := read()["plain"]; !ok || g != 0 {
+		t.Errorf("the plain command's attempt: in the file %v, group %d; want in it with no group", ok, g)
 	}
-	if _, err := os.Stat(live.path); err != nil {
-		t.Errorf("the live worker's file: %v", err)
+	r.name("plain", 4242)
+	if g := read()["plain"]; g != 4242 {
+		t.Errorf("after its group was named the file says %d, want 4242", g)
+	}
+	r.remove("plain")
+	r.name("plain", 4343)
+	if g := read(); len(g) != 0 {
+		t.Errorf("after its end the file still names %v", g)
 	}
 }

@@ -283,6 +283,11 @@ type attempt struct {
 	lastOK  time.Time // the last confirmed contact with the hub about this message
 	fenced  bool
 	started bool
+	// byTag is set for an attempt whose body may start without a shell
+	// (executor.Attempt.Direct): its start is reported before its process
+	// exists, so the running file names its tag, and its group once
+	// running says which.
+	byTag bool
 	// box is the attempt's container, and image and imageID its image as
 	// written and resolved, when its step runs in one.
 	box            boxRef
@@ -372,8 +377,9 @@ func (a *attempt) run(ctx context.Context, delivery uint64) {
 	sp := w.startSpan(ctx, work, exa)
 	out := newStreamer(w.o.Client, work, exa.OutputPath)
 	b := &beats{stop: make(chan struct{})}
+	a.byTag = exa.Direct
 	exa.Started = func(pgid int) error { return a.begin(ctx, delivery, id, pgid, b) }
-	exa.Running = func(pgid int) {}
+	exa.Running = a.running
 	tctx, tcancel := executor.WithTimeout(ctx, work.StepDef().Timeout)
 	began := time.Now()
 	res := ex.Run(tctx, exa)
@@ -422,9 +428,9 @@ func (a *attempt) begin(ctx context.Context, delivery uint64, id string, pgid in
 	// hub stores the start: both are done before the body runs, and
 	// neither waits for the other.
 	recorded := make(chan struct{})
-	record := pgid > 0 || box.Name != ""
+	record := pgid > 0 || box.Name != "" || a.byTag
 	if record {
-		go func() { defer close(recorded); w.running.add(a.token, pgid, box) }()
+		go func() { defer close(recorded); w.running.add(a.token, pgid, a.byTag, box) }()
 	} else {
 		close(recorded)
 	}
@@ -453,12 +459,29 @@ func (a *attempt) begin(ctx context.Context, delivery uint64, id string, pgid in
 	if w.o.Started != nil {
 		w.o.Started(work, pgid)
 	}
-	if box.Name != "" {
+	switch {
+	case box.Name != "":
 		w.logf("%s: started (pgid %d, container %s)", id, pgid, box.Name)
-	} else {
+	case pgid == 0:
+		w.logf("%s: started", id)
+	default:
 		w.logf("%s: started (pgid %d)", id, pgid)
 	}
 	return nil
+}
+
+// running is the executor's Running callback: a body started without a
+// shell now leads its process group, which the fence ends and the running
+// file names from here on (until then a restarted worker finds its
+// processes by their tag). It runs beside the body, not before it.
+func (a *attempt) running(pgid int) {
+	a.mu.Lock()
+	named := a.pgid == pgid
+	a.pgid = pgid
+	a.mu.Unlock()
+	if !named {
+		go a.w.running.name(a.token, pgid)
+	}
 }
 
 // finish reports the attempt's end, and acknowledges its message once the
