@@ -135,17 +135,6 @@ func (r *runningFile) add(tag string, pgid int, byTag bool, box boxRef) {
 	_ = r.write()
 }
 
-// name records the process group of an attempt the file already names,
-// and does nothing for one it no longer does (its end came first).
-func (r *runningFile) name(tag string, pgid int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if cur, ok := r.tags[tag]; ok && cur != pgid {
-		r.tags[tag] = pgid
-		_ = r.write()
-	}
-}
-
 // remove forgets an attempt's group and container.
 func (r *runningFile) remove(tag string) {
 	r.mu.Lock()

@@ -95,8 +95,7 @@ func startTagged(t *testing.T, tag string) (*exec.Cmd, <-chan struct{}) {
 }
 
 // TestRunningFileByTag: an attempt recorded by its tag alone is in the
-// file with no group, gets its group once named, and leaves the file at
-// its end; naming an attempt that already left writes nothing back.
+// file with no group, and leaves the file at its end.
 func TestRunningFileByTag(t *testing.T) {
 	dir := t.TempDir()
 	r, err := openRunning(dir, "w:1")
@@ -124,12 +123,7 @@ func TestRunningFileByTag(t *testing.T) {
 	if g, ok := read()["plain"]; !ok || g != 0 {
 		t.Errorf("the plain command's attempt: in the file %v, group %d; want in it with no group", ok, g)
 	}
-	r.name("plain", 4242)
-	if g := read()["plain"]; g != 4242 {
-		t.Errorf("after its group was named the file says %d, want 4242", g)
-	}
 	r.remove("plain")
-	r.name("plain", 4343)
 	if g := read(); len(g) != 0 {
 		t.Errorf("after its end the file still names %v", g)
 	}

@@ -379,7 +379,7 @@ func (a *attempt) run(ctx context.Context, delivery uint64) {
 	b := &beats{stop: make(chan struct{})}
 	a.byTag = exa.Direct
 	exa.Started = func(pgid int) error { return a.begin(ctx, delivery, id, pgid, b) }
-	exa.Running = a.running
+	exa.Running = a.bodyRuns
 	tctx, tcancel := executor.WithTimeout(ctx, work.StepDef().Timeout)
 	began := time.Now()
 	res := ex.Run(tctx, exa)
@@ -470,18 +470,15 @@ func (a *attempt) begin(ctx context.Context, delivery uint64, id string, pgid in
 	return nil
 }
 
-// running is the executor's Running callback: a body started without a
-// shell now leads its process group, which the fence ends and the running
-// file names from here on (until then a restarted worker finds its
-// processes by their tag). It runs beside the body, not before it.
-func (a *attempt) running(pgid int) {
+// bodyRuns is the executor's Running callback: a body started without a
+// shell now leads its process group, which the fence ends from here on.
+// The running file keeps naming it by its tag alone, which every process
+// of its group carries (a restarted worker ends them by it, and the group
+// each leads), rather than costing each attempt one more write.
+func (a *attempt) bodyRuns(pgid int) {
 	a.mu.Lock()
-	named := a.pgid == pgid
 	a.pgid = pgid
 	a.mu.Unlock()
-	if !named {
-		go a.w.running.name(a.token, pgid)
-	}
 }
 
 // finish reports the attempt's end, and acknowledges its message once the
