@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -359,10 +360,21 @@ func TestHubWorkerRunningFile(t *testing.T) {
 		files, _ := filepath.Glob(filepath.Join(o.StateDir, "workers", "*.json"))
 		all := map[string]int{}
 		for _, f := range files {
-			var st struct{ Groups map[string]int }
-			if b, err := os.ReadFile(f); err == nil && json.Unmarshal(b, &st) == nil {
-				for tag, pgid := range st.Groups {
-					all[tag] = pgid
+			// The journal: a line per attempt added or removed.
+			b, _ := os.ReadFile(f)
+			for line := range bytes.Lines(b) {
+				var l struct {
+					Op, Tag string
+					PGID    int
+				}
+				if json.Unmarshal(line, &l) != nil {
+					continue
+				}
+				switch l.Op {
+				case "add":
+					all[l.Tag] = l.PGID
+				case "remove":
+					delete(all, l.Tag)
 				}
 			}
 		}

@@ -207,6 +207,7 @@ func TestHubProcessFigures(t *testing.T) {
 		chain := filepath.Join(dir, "chain.yaml")
 		os.WriteFile(chain, []byte(c.String()), 0o644)
 		rates := map[string][]float64{}
+		cpu := map[string][]float64{} // seconds of CPU per wide run through the hub, by whose
 		var ratios []float64
 		for round := range rounds {
 			per := map[string]time.Duration{}
@@ -237,11 +238,32 @@ func TestHubProcessFigures(t *testing.T) {
 				} else {
 					args = append(args, "--parallel", "8")
 				}
+				before := processCPU(procs)
+				var children syscall.Rusage
+				syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
 				began := time.Now()
 				if res := runApollo(t, dir, nil, args...); res.code != 0 {
 					t.Fatalf("apollo %v: exit %d: %s", args, res.code, res.stderr)
 				}
 				rate := 1000 / time.Since(began).Seconds()
+				if kind == "hub" && before != nil {
+					after := processCPU(procs)
+					var hubs, workers float64
+					for i := range after {
+						if i < nodes {
+							hubs += after[i] - before[i]
+						} else {
+							workers += after[i] - before[i]
+						}
+					}
+					// The coordinator is the only child reaped meanwhile.
+					var now syscall.Rusage
+					syscall.Getrusage(syscall.RUSAGE_CHILDREN, &now)
+					coord := rusageSeconds(now) - rusageSeconds(children)
+					cpu["hubs"] = append(cpu["hubs"], hubs)
+					cpu["workers"] = append(cpu["workers"], workers)
+					cpu["coordinator"] = append(cpu["coordinator"], coord)
+				}
 				rates[kind] = append(rates[kind], rate)
 				t.Logf("round %d hub=%d wide 1000 true steps, %s: %.0f steps/s", round, nodes, kind, rate)
 			}
@@ -249,6 +271,10 @@ func TestHubProcessFigures(t *testing.T) {
 		t.Logf("FIGURE hub=%d chain of 50 true steps, whole processes, medians of %d rounds: through the hub %.2fx local", nodes, rounds, med(ratios))
 		t.Logf("FIGURE hub=%d wide 1000 true steps, whole processes, 2 workers x 8 slots, medians of %d rounds: through the hub %.0f steps/s; locally at parallelism 8 %.0f steps/s",
 			nodes, rounds, med(rates["hub"]), med(rates["local"]))
+		if len(cpu["hubs"]) > 0 {
+			t.Logf("FIGURE hub=%d wide 1000 true steps through the hub, CPU of a run, medians of %d rounds: hub nodes %.2f s, workers with their steps' processes %.2f s, coordinator %.2f s",
+				nodes, rounds, med(cpu["hubs"]), med(cpu["workers"]), med(cpu["coordinator"]))
+		}
 		for _, p := range procs {
 			syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
 			p.Wait()
@@ -309,4 +335,38 @@ func med(xs []float64) float64 {
 	}
 	s := slices.Sorted(slices.Values(xs))
 	return (s[(len(s)-1)/2] + s[len(s)/2]) / 2
+}
+
+// processCPU returns the CPU seconds each of procs has used, with the
+// children it has reaped (a worker's steps), from /proc; nil where there
+// is no /proc.
+func processCPU(procs []*exec.Cmd) []float64 {
+	var secs []float64
+	for _, p := range procs {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Process.Pid))
+		if err != nil {
+			return nil
+		}
+		// The fields after the command's name in parentheses, from the
+		// state (field 3): utime, stime, cutime and cstime are 14 to 17.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) < 15 {
+			return nil
+		}
+		ticks := 0
+		for _, v := range f[11:15] {
+			n, _ := strconv.Atoi(v)
+			ticks += n
+		}
+		secs = append(secs, float64(ticks)/clockTicks)
+	}
+	return secs
+}
+
+// clockTicks is Linux's USER_HZ, the unit of /proc/PID/stat's times.
+const clockTicks = 100
+
+// rusageSeconds is the user and system CPU of r.
+func rusageSeconds(r syscall.Rusage) float64 {
+	return float64(r.Utime.Nano()+r.Stime.Nano()) / 1e9
 }

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -21,11 +22,21 @@ import (
 // while the worker lives. A worker that starts ends what the unlocked files
 // of dead workers name: leftover groups and containers are ended at the
 // next start, as local mode ends a crashed run's processes.
+//
+// The file is a journal: one JSON line per attempt added or removed,
+// appended with one write each, which a process crash cannot tear (the
+// kernel completes a write it has begun). Rewriting the whole file and
+// renaming it into place, twice an attempt, made the file system allocate
+// and free an inode each time: a third of a busy worker's CPU. The journal
+// is compacted, by that rewrite, once it holds many more lines than
+// attempts.
 type runningFile struct {
 	dir   string
 	path  string
 	lock  *flock.Flock
 	mu    sync.Mutex
+	f     *os.File          // the journal, appended to
+	lines int               // lines in the journal
 	tags  map[string]int    // attempt tag → pgid
 	boxes map[string]boxRef // attempt tag → its container
 }
@@ -36,16 +47,59 @@ type boxRef struct {
 	Engine container.Config `json:"engine"`
 }
 
-// runningState is the file's content.
+// runningState is what a running file says is running.
 type runningState struct {
 	Groups     map[string]int    `json:"groups"`
 	Containers map[string]boxRef `json:"containers,omitempty"`
 }
 
-// readRunning reads a worker's file: the current layout, or the earlier
-// one (a map of tags to process groups).
+// runningLine is one line of the journal: an attempt added, with its
+// group (0 when it is found by its tag alone) and its container if any (a
+// container's attempt with no group has none), or removed.
+type runningLine struct {
+	Op        string  `json:"op"` // "add" or "remove"
+	Tag       string  `json:"tag"`
+	PGID      int     `json:"pgid,omitempty"`
+	Container *boxRef `json:"container,omitempty"`
+}
+
+// compactAfter is how many more lines than running attempts the journal
+// may hold before it is rewritten.
+const compactAfter = 512
+
+// readRunning reads a worker's file: the journal, or an earlier layout (one
+// JSON object with the groups and containers, or before that a map of tags
+// to process groups). A line that does not parse is skipped: only the last
+// can be cut short, by a machine that stopped mid-write, and the attempt it
+// added had not been released.
 func readRunning(b []byte) (runningState, bool) {
-	var st runningState
+	st := runningState{Groups: map[string]int{}, Containers: map[string]boxRef{}}
+	first, _, _ := bytes.Cut(bytes.TrimSpace(b), []byte("\n"))
+	if len(first) == 0 {
+		return st, true // a journal nothing was written to yet
+	}
+	var head runningLine
+	if json.Unmarshal(first, &head) == nil && head.Op != "" {
+		for line := range bytes.Lines(b) {
+			var l runningLine
+			if json.Unmarshal(line, &l) != nil {
+				continue
+			}
+			switch l.Op {
+			case "add":
+				if l.PGID > 0 || l.Container == nil { // a container's attempt may have no group
+					st.Groups[l.Tag] = l.PGID
+				}
+				if l.Container != nil {
+					st.Containers[l.Tag] = *l.Container
+				}
+			case "remove":
+				delete(st.Groups, l.Tag)
+				delete(st.Containers, l.Tag)
+			}
+		}
+		return st, true
+	}
 	var keys map[string]json.RawMessage
 	if json.Unmarshal(b, &keys) != nil {
 		return st, false
@@ -67,7 +121,7 @@ func openRunning(dir, id string) (*runningFile, error) {
 	if err != nil || !ok {
 		return nil, fmt.Errorf("worker: lock %s: %v", r.path, err)
 	}
-	if err := r.write(); err != nil {
+	if err := r.rewrite(); err != nil {
 		r.lock.Unlock()
 		return nil, err
 	}
@@ -109,9 +163,17 @@ func (r *runningFile) endLeftovers(grace time.Duration) (int, []string) {
 		os.Remove(f + ".lock")
 		l.Unlock()
 	}
-	// Attempt folders of dead workers.
+	// Attempt folders of dead workers: named after their worker's file
+	// (attemptFolders), whose lock says whether it lives; a folder of an
+	// older apollo, named after no worker, once it is an hour old.
 	dirs, _ := filepath.Glob(filepath.Join(r.dir, "attempt-*"))
 	for _, d := range dirs {
+		if owner := folderOwner(filepath.Base(d)); owner != "" {
+			if owner != r.name() && !lockedByLiveWorker(filepath.Join(r.dir, owner+".json.lock")) {
+				os.RemoveAll(d)
+			}
+			continue
+		}
 		if fi, err := os.Stat(d); err == nil && time.Since(fi.ModTime()) > time.Hour {
 			os.RemoveAll(d)
 		}
@@ -124,15 +186,19 @@ func (r *runningFile) endLeftovers(grace time.Duration) (int, []string) {
 // by the tag its processes carry), and, when it runs in one, its
 // container (box.Name "" for none).
 func (r *runningFile) add(tag string, pgid int, byTag bool, box boxRef) {
+	if pgid <= 0 && !byTag && box.Name == "" {
+		return // nothing to find it by
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	l := runningLine{Op: "add", Tag: tag}
 	if pgid > 0 || byTag {
-		r.tags[tag] = pgid
+		r.tags[tag], l.PGID = pgid, pgid
 	}
 	if box.Name != "" {
-		r.boxes[tag] = box
+		r.boxes[tag], l.Container = box, &box
 	}
-	_ = r.write()
+	r.append(l)
 }
 
 // remove forgets an attempt's group and container.
@@ -144,21 +210,94 @@ func (r *runningFile) remove(tag string) {
 	if p || b {
 		delete(r.tags, tag)
 		delete(r.boxes, tag)
-		_ = r.write()
+		r.append(runningLine{Op: "remove", Tag: tag})
 	}
 }
 
-// write replaces the file (called with mu held, or before sharing).
-func (r *runningFile) write() error {
-	b, _ := json.Marshal(runningState{Groups: r.tags, Containers: r.boxes})
-	tmp := r.path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
+// append writes one line to the journal, or rewrites the journal when it
+// has grown long or the line could not be written (called with mu held).
+func (r *runningFile) append(l runningLine) {
+	b, _ := json.Marshal(l)
+	if r.f != nil && r.lines < len(r.tags)+len(r.boxes)+compactAfter {
+		if _, err := r.f.Write(append(b, '\n')); err == nil {
+			r.lines++
+			return
+		}
 	}
-	return os.Rename(tmp, r.path)
+	_ = r.rewrite()
+}
+
+// rewrite replaces the journal by one that adds what is running now, and
+// reopens it for appending (called with mu held, or before sharing).
+func (r *runningFile) rewrite() error {
+	var buf bytes.Buffer
+	lines := 0
+	for tag, pgid := range r.tags {
+		l := runningLine{Op: "add", Tag: tag, PGID: pgid}
+		if box, ok := r.boxes[tag]; ok {
+			l.Container = &box
+		}
+		b, _ := json.Marshal(l)
+		buf.Write(append(b, '\n'))
+		lines++
+	}
+	for tag, box := range r.boxes {
+		if _, ok := r.tags[tag]; !ok {
+			b, _ := json.Marshal(runningLine{Op: "add", Tag: tag, Container: &box})
+			buf.Write(append(b, '\n'))
+			lines++
+		}
+	}
+	tmp := r.path + ".tmp"
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("worker: write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, r.path); err != nil {
+		return fmt.Errorf("worker: replace %s: %w", r.path, err)
+	}
+	f, err := os.OpenFile(r.path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("worker: open %s: %w", r.path, err)
+	}
+	if r.f != nil {
+		r.f.Close()
+	}
+	r.f, r.lines = f, lines
+	return nil
+}
+
+// name is the worker's name in its state folder: its file's, without
+// ".json".
+func (r *runningFile) name() string { return strings.TrimSuffix(filepath.Base(r.path), ".json") }
+
+// folderOwner is the name of the worker whose attempt folder base is
+// ("attempt-<worker>-<digits>"), or "" for a folder named after none.
+func folderOwner(base string) string {
+	rest := strings.TrimPrefix(base, "attempt-")
+	if i := strings.LastIndexByte(rest, '-'); i > 0 {
+		return rest[:i]
+	}
+	return ""
+}
+
+// lockedByLiveWorker reports whether a worker holds the lock file path.
+func lockedByLiveWorker(path string) bool {
+	if _, err := os.Stat(path); err != nil {
+		return false
+	}
+	l := flock.New(path)
+	ok, err := l.TryLock()
+	if err != nil || !ok {
+		return true
+	}
+	l.Unlock()
+	return false
 }
 
 func (r *runningFile) close() {
+	if r.f != nil {
+		r.f.Close()
+	}
 	os.Remove(r.path)
 	os.Remove(r.path + ".lock")
 	r.lock.Unlock()

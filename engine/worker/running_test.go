@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,6 +41,15 @@ func TestEndLeftovers(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "dead-4.json"), []byte(`{"groups": {"`+byTag+`": 0}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A third dead worker's journal: an attempt added, another added and
+	// removed, and a last line cut short by the machine's stop.
+	journaled := "test-attempt-journaled"
+	jcmd, exitedJournaled := startTagged(t, journaled)
+	journal := `{"op":"add","tag":"` + journaled + `","pgid":` + strconv.Itoa(jcmd.Process.Pid) + "}\n" +
+		`{"op":"add","tag":"gone","pgid":999998}` + "\n" + `{"op":"remove","tag":"gone"}` + "\n" + `{"op":"add","ta`
+	if err := os.WriteFile(filepath.Join(dir, "dead-6.json"), []byte(journal), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	live.add("still-running", 999999, false, boxRef{})
 
 	me, err := openRunning(dir, "me:3")
@@ -47,13 +57,13 @@ func TestEndLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer me.close()
-	if n, _ := me.endLeftovers(time.Second); n < 2 {
-		t.Errorf("ended %d processes, want the dead workers' two", n)
+	if n, _ := me.endLeftovers(time.Second); n < 3 {
+		t.Errorf("ended %d processes, want the dead workers' three", n)
 	}
 	for _, c := range []struct {
 		what   string
 		exited <-chan struct{}
-	}{{"named by its group", exited}, {"named by its tag", exitedByTag}} {
+	}{{"named by its group", exited}, {"named by its tag", exitedByTag}, {"named in a journal", exitedJournaled}} {
 		select {
 		case <-c.exited:
 		case <-time.After(10 * time.Second):
@@ -126,5 +136,40 @@ func TestRunningFileByTag(t *testing.T) {
 	r.remove("plain")
 	if g := read(); len(g) != 0 {
 		t.Errorf("after its end the file still names %v", g)
+	}
+}
+
+// TestRunningJournalCompacts: a worker that runs many attempts keeps its
+// running file short, and the file always says what runs.
+func TestRunningJournalCompacts(t *testing.T) {
+	dir := t.TempDir()
+	r, err := openRunning(dir, "w:2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	r.add("long", 4242, false, boxRef{})
+	r.add("boxed", 0, false, boxRef{Name: "apollo-boxed"})
+	for i := range 3 * compactAfter {
+		tag := "short-" + strconv.Itoa(i)
+		r.add(tag, 5000+i, false, boxRef{})
+		r.remove(tag)
+	}
+	b, err := os.ReadFile(r.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(b, []byte("\n")); n > compactAfter+2 {
+		t.Errorf("after %d attempts the running file has %d lines", 3*compactAfter, n)
+	}
+	st, ok := readRunning(b)
+	if !ok {
+		t.Fatalf("the running file does not parse: %s", b)
+	}
+	if len(st.Groups) != 1 || st.Groups["long"] != 4242 {
+		t.Errorf("the running file names the groups %v, want long's 4242 only", st.Groups)
+	}
+	if len(st.Containers) != 1 || st.Containers["boxed"].Name != "apollo-boxed" {
+		t.Errorf("the running file names the containers %v, want boxed's", st.Containers)
 	}
 }

@@ -83,6 +83,7 @@ type Worker struct {
 	margin      time.Duration
 	hb          time.Duration
 	running     *runningFile
+	folders     *attemptFolders
 	mu          sync.Mutex
 	attempts    map[*attempt]struct{}
 	interrupted atomic.Int64
@@ -129,6 +130,7 @@ func New(ctx context.Context, o Options) (*Worker, error) {
 	if w.running, err = openRunning(filepath.Join(o.StateDir, "workers"), w.id); err != nil {
 		return nil, err
 	}
+	w.folders = &attemptFolders{dir: w.running.dir, owner: w.running.name(), keep: o.Slots}
 	n, boxes := w.running.endLeftovers(5 * time.Second)
 	if n > 0 {
 		w.logf("ended %d process(es) that a stopped worker left running", n)
@@ -173,6 +175,7 @@ type Stats struct {
 // ends them; their ends are reported as interrupted.
 func (w *Worker) Run(ctx context.Context, kill <-chan struct{}) (Stats, error) {
 	defer w.running.close()
+	defer w.folders.close()
 	// A coordinator that is interrupted asks its workers to end the task's
 	// attempts.
 	sub, err := w.o.Client.NC.Subscribe("apollo.cancel.>", func(m *nats.Msg) {
@@ -361,13 +364,13 @@ func (a *attempt) fenceAt() time.Time {
 func (a *attempt) run(ctx context.Context, delivery uint64) {
 	w, work := a.w, a.work
 	id := remote.AttemptID(work.Task, work.Step, work.Attempt)
-	dir, err := os.MkdirTemp(filepath.Join(w.o.StateDir, "workers"), "attempt-")
+	dir, err := w.folders.take()
 	if err != nil {
 		w.logf("%s: %v", id, err)
 		_ = a.msg.Nak()
 		return
 	}
-	defer os.RemoveAll(dir)
+	defer w.folders.put(dir)
 	ex, exa, err := w.prepare(ctx, a, dir)
 	if err != nil {
 		w.logf("%s: %v", id, err)
