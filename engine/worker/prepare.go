@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"apollo/engine/executor"
@@ -18,14 +19,18 @@ func (w *Worker) prepare(ctx context.Context, a *attempt, dir string) (executor.
 	s := work.StepDef()
 	base := os.Environ()
 	env := append(base[:len(base):len(base)], work.Env...)
-	publish := filepath.Join(dir, "published.out")
+	// Names of this attempt's own: the folder is kept for the next
+	// attempt, and a process this one leaves behind must not write into
+	// the next one's $APOLLO_OUTPUT.
+	n := strconv.FormatInt(w.attemptN.Add(1), 10)
+	publish := filepath.Join(dir, "published-"+n+".out")
 	env = append(env, "APOLLO_OUTPUT="+publish, executor.AttemptEnv+"="+a.token, "APOLLO_WORKER="+w.id)
 	mk, err := newMarkerStore(ctx, w, a)
 	if err != nil {
 		return nil, nil, err
 	}
 	exa := &executor.Attempt{TaskID: work.Task, StepID: work.Step, RetryCount: work.Attempt, Step: s,
-		Command: work.Command, Env: env, Dir: w.o.Workdir, OutputPath: filepath.Join(dir, "output.log"),
+		Command: work.Command, Env: env, Dir: w.o.Workdir, OutputPath: filepath.Join(dir, "output-"+n+".log"),
 		OutputLimit: work.OutputLimit, PublishPath: publish, KillGrace: work.KillGrace,
 		Pipeline: work.Pipeline, Vars: work.Vars, Params: work.Params, Upstream: work.Upstream,
 		InputDigest: work.InputDigest, ArtifactsDir: work.ArtifactsDir, StateDir: work.StateDir, Markers: mk,

@@ -84,6 +84,7 @@ type Worker struct {
 	hb          time.Duration
 	running     *runningFile
 	folders     *attemptFolders
+	attemptN    atomic.Int64 // attempts prepared, naming each one's files
 	mu          sync.Mutex
 	attempts    map[*attempt]struct{}
 	interrupted atomic.Int64
@@ -288,8 +289,8 @@ type attempt struct {
 	started bool
 	// byTag is set for an attempt whose body may start without a shell
 	// (executor.Attempt.Direct): its start is reported before its process
-	// exists, so the running file names its tag, and its group once
-	// running says which.
+	// exists, so the running file names its tag (the fence learns its
+	// group from bodyRuns).
 	byTag bool
 	// box is the attempt's container, and image and imageID its image as
 	// written and resolved, when its step runs in one.
