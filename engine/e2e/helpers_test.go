@@ -104,10 +104,14 @@ type runResult struct {
 	killed bool
 	stdout string
 	stderr string
+	cpu    time.Duration // the process's user and system CPU
 }
 
 func waitResult(cmd *exec.Cmd, err error, stdout, stderr *bytes.Buffer) runResult {
 	res := runResult{stdout: stdout.String(), stderr: stderr.String()}
+	if ps := cmd.ProcessState; ps != nil {
+		res.cpu = ps.UserTime() + ps.SystemTime()
+	}
 	var ee *exec.ExitError
 	switch {
 	case err == nil:

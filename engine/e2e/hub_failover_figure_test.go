@@ -239,10 +239,9 @@ func TestHubProcessFigures(t *testing.T) {
 					args = append(args, "--parallel", "8")
 				}
 				before := processCPU(procs)
-				var children syscall.Rusage
-				syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
 				began := time.Now()
-				if res := runApollo(t, dir, nil, args...); res.code != 0 {
+				res := runApollo(t, dir, nil, args...)
+				if res.code != 0 {
 					t.Fatalf("apollo %v: exit %d: %s", args, res.code, res.stderr)
 				}
 				rate := 1000 / time.Since(began).Seconds()
@@ -256,13 +255,9 @@ func TestHubProcessFigures(t *testing.T) {
 							workers += after[i] - before[i]
 						}
 					}
-					// The coordinator is the only child reaped meanwhile.
-					var now syscall.Rusage
-					syscall.Getrusage(syscall.RUSAGE_CHILDREN, &now)
-					coord := rusageSeconds(now) - rusageSeconds(children)
 					cpu["hubs"] = append(cpu["hubs"], hubs)
 					cpu["workers"] = append(cpu["workers"], workers)
-					cpu["coordinator"] = append(cpu["coordinator"], coord)
+					cpu["coordinator"] = append(cpu["coordinator"], res.cpu.Seconds())
 				}
 				rates[kind] = append(rates[kind], rate)
 				t.Logf("round %d hub=%d wide 1000 true steps, %s: %.0f steps/s", round, nodes, kind, rate)
@@ -365,8 +360,3 @@ func processCPU(procs []*exec.Cmd) []float64 {
 
 // clockTicks is Linux's USER_HZ, the unit of /proc/PID/stat's times.
 const clockTicks = 100
-
-// rusageSeconds is the user and system CPU of r.
-func rusageSeconds(r syscall.Rusage) float64 {
-	return float64(r.Utime.Nano()+r.Stime.Nano()) / 1e9
-}

@@ -54,8 +54,8 @@ func (w *Worker) prepare(ctx context.Context, a *attempt, dir string) (executor.
 			return missingShell{fmt.Errorf("shell: %v on worker %s", err, w.id)}, exa, nil
 		}
 		// A plain command runs without a shell, as in a local run: the
-		// running file names its attempt's tag until Running names its
-		// group (attempt.begin, attempt.running).
+		// running file names its attempt by its tag (attempt.begin), and
+		// the fence learns its group from attempt.bodyRuns.
 		exa.Direct = true
 		return w.shell, exa, nil
 	case s.Isolation == "process":

@@ -232,8 +232,8 @@ func (r *runningFile) append(l runningLine) {
 func (r *runningFile) rewrite() error {
 	var buf bytes.Buffer
 	lines := 0
-	for tag, pgid := range r.tags {
-		l := runningLine{Op: "add", Tag: tag, PGID: pgid}
+	add := func(tag string) {
+		l := runningLine{Op: "add", Tag: tag, PGID: r.tags[tag]}
 		if box, ok := r.boxes[tag]; ok {
 			l.Container = &box
 		}
@@ -241,11 +241,12 @@ func (r *runningFile) rewrite() error {
 		buf.Write(append(b, '\n'))
 		lines++
 	}
-	for tag, box := range r.boxes {
+	for tag := range r.tags {
+		add(tag)
+	}
+	for tag := range r.boxes {
 		if _, ok := r.tags[tag]; !ok {
-			b, _ := json.Marshal(runningLine{Op: "add", Tag: tag, Container: &box})
-			buf.Write(append(b, '\n'))
-			lines++
+			add(tag)
 		}
 	}
 	tmp := r.path + ".tmp"
