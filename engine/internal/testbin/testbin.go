@@ -20,7 +20,8 @@ type Binary struct {
 	err  error
 }
 
-// Path builds the binary, once, and returns its path. go build writes it
+// Path builds the binary (static: CGO_ENABLED=0, as the README builds it),
+// once, and returns its path. go build writes it
 // to a folder of the temp dir named after the module's folder and kept
 // between test processes, where it skips the link (3-4 s) when the binary
 // there is up to date; the caller gets a hard link of it in a folder of
@@ -38,6 +39,9 @@ func (b *Binary) build() (string, error) {
 	cached := filepath.Join(os.TempDir(), "apollo-test-bin-"+hex.EncodeToString(sum[:6]), "apollo")
 	cmd := exec.Command("go", "build", "-o", cached, "apollo")
 	cmd.Dir = root
+	// The static build the README installs, whatever the test process's
+	// own cgo setting.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}

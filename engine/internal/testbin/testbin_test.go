@@ -1,6 +1,9 @@
 package testbin
 
 import (
+	"bytes"
+	"debug/elf"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -25,6 +28,9 @@ func TestBinary(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "apollo") {
 		t.Fatalf("%s version: %v %s", pa, err, out)
 	}
+	if interp := interpreter(t, pa); interp != "" {
+		t.Errorf("the tests' binary is loaded by %s: want the static build the README installs (CGO_ENABLED=0)", interp)
+	}
 	pb, err := b.Path()
 	if err != nil {
 		t.Fatal(err)
@@ -40,4 +46,25 @@ func TestBinary(t *testing.T) {
 		t.Errorf("another Binary's copy went with it: %v", err)
 	}
 	b.Remove()
+}
+
+// interpreter is the dynamic loader an ELF binary names ("" for a static
+// binary, or where binaries are not ELF).
+func interpreter(t *testing.T, path string) string {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		return "" // not ELF (macOS): nothing to check
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			b, err := io.ReadAll(p.Open())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(bytes.TrimRight(b, "\x00"))
+		}
+	}
+	return ""
 }
