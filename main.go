@@ -73,8 +73,6 @@ func commands() []subcommand {
 // runCLI runs the command line args (without the program name) and returns
 // the exit code.
 func runCLI(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	cmds := commands()
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		if len(args) > 1 && args[0] == "help" {
@@ -86,6 +84,9 @@ func runCLI(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
+	// Help above only prints: catching signals starts three threads.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	if args[0] == executor.IsolatedCommand { // its stdout is its runner's pipe: SIGPIPE ends it as before
 		return runIsolatedChild(ctx, stdout, stderr)
 	}
