@@ -5,8 +5,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 )
+
+// folderPrefix begins the name of every attempt folder: a worker's are
+// folderPrefix + <worker> + "-" + <digits> (folderOwner reads the worker
+// back); an older apollo's, folderPrefix + <digits>.
+const folderPrefix = "attempt-"
 
 // attemptFolders hands each attempt a folder of its own under the workers'
 // state folder (its output file and $APOLLO_OUTPUT), and keeps a folder an
@@ -31,7 +37,7 @@ func (f *attemptFolders) take() (string, error) {
 	}
 	f.mu.Unlock()
 	if dir == "" {
-		return os.MkdirTemp(f.dir, "attempt-"+f.owner+"-")
+		return os.MkdirTemp(f.dir, folderPrefix+f.owner+"-")
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", err
@@ -67,4 +73,14 @@ func (f *attemptFolders) close() {
 		os.RemoveAll(dir)
 	}
 	f.free = nil
+}
+
+// folderOwner is the name of the worker whose attempt folder base is
+// (folderPrefix + "<worker>-<digits>"), or "" for a folder named after none.
+func folderOwner(base string) string {
+	rest := strings.TrimPrefix(base, folderPrefix)
+	if i := strings.LastIndexByte(rest, '-'); i > 0 {
+		return rest[:i]
+	}
+	return ""
 }

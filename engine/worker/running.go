@@ -166,7 +166,7 @@ func (r *runningFile) endLeftovers(grace time.Duration) (int, []string) {
 	// Attempt folders of dead workers: named after their worker's file
 	// (attemptFolders), whose lock says whether it lives; a folder of an
 	// older apollo, named after no worker, once it is an hour old.
-	dirs, _ := filepath.Glob(filepath.Join(r.dir, "attempt-*"))
+	dirs, _ := filepath.Glob(filepath.Join(r.dir, folderPrefix+"*"))
 	for _, d := range dirs {
 		if owner := folderOwner(filepath.Base(d)); owner != "" {
 			if owner != r.name() && !lockedByLiveWorker(filepath.Join(r.dir, owner+".json.lock")) {
@@ -270,16 +270,6 @@ func (r *runningFile) rewrite() error {
 // name is the worker's name in its state folder: its file's, without
 // ".json".
 func (r *runningFile) name() string { return strings.TrimSuffix(filepath.Base(r.path), ".json") }
-
-// folderOwner is the name of the worker whose attempt folder base is
-// ("attempt-<worker>-<digits>"), or "" for a folder named after none.
-func folderOwner(base string) string {
-	rest := strings.TrimPrefix(base, "attempt-")
-	if i := strings.LastIndexByte(rest, '-'); i > 0 {
-		return rest[:i]
-	}
-	return ""
-}
 
 // lockedByLiveWorker reports whether a worker holds the lock file path.
 func lockedByLiveWorker(path string) bool {
