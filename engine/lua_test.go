@@ -3,11 +3,13 @@ package engine
 import (
 	"bytes"
 	"errors"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"apollo/eventlog"
 )
@@ -265,36 +267,64 @@ func (f *startFaultFile) Sync() error {
 	return f.File.Sync()
 }
 
-// TestLuaBodyWaitsForStepStart: a Lua body runs only once its STEP_START is durable. When the
-// record cannot be written or fsynced, the run fails with the log error and the body never
-// runs: no side effect of an attempt the log does not know of.
+// TestLuaBodyWaitsForStepStart: a Lua body's effects wait for its durable STEP_START. The
+// body may compute meanwhile, but print and apollo.* act only once the record is durable; when
+// it cannot be written or fsynced, the run fails with the log error, nothing the body would
+// have done is done (no file, no output line of an attempt the log does not know of), and a
+// body that only computes, endlessly, is stopped rather than waited for. In a Lua process and
+// in the runner alike.
 func TestLuaBodyWaitsForStepStart(t *testing.T) {
-	const yaml = `task_name: started
+	bodies := map[string]string{
+		"write": `require("apollo.fs").write("ran.txt", "the body ran")
+      return "ran"`,
+		"print": `print("early words")
+      require("apollo.fs").write("ran.txt", "the body ran")`,
+		"endless": `local n = 0
+      while true do n = n + 1 end`,
+	}
+	for _, isolation := range []string{"process", "inprocess"} {
+		for name, body := range bodies {
+			for _, op := range []string{"write", "sync"} {
+				t.Run(isolation+"/"+name+"/"+op, func(t *testing.T) {
+					yaml := `task_name: started
 steps:
   - id: body
+    isolation: ` + isolation + `
+    timeout_seconds: 60
     lua: |
-      require("apollo.fs").write("ran.txt", "the body ran")
-      return "ran"
+      ` + body + `
 `
-	for _, op := range []string{"write", "sync"} {
-		t.Run(op, func(t *testing.T) {
-			dir := t.TempDir()
-			fs := &startFaultFS{op: op}
-			err, st, _ := runPipeline(t, dir, yaml, RunOptions{}, Options{FS: fs})
-			if !fs.fired {
-				t.Fatalf("no STEP_START %s was failed", op)
+					dir := t.TempDir()
+					fs := &startFaultFS{op: op}
+					began := time.Now()
+					err, st, _ := runPipeline(t, dir, yaml, RunOptions{}, Options{FS: fs})
+					if took := time.Since(began); took > 30*time.Second {
+						t.Errorf("the run took %s: a body whose start failed was waited for until its 60 s timeout", took)
+					}
+					if !fs.fired {
+						t.Fatalf("no STEP_START %s was failed (Run: %v)", op, err)
+					}
+					if err == nil || !strings.Contains(err.Error(), errStartFault.Error()) {
+						t.Errorf("Run = %v, want the injected %s error", err, op)
+					}
+					if _, serr := os.Stat(filepath.Join(dir, "ran.txt")); serr == nil {
+						t.Errorf("the body wrote a file although its STEP_START %s failed", op)
+					}
+					filepath.WalkDir(filepath.Join(dir, ".apollo"), func(path string, d iofs.DirEntry, err error) error {
+						if err == nil && !d.IsDir() {
+							if b, _ := os.ReadFile(path); bytes.Contains(b, []byte("early words")) {
+								t.Errorf("%s holds what the body printed although its STEP_START %s failed", path, op)
+							}
+						}
+						return nil
+					})
+					if st != nil {
+						if s := st.Step("body"); s.Status == eventlog.Success {
+							t.Errorf("the step is recorded %s, want it not to have succeeded", s.Status)
+						}
+					}
+				})
 			}
-			if err == nil || !strings.Contains(err.Error(), errStartFault.Error()) {
-				t.Errorf("Run = %v, want the injected %s error", err, op)
-			}
-			if _, serr := os.Stat(filepath.Join(dir, "ran.txt")); serr == nil {
-				t.Errorf("the body ran although its STEP_START %s failed", op)
-			}
-			if st != nil {
-				if s := st.Step("body"); s.Status == eventlog.Success {
-					t.Errorf("the step is recorded %s, want it not to have succeeded", s.Status)
-				}
-			}
-		})
+		}
 	}
 }

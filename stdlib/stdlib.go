@@ -36,6 +36,16 @@ type CommandStarter interface {
 	StartCommand(cmd *exec.Cmd) error
 }
 
+// StartGate is an optional interface of an Env: the engine runs a step's
+// body while the attempt's start is made durable, and the body's effects
+// wait for it. Every function of a module built here (but apollo.json, which
+// only computes) calls AwaitStart before it acts, and raises its error (the
+// start could not be recorded) instead of acting. Its first call may block;
+// the next ones return at once.
+type StartGate interface {
+	AwaitStart() error
+}
+
 // Capabilities is an optional interface of an Env: apollo.exec and
 // apollo.http are capabilities a step is granted (allow:), not defaults.
 // Allowed says whether the step has one ("exec", "http"); AllowHost whether
@@ -58,16 +68,16 @@ func Modules(env Env) map[string]lua.LGFunction {
 	lib := &library{env: env}
 	lib.confine = sync.OnceValue(func() *confinement { return newConfinement(env.Workspace(), env.StateDir()) })
 	mods := map[string]lua.LGFunction{
-		"apollo.idem":   lib.loader(lib.idemFuncs),
-		"apollo.fs":     lib.loader(lib.fsFuncs),
-		"apollo.exec":   lib.loader(lib.execFuncs),
-		"apollo.http":   lib.loader(lib.httpFuncs),
+		"apollo.idem":   lib.loader("idem", lib.idemFuncs),
+		"apollo.fs":     lib.loader("fs", lib.fsFuncs),
+		"apollo.exec":   lib.loader("exec", lib.execFuncs),
+		"apollo.http":   lib.loader("http", lib.httpFuncs),
 		"apollo.json":   lib.jsonLoader,
-		"apollo.log":    lib.loader(lib.logFuncs),
-		"apollo.digest": lib.loader(lib.digestFuncs),
+		"apollo.log":    lib.loader("log", lib.logFuncs),
+		"apollo.digest": lib.loader("digest", lib.digestFuncs),
 	}
 	if st, ok := env.(StateEnv); ok {
-		mods["apollo.state"] = lib.loader(func() map[string]lua.LGFunction { return stateFuncs(st) })
+		mods["apollo.state"] = lib.loader("state", func() map[string]lua.LGFunction { return stateFuncs(st) })
 	}
 	if caps, ok := env.(Capabilities); ok {
 		for _, c := range []string{"exec", "http"} {
@@ -101,14 +111,31 @@ type library struct {
 }
 
 // loader returns a module loader that builds the module's table from funcs when a script
-// requires it.
-func (lib *library) loader(funcs func() map[string]lua.LGFunction) lua.LGFunction {
+// requires it (module is its name in messages: "fs"). With a StartGate, each function waits
+// for the attempt's start before it acts.
+func (lib *library) loader(module string, funcs func() map[string]lua.LGFunction) lua.LGFunction {
 	return func(L *lua.LState) int {
 		fs := funcs()
+		if g, ok := lib.env.(StartGate); ok {
+			for name, fn := range fs {
+				fs[name] = afterStart(g, module+"."+name, fn)
+			}
+		}
 		t := L.CreateTable(0, len(fs))
 		L.SetFuncs(t, fs)
 		L.Push(t)
 		return 1
+	}
+}
+
+// afterStart is fn, called once g's start is durable; a start that could not be recorded
+// raises its error.
+func afterStart(g StartGate, name string, fn lua.LGFunction) lua.LGFunction {
+	return func(L *lua.LState) int {
+		if err := g.AwaitStart(); err != nil {
+			raise(L, name, "the step's start could not be recorded: %v", err)
+		}
+		return fn(L)
 	}
 }
 

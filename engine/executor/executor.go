@@ -34,7 +34,9 @@ type Attempt struct {
 	PublishPath string
 	// Started is called once the body's process exists, before the body may
 	// run; the body runs only if it returns nil. pgid names the process
-	// group (0 when the body runs inside apollo).
+	// group (0 when the body runs inside apollo). A Lua body runs while
+	// Started does, and its effects (print, apollo.* but apollo.json) wait
+	// for it: they happen only if it returned nil.
 	Started func(pgid int) error
 	// Running, when set, is called once a process body has been released
 	// (pgid > 0), for bookkeeping that must not delay the body.

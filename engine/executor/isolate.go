@@ -32,9 +32,10 @@ import (
 // The runner stays the log's only writer: a Lua process asks it for markers and
 // to record them (markerRequest), and waits for the answer, so an
 // idem.once marker is durable before the code it guards runs. The runner
-// makes the STEP_START durable while the Lua process reads the job and makes
-// the state, then sends its outcome (luaproc.Pool.RunSent), which the Lua
-// process waits for before it runs any code of the step. A Lua process writes the attempt's output
+// makes the STEP_START durable while the Lua process reads the job, makes
+// the state and runs the body, then sends its outcome (luaproc.Pool.RunSent):
+// the body's first effect (print, apollo.*) waits for it (Lua.runHere), and
+// a body that has none has sent its result by then. A Lua process writes the attempt's output
 // file itself (print, apollo.log); when the runner stops or loses a Lua process,
 // it adds the error line.
 
@@ -210,12 +211,22 @@ func runInProcess(ctx context.Context, pool *luaproc.Pool, a *Attempt, workdir, 
 		return Result{Err: fmt.Errorf("encode the Lua attempt for its Lua process: %w", err), ExitCode: -1}
 	}
 	// The STEP_START is made durable once the job is sent, while the Lua
-	// process reads it and makes the state; the Lua process runs no code of
-	// the step before the runner answers its start request with the outcome.
+	// process reads it, makes the state and runs the body up to its first
+	// effect, which waits for the runner's word: the outcome, sent next. A
+	// start that could not be recorded stops the job (its body may compute
+	// on and on) and ends the Lua process.
 	var started bool
 	var serr error
-	start := func() error { started, serr = true, a.Started(0); return serr }
-	out, err := pool.RunSent(ctx, job, luaproc.Limits{MemoryMB: mem, KillGrace: a.KillGrace}, start, markerRequests(a))
+	jctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	start := func() error {
+		started, serr = true, a.Started(0)
+		if serr != nil {
+			stop(serr)
+		}
+		return serr
+	}
+	out, err := pool.RunSent(jctx, job, luaproc.Limits{MemoryMB: mem, KillGrace: a.KillGrace}, start, markerRequests(a))
 	if !started {
 		start()
 	}
@@ -365,7 +376,7 @@ func RunIsolatedChild(ctx context.Context, stdin *os.File, stdout io.Writer, bun
 		}
 		a := &Attempt{TaskID: job.TaskID, StepID: job.StepID, RetryCount: job.RetryCount, Step: step,
 			Env: job.Env, Dir: job.Dir, OutputPath: job.OutputPath, OutputLimit: job.OutputLimit,
-			Started: func(int) error { // the go-ahead: the runner made the STEP_START durable
+			Started: func(int) error { // the runner's word: the STEP_START is durable
 				_, err := call(nil)
 				return err
 			},

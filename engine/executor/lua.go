@@ -139,41 +139,50 @@ func (x *Lua) processes() (*luaproc.Pool, error) {
 }
 
 // runHere runs one Lua attempt or cleanup in this process.
+//
+// The body runs while its start is made durable (an fsync: mostly waiting for the disk), and
+// its effects wait for it: print and every apollo.* call but apollo.json go through the
+// attempt's startGate, whose first wait returns once Started has. The sandbox has no other way
+// out (no os, io or debug library), so what runs before the start is durable only computes:
+// making the state, building ctx, the body's own code up to its first effect. A body that
+// only computes is done by the time the start is durable.
+//
+// In the runner the body runs on its own goroutine while this one calls Started and then
+// opens the gate; a start that could not be recorded stops the body and returns NotStarted. In
+// a Lua process, Started asks the runner for its word (which it sends once the STEP_START is
+// durable) and the body's first effect waits for it; a body that had none returns its result
+// without it, and the Lua process reads the runner's word after the result (luaproc).
 func (x *Lua) runHere(ctx context.Context, a *Attempt) Result {
 	out := newOutput(a)
 	defer out.Close()
-	// The durable STEP_START (an fsync: mostly waiting for the disk) and the making of the
-	// fresh state (CPU) overlap: another goroutine makes the state while this one waits for
-	// the record's fsync in Started (doing it itself if the writer's background fsync has not
-	// begun yet), and the body runs only once Started has returned nil. Making a state has no
-	// effect outside this process: no file is created, no module loaded, no script code run.
-	// The state is made on the side because it is the shorter task: when the fsync returns
-	// the state is ready, and nothing waits for a goroutine to be woken.
-	//
-	// In a Lua process the runner makes the STEP_START durable while the Lua process reads the
-	// job and makes the state, and Started asks the runner for the outcome: a goroutine would
-	// only wake a second thread.
-	var p prepared
-	var serr error
-	if x.luaProcess {
-		p = x.prepare(ctx, a, out)
-		serr = a.Started(0)
-	} else {
-		ready := make(chan prepared, 1)
-		go func() { ready <- x.prepare(ctx, a, out) }()
-		serr = a.Started(0)
-		p = <-ready
-	}
-	if p.st != nil {
-		defer p.st.Close()
-	}
-	if serr != nil {
-		return Result{Err: serr, ExitCode: -1, NotStarted: true}
-	}
-	err := p.err
 	var value any
-	if err == nil {
-		value, err = x.body(p, a)
+	var err error
+	var gate *startGate
+	if x.luaProcess {
+		gate = &startGate{start: func() error { return a.Started(0) }}
+		value, err = x.attempt(ctx, a, out, gate)
+	} else {
+		gate = &startGate{ready: make(chan struct{})}
+		bctx, stop := context.WithCancelCause(ctx)
+		defer stop(nil)
+		type ran struct {
+			value any
+			err   error
+		}
+		done := make(chan ran, 1)
+		go func() {
+			v, err := x.attempt(bctx, a, out, gate)
+			done <- ran{v, err}
+		}()
+		serr := a.Started(0)
+		gate.open(serr)
+		if serr != nil {
+			stop(serr)
+			<-done
+			return Result{Err: serr, ExitCode: -1, NotStarted: true}
+		}
+		r := <-done
+		value, err = r.value, r.err
 	}
 	res := Result{}
 	res.TimedOut, res.Interrupted = endCause(ctx)
@@ -192,8 +201,9 @@ func (x *Lua) runHere(ctx context.Context, a *Attempt) Result {
 	}
 	res.Note = out.cutNote()
 	if res.Err != nil {
-		// A Lua process the runner stopped writes nothing: the runner says why.
-		if !x.luaProcess || !res.Interrupted {
+		// A Lua process the runner stopped writes nothing: the runner says why. The line is
+		// an effect: it waits for the start (an attempt that never started has no output).
+		if (!x.luaProcess || !res.Interrupted) && gate.AwaitStart() == nil {
 			fmt.Fprintf(out, "error: %v\n", res.Err)
 		}
 		res.ExitCode = 1
@@ -216,6 +226,58 @@ func (x *Lua) runHere(ctx context.Context, a *Attempt) Result {
 	return res
 }
 
+// attempt makes the attempt's fresh state, runs its body in it and closes it; the body's
+// effects wait for gate.
+func (x *Lua) attempt(ctx context.Context, a *Attempt, out io.Writer, gate *startGate) (any, error) {
+	p := x.prepare(ctx, a, out, gate)
+	if p.st != nil {
+		defer p.st.Close()
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	return x.body(p, a)
+}
+
+// startGate is what a body's effects wait for: its attempt's durable start. Either start is
+// set, and the first wait calls it (a Lua process asking the runner), or ready is, and open
+// releases the waits with Started's outcome (the runner).
+type startGate struct {
+	start func() error
+	once  sync.Once
+	ready chan struct{}
+	err   error
+}
+
+// AwaitStart returns once the attempt's start is durable, nil, or why it could not be made so.
+func (g *startGate) AwaitStart() error {
+	if g.ready == nil {
+		g.once.Do(func() { g.err = g.start() })
+		return g.err
+	}
+	<-g.ready
+	return g.err
+}
+
+// open releases the waits with err, Started's outcome.
+func (g *startGate) open(err error) {
+	g.err = err
+	close(g.ready)
+}
+
+// gatedWriter is print's writer: a write waits for the start, and is dropped if it failed.
+type gatedWriter struct {
+	gate *startGate
+	w    io.Writer
+}
+
+func (w gatedWriter) Write(p []byte) (int, error) {
+	if err := w.gate.AwaitStart(); err != nil {
+		return 0, err
+	}
+	return w.w.Write(p)
+}
+
 // prepared is an attempt's state, ready to run its body.
 type prepared struct {
 	st        *luart.State // nil when err is set before the state was made
@@ -226,13 +288,14 @@ type prepared struct {
 }
 
 // prepare makes the attempt's fresh state with its ctx global, and compiles an inline body,
-// without running any script code. A state it returns must be closed, also with an error.
-func (x *Lua) prepare(ctx context.Context, a *Attempt, out io.Writer) prepared {
+// without running any script code; print and the standard library wait for gate. A state it
+// returns must be closed, also with an error.
+func (x *Lua) prepare(ctx context.Context, a *Attempt, out io.Writer, gate *startGate) prepared {
 	var p prepared
 	rt := x.runtime(a.Pipeline)
-	env := &stepEnv{a: a, out: out, luaProcess: x.luaProcess}
+	env := &stepEnv{a: a, out: out, luaProcess: x.luaProcess, gate: gate}
 	p.st, p.err = rt.NewState(ctx, luart.StateOptions{
-		Print: out, MemoryLimitMB: a.Step.MemoryMB, Modules: stdlib.Modules(env), Unwatched: x.luaProcess,
+		Print: gatedWriter{gate, out}, MemoryLimitMB: a.Step.MemoryMB, Modules: stdlib.Modules(env), Unwatched: x.luaProcess,
 		Sources: a.Sources})
 	if p.err != nil {
 		return p
@@ -410,7 +473,11 @@ type stepEnv struct {
 	a          *Attempt
 	out        io.Writer
 	luaProcess bool // the attempt runs in a Lua process
+	gate       *startGate
 }
+
+// AwaitStart makes the standard library's calls wait for the attempt's durable start.
+func (e *stepEnv) AwaitStart() error { return e.gate.AwaitStart() }
 
 func (e *stepEnv) TaskID() string      { return e.a.TaskID }
 func (e *stepEnv) StepID() string      { return e.a.StepID }

@@ -20,9 +20,9 @@
 // parent): a 4-byte big-endian length n (at most MaxFrame), then n bytes: a
 // kind byte and the payload.
 //
-//	'H' child → parent  "luaproc 2"; once, when the child is ready
+//	'H' child → parent  "luaproc 3"; once, when the child is ready
 //	'J' parent → child  8-byte big-endian memory limit in bytes (0: none), a flags byte
-//	                    (1: held, a go-ahead follows), then the job
+//	                    (1: held, a go-ahead may follow), then the job
 //	'Q' child → parent  a request (the handler's call)
 //	'A' parent → child  flags byte (1: the request failed), then the answer or the error
 //	                    message; also a held job's go-ahead (1: refused, with the message)
@@ -31,14 +31,20 @@
 //	                    4 the child exits after this frame (retired)
 //
 // A job is 'J', then, if it is held (Pool.RunSent), its go-ahead 'A' once the
-// parent has done what the job waits for (the handler waits for it with
-// call(nil); the child reads it after the handler if the handler did not),
-// then any number of 'Q'/'A' pairs (the child waits for each
-// answer, so whatever the parent does before answering — making a record
-// durable — is done before the job goes on), then 'R'. A child that is not
-// retired then waits for the next 'J'; at the end of its stdin it exits. The
-// parent answers requests on Run's goroutine, one at a time. Anything else
-// ends the child: a parent never reads a frame it did not expect.
+// parent has done what the job waits for; then any number of 'Q'/'A' pairs
+// (the child waits for each answer, so whatever the parent does before
+// answering — making a record durable — is done before the job goes on),
+// then 'R'. The handler of a held job waits for the go-ahead with call(nil)
+// before whatever must wait for it (its first request reads it first), and
+// may need none: it then sends its 'R' without it, and the parent, finding
+// the result there once it has done its part, sends no go-ahead (a refusal
+// it still sends). A go-ahead that comes after the result is read and
+// dropped before the next 'J'. So a job that needs nothing of the parent
+// runs while the parent does its part, and its result waits in the pipe:
+// neither side sleeps for the other's frame. A child that is not retired
+// then waits for the next 'J'; at the end of its stdin it exits. The parent
+// answers requests on Run's goroutine, one at a time. Anything else ends the
+// child: a parent never reads a frame it did not expect.
 //
 // The parent reads a child's stream on Run's goroutine (the end of Run's
 // ctx stops the read with a read deadline), and the child reads the

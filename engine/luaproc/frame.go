@@ -19,7 +19,7 @@ const (
 
 // version is the hello frame's payload; a child saying anything else is not
 // spoken to.
-const version = "luaproc 2"
+const version = "luaproc 3"
 
 // MaxFrame is the largest frame either side accepts: a job, a request, an
 // answer or a result.

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Options configure a Pool.
@@ -212,6 +214,25 @@ func (c *child) watch(ctx context.Context) (disarm func()) {
 		mu.Unlock()
 		c.out.SetReadDeadline(time.Time{})
 	}
+}
+
+// answered reports whether the child's stream has something to read (its
+// result, or its end), without reading it.
+func (c *child) answered() bool {
+	if c.r.Buffered() > 0 {
+		return true
+	}
+	rc, err := c.out.SyscallConn()
+	if err != nil {
+		return false
+	}
+	ready := false
+	rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 0)
+		ready = err == nil && n > 0
+	})
+	return ready
 }
 
 // signal sends sig to the child's process group.
@@ -490,9 +511,11 @@ func (p *Pool) Run(ctx context.Context, job []byte, lim Limits, onRequest func(c
 // RunSent is Run, calling sent (if not nil) on Run's goroutine once the job
 // is sent, and then sending the child its outcome, the job's go-ahead:
 // what the parent must do before the job may have effects (make a record
-// durable) is done while the child reads the job and prepares it. The
-// child's handler waits for the go-ahead with call(nil), which returns
-// sent's error, if any, as an error with its message.
+// durable) is done while the child reads the job and runs it up to what
+// must wait. The child's handler waits for the go-ahead with call(nil),
+// which returns sent's error, if any, as an error with its message. A
+// handler that returned without it gets none (unless sent failed): its
+// result is already there.
 func (p *Pool) RunSent(ctx context.Context, job []byte, lim Limits, sent func() error, onRequest func(ctx context.Context, req []byte) ([]byte, error)) ([]byte, error) {
 	if lim.KillGrace <= 0 {
 		lim.KillGrace = 5 * time.Second
@@ -513,10 +536,14 @@ func (p *Pool) RunSent(ctx context.Context, job []byte, lim Limits, sent func() 
 	err = c.send(kindJob, head[:], job)
 	if sent != nil {
 		goAhead := []byte{0}
-		if serr := sent(); serr != nil {
+		serr := sent()
+		if serr != nil {
 			goAhead = append([]byte{answerErr}, serr.Error()...)
 		}
-		if err == nil {
+		// A child that has answered already did not wait for the
+		// go-ahead: it is not sent (the child would read it only to drop
+		// it), but a refusal is, for a job still running.
+		if err == nil && (serr != nil || !c.answered()) {
 			err = c.send(kindAnswer, goAhead)
 		}
 	}

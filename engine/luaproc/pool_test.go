@@ -70,11 +70,36 @@ func testChild(mode string) int {
 	// As Serve, but a job has one P for its first testWideAfter: long
 	// enough that a short job on a loaded machine is never mistaken for a
 	// long one (TestJobProcs).
-	if err := serve(ctx, os.Stdin, os.Stdout, testHandler, cfg, singleP(), testWideAfter); err != nil {
+	var out io.Writer = os.Stdout
+	if path := os.Getenv(resultsEnv); path != "" {
+		out = resultCounter{w: os.Stdout, path: path}
+	}
+	if err := serve(ctx, os.Stdin, out, testHandler, cfg, singleP(), testWideAfter); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return 0
+}
+
+// resultsEnv names a file the test child appends a line to once it has
+// written a result frame (TestRunSentAnswersFirst).
+const resultsEnv = "LUAPROC_TEST_RESULTS"
+
+// resultCounter is the test child's stdout when resultsEnv is set.
+type resultCounter struct {
+	w    io.Writer
+	path string
+}
+
+func (r resultCounter) Write(p []byte) (int, error) {
+	n, err := r.w.Write(p)
+	if err == nil && len(p) > 4 && p[4] == kindResult {
+		if f, ferr := os.OpenFile(r.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); ferr == nil {
+			f.WriteString("result\n")
+			f.Close()
+		}
+	}
+	return n, err
 }
 
 func testHandler(ctx context.Context, raw []byte, call func([]byte) ([]byte, error)) ([]byte, error) {
@@ -177,7 +202,7 @@ func testPool(t testing.TB, mode string, opts Options) *Pool {
 		t.Fatal(err)
 	}
 	opts.Path = exe
-	opts.Env = append(os.Environ(), childEnv+"="+mode)
+	opts.Env = append(append(os.Environ(), opts.Env...), childEnv+"="+mode)
 	p := New(opts)
 	t.Cleanup(func() { p.Close() })
 	return p
@@ -563,6 +588,48 @@ func TestRunSent(t *testing.T) {
 	second, err := p.Run(t.Context(), jobJSON(testJob{Op: "pid"}), Limits{}, noRequests)
 	if err != nil || string(first) != string(second) || p.Started() != 1 {
 		t.Errorf("after a held job whose handler did not wait: %q, %v, pids %s and %s, %d children started; want the same child", second, err, first, second, p.Started())
+	}
+}
+
+// TestRunSentAnswersFirst: the handler of a held job that has no need of
+// its go-ahead sends its result while the parent is still in sent, and the
+// parent, finding it there, sends no go-ahead; the same child serves the
+// next jobs, held or not, and one whose handler waits still gets its
+// go-ahead.
+func TestRunSentAnswersFirst(t *testing.T) {
+	t.Parallel()
+	results := filepath.Join(t.TempDir(), "results")
+	p := testPool(t, "", Options{Env: []string{resultsEnv + "=" + results}})
+	// sent returns once the child has written n results, or after 10 s.
+	sentAfter := func(n int) func() error {
+		return func() error {
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+				if b, _ := os.ReadFile(results); bytes.Count(b, []byte("result")) >= n {
+					return nil
+				}
+			}
+			return nil
+		}
+	}
+	first, err := p.RunSent(t.Context(), jobJSON(testJob{Op: "pid"}), Limits{}, sentAfter(1), noRequests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(results); bytes.Count(b, []byte("result")) != 1 {
+		t.Fatalf("the child wrote %d results while the parent was in sent; want its result before the go-ahead", bytes.Count(b, []byte("result")))
+	}
+	second, err := p.RunSent(t.Context(), jobJSON(testJob{Op: "pid"}), Limits{}, sentAfter(2), noRequests)
+	if err != nil || string(second) != string(first) {
+		t.Errorf("the next held job = %q, %v; want the same child (%s)", second, err, first)
+	}
+	var sent bool
+	out, err := p.RunSent(t.Context(), jobJSON(testJob{Op: "held"}), Limits{}, func() error { sent = true; return nil }, noRequests)
+	if err != nil || string(out) != "go" || !sent {
+		t.Errorf("a held job whose handler waits = %q, %v; want go", out, err)
+	}
+	third, err := p.Run(t.Context(), jobJSON(testJob{Op: "pid"}), Limits{}, noRequests)
+	if err != nil || string(third) != string(first) || p.Started() != 1 {
+		t.Errorf("after held jobs: %q, %v, %d children started; want the same child, one started", third, err, p.Started())
 	}
 }
 

@@ -96,6 +96,7 @@ func serve(ctx context.Context, stdin *os.File, stdout io.Writer, h Handler, mem
 	// The child's SIGTERM between jobs stops the read of the next one.
 	defer context.AfterFunc(ctx, s.interrupt)()
 	fresh := goMemory()
+	late := false // the last job's go-ahead may still come
 	for {
 		kind, body, err := readFrame(s.r)
 		switch {
@@ -103,12 +104,16 @@ func serve(ctx context.Context, stdin *os.File, stdout io.Writer, h Handler, mem
 			return nil
 		case err != nil:
 			return fmt.Errorf("luaproc: read from the parent: %w", err)
+		case kind == kindAnswer && late:
+			late = false // the job it was for is over
+			continue
 		case kind != kindJob || len(body) < jobHeaderLen:
 			return fmt.Errorf("%w: %q where a job was expected", errFrame, kind)
 		}
 		limit := binary.BigEndian.Uint64(body[:8])
 		held := body[8]&jobHeld != 0
-		retire, err := s.job(ctx, limit, held, body[jobHeaderLen:], h, fresh)
+		var retire bool
+		retire, late, err = s.job(ctx, limit, held, body[jobHeaderLen:], h, fresh)
 		if err != nil || retire {
 			return err
 		}
@@ -177,8 +182,10 @@ func (s *server) write(kind byte, parts ...[]byte) error {
 }
 
 // job runs one job under its memory limit (limit bytes; 0 for none) and
-// sends its result. It reports whether the child must exit after it.
-func (s *server) job(ctx context.Context, limit uint64, held bool, job []byte, h Handler, fresh uint64) (retire bool, err error) {
+// sends its result. It reports whether the child must exit after it, and
+// whether the job was held and its go-ahead not read: the parent may still
+// send it, after the result, or not at all.
+func (s *server) job(ctx context.Context, limit uint64, held bool, job []byte, h Handler, fresh uint64) (retire, late bool, err error) {
 	jctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	done := make(chan struct{})
@@ -189,23 +196,23 @@ func (s *server) job(ctx context.Context, limit uint64, held bool, job []byte, h
 	defer narrow()
 	m := s.mem.start(limit, func() { cancel(ErrMemoryLimit) }, s.parentGone, func() { orphaned(cancel, done) })
 	waiting := held // the go-ahead is still to be read
-	out, herr := h(jctx, job, func(req []byte) ([]byte, error) {
-		if req == nil {
-			if !waiting {
-				return nil, nil
-			}
+	var refused error
+	goAhead := func() error {
+		if waiting {
 			waiting = false
-			return s.answer(jctx, cancel, done)
+			_, refused = s.answer(jctx, cancel, done)
+		}
+		return refused
+	}
+	out, herr := h(jctx, job, func(req []byte) ([]byte, error) {
+		if err := goAhead(); req == nil || err != nil {
+			// A request comes after the go-ahead, which is read
+			// first: it is the next frame on the pipe.
+			return nil, err
 		}
 		return s.call(jctx, req, cancel, done)
 	})
 	over := m.stop()
-	if waiting && jctx.Err() == nil {
-		// The handler did not wait for it: it is read here, not where
-		// the next job is. A child that could not read it retires.
-		_, err := s.answer(jctx, cancel, done)
-		waiting = errors.Is(err, errParentGone) || errors.Is(err, errFrame) || jctx.Err() != nil
-	}
 
 	var flags byte
 	if herr != nil {
@@ -218,14 +225,20 @@ func (s *server) job(ctx context.Context, limit uint64, held bool, job []byte, h
 	// A child that went over its limit, was stopped, lost its parent or
 	// kept much of what its job allocated is not given another job: its
 	// heap is not what the next job's limit assumes.
-	if waiting || over || ctx.Err() != nil || errors.Is(context.Cause(jctx), errParentGone) || goMemory() > fresh+retireGrowth {
+	if over || ctx.Err() != nil || lost(refused) || errors.Is(context.Cause(jctx), errParentGone) || goMemory() > fresh+retireGrowth {
 		flags |= resultRetired
 		retire = true
 	}
 	if err := s.write(kindResult, []byte{flags}, out); err != nil {
-		return true, fmt.Errorf("luaproc: send the result: %w", err)
+		return true, false, fmt.Errorf("luaproc: send the result: %w", err)
 	}
-	return retire, nil
+	return retire, waiting, nil
+}
+
+// lost reports whether err, from reading a go-ahead, leaves the stream
+// unfit for another job (a refusal does not).
+func lost(err error) bool {
+	return errors.Is(err, errParentGone) || errors.Is(err, errFrame) || errors.Is(err, context.Canceled) || errors.Is(err, ErrMemoryLimit)
 }
 
 // widen gives the runtime s.procs Ps once the job has run for s.wideAfter,
