@@ -39,7 +39,7 @@ const answerErr = 1 // the request failed: the rest is its message
 // bytes, big-endian, then a flags byte.
 const jobHeaderLen = 9
 
-// jobHeld is the flag of a job whose go-ahead follows (Pool.RunSent).
+// jobHeld is the flag of a job whose go-ahead may follow (Pool.RunSent).
 const jobHeld = 1
 
 // errFrame is a malformed frame: the other side is not speaking the protocol.

@@ -36,7 +36,10 @@ const orphanGrace = 5 * time.Second
 // waits for the answer, so a request the parent must make durable is
 // durable when call returns. call(nil) waits for a held job's go-ahead
 // (Pool.RunSent) and returns its refusal as an error; for a job that is not
-// held it returns at once.
+// held, or once it was read, it returns at once. A request of a held job
+// waits for the go-ahead first. A handler that returns without it sends
+// its result at once, and the go-ahead, if the parent still sends one, is
+// dropped.
 type Handler func(ctx context.Context, job []byte, call func(req []byte) ([]byte, error)) ([]byte, error)
 
 // server is the child's side of the protocol. The goroutine that reads a
