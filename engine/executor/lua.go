@@ -141,14 +141,14 @@ func (x *Lua) processes() (*luaproc.Pool, error) {
 // runHere runs one Lua attempt or cleanup in this process.
 //
 // The body runs while its start is made durable (an fsync: mostly waiting for the disk), and
-// its effects wait for it: print and every apollo.* call but apollo.json go through the
-// attempt's startGate, whose first wait returns once Started has. The sandbox has no other way
+// its effects wait for it: print and every apollo.* call but apollo.json call awaitStart
+// first, which returns once Started has. The sandbox has no other way
 // out (no os, io or debug library), so what runs before the start is durable only computes:
 // making the state, building ctx, the body's own code up to its first effect. A body that
 // only computes is done by the time the start is durable.
 //
 // In the runner the body runs on its own goroutine while this one calls Started and then
-// opens the gate; a start that could not be recorded stops the body and returns NotStarted. In
+// releases the waits; a start that could not be recorded stops the body and returns NotStarted. In
 // a Lua process, Started asks the runner for its word (which it sends once the STEP_START is
 // durable) and the body's first effect waits for it; a body that had none returns its result
 // without it, and the Lua process reads the runner's word after the result (luaproc).
@@ -157,12 +157,14 @@ func (x *Lua) runHere(ctx context.Context, a *Attempt) Result {
 	defer out.Close()
 	var value any
 	var err error
-	var gate *startGate
+	var awaitStart func() error
 	if x.luaProcess {
-		gate = &startGate{start: func() error { return a.Started(0) }}
-		value, err = x.attempt(ctx, a, out, gate)
+		awaitStart = sync.OnceValue(func() error { return a.Started(0) })
+		value, err = x.attempt(ctx, a, out, awaitStart)
 	} else {
-		gate = &startGate{ready: make(chan struct{})}
+		var serr error
+		started := make(chan struct{})
+		awaitStart = func() error { <-started; return serr }
 		bctx, stop := context.WithCancelCause(ctx)
 		defer stop(nil)
 		type ran struct {
@@ -171,11 +173,11 @@ func (x *Lua) runHere(ctx context.Context, a *Attempt) Result {
 		}
 		done := make(chan ran, 1)
 		go func() {
-			v, err := x.attempt(bctx, a, out, gate)
+			v, err := x.attempt(bctx, a, out, awaitStart)
 			done <- ran{v, err}
 		}()
-		serr := a.Started(0)
-		gate.open(serr)
+		serr = a.Started(0)
+		close(started)
 		if serr != nil {
 			stop(serr)
 			<-done
@@ -203,7 +205,7 @@ func (x *Lua) runHere(ctx context.Context, a *Attempt) Result {
 	if res.Err != nil {
 		// A Lua process the runner stopped writes nothing: the runner says why. The line is
 		// an effect: it waits for the start (an attempt that never started has no output).
-		if (!x.luaProcess || !res.Interrupted) && gate.AwaitStart() == nil {
+		if (!x.luaProcess || !res.Interrupted) && awaitStart() == nil {
 			fmt.Fprintf(out, "error: %v\n", res.Err)
 		}
 		res.ExitCode = 1
@@ -227,9 +229,9 @@ func (x *Lua) runHere(ctx context.Context, a *Attempt) Result {
 }
 
 // attempt makes the attempt's fresh state, runs its body in it and closes it; the body's
-// effects wait for gate.
-func (x *Lua) attempt(ctx context.Context, a *Attempt, out io.Writer, gate *startGate) (any, error) {
-	p := x.prepare(ctx, a, out, gate)
+// effects call awaitStart first.
+func (x *Lua) attempt(ctx context.Context, a *Attempt, out io.Writer, awaitStart func() error) (any, error) {
+	p := x.prepare(ctx, a, out, awaitStart)
 	if p.st != nil {
 		defer p.st.Close()
 	}
@@ -239,40 +241,14 @@ func (x *Lua) attempt(ctx context.Context, a *Attempt, out io.Writer, gate *star
 	return x.body(p, a)
 }
 
-// startGate is what a body's effects wait for: its attempt's durable start. Either start is
-// set, and the first wait calls it (a Lua process asking the runner), or ready is, and open
-// releases the waits with Started's outcome (the runner).
-type startGate struct {
-	start func() error
-	once  sync.Once
-	ready chan struct{}
-	err   error
-}
-
-// AwaitStart returns once the attempt's start is durable, nil, or why it could not be made so.
-func (g *startGate) AwaitStart() error {
-	if g.ready == nil {
-		g.once.Do(func() { g.err = g.start() })
-		return g.err
-	}
-	<-g.ready
-	return g.err
-}
-
-// open releases the waits with err, Started's outcome.
-func (g *startGate) open(err error) {
-	g.err = err
-	close(g.ready)
-}
-
 // gatedWriter is print's writer: a write waits for the start, and is dropped if it failed.
 type gatedWriter struct {
-	gate *startGate
-	w    io.Writer
+	awaitStart func() error
+	w          io.Writer
 }
 
 func (w gatedWriter) Write(p []byte) (int, error) {
-	if err := w.gate.AwaitStart(); err != nil {
+	if err := w.awaitStart(); err != nil {
 		return 0, err
 	}
 	return w.w.Write(p)
@@ -288,14 +264,14 @@ type prepared struct {
 }
 
 // prepare makes the attempt's fresh state with its ctx global, and compiles an inline body,
-// without running any script code; print and the standard library wait for gate. A state it
-// returns must be closed, also with an error.
-func (x *Lua) prepare(ctx context.Context, a *Attempt, out io.Writer, gate *startGate) prepared {
+// without running any script code; print and the standard library call awaitStart before
+// they act. A state it returns must be closed, also with an error.
+func (x *Lua) prepare(ctx context.Context, a *Attempt, out io.Writer, awaitStart func() error) prepared {
 	var p prepared
 	rt := x.runtime(a.Pipeline)
-	env := &stepEnv{a: a, out: out, luaProcess: x.luaProcess, gate: gate}
+	env := &stepEnv{a: a, out: out, luaProcess: x.luaProcess, awaitStart: awaitStart}
 	p.st, p.err = rt.NewState(ctx, luart.StateOptions{
-		Print: gatedWriter{gate, out}, MemoryLimitMB: a.Step.MemoryMB, Modules: stdlib.Modules(env), Unwatched: x.luaProcess,
+		Print: gatedWriter{awaitStart, out}, MemoryLimitMB: a.Step.MemoryMB, Modules: stdlib.Modules(env), Unwatched: x.luaProcess,
 		Sources: a.Sources})
 	if p.err != nil {
 		return p
@@ -472,12 +448,12 @@ func absOr(p string) string {
 type stepEnv struct {
 	a          *Attempt
 	out        io.Writer
-	luaProcess bool // the attempt runs in a Lua process
-	gate       *startGate
+	luaProcess bool         // the attempt runs in a Lua process
+	awaitStart func() error // returns once the attempt's start is durable, or why it is not
 }
 
 // AwaitStart makes the standard library's calls wait for the attempt's durable start.
-func (e *stepEnv) AwaitStart() error { return e.gate.AwaitStart() }
+func (e *stepEnv) AwaitStart() error { return e.awaitStart() }
 
 func (e *stepEnv) TaskID() string      { return e.a.TaskID }
 func (e *stepEnv) StepID() string      { return e.a.StepID }

@@ -15,8 +15,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Options configure a Pool.
@@ -227,11 +225,7 @@ func (c *child) answered() bool {
 		return false
 	}
 	ready := false
-	rc.Control(func(fd uintptr) {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, 0)
-		ready = err == nil && n > 0
-	})
+	rc.Control(func(fd uintptr) { ready = pollNow(int(fd)) != 0 })
 	return ready
 }
 

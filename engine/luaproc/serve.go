@@ -158,9 +158,17 @@ func (s *server) interrupt() { s.in.SetReadDeadline(time.Unix(1, 0)) }
 // parentGone reports, without reading, whether the parent closed its end
 // of the stream: the meter asks while a job runs and nothing reads it.
 func (s *server) parentGone() bool {
-	fds := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}}
-	n, err := unix.Poll(fds, 0)
-	return err == nil && n > 0 && fds[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
+	return pollNow(s.fd)&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
+}
+
+// pollNow asks, without waiting, what the pipe fd has for a reader (poll(2)
+// for POLLIN): its revents, 0 for nothing.
+func pollNow(fd int) int16 {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	if n, err := unix.Poll(fds, 0); err != nil || n == 0 {
+		return 0
+	}
+	return fds[0].Revents
 }
 
 // orphaned stops the job of a child whose parent is gone (cancel), and
