@@ -58,16 +58,8 @@ func TestAttemptFolders(t *testing.T) {
 // of an older apollo, named after no worker, once it is an hour old.
 func TestLeftoverFolders(t *testing.T) {
 	dir := t.TempDir()
-	live, err := openRunning(dir, "live:1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer live.close()
-	me, err := openRunning(dir, "me:2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer me.close()
+	live := mustOpenRunning(t, dir, "live:1")
+	me := mustOpenRunning(t, dir, "me:2")
 	old := time.Now().Add(-2 * time.Hour)
 	folder := func(name string, mtime time.Time) string {
 		p := filepath.Join(dir, name)

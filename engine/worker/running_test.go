@@ -14,15 +14,23 @@ import (
 	"apollo/stdlib"
 )
 
+// mustOpenRunning opens the running file of worker id in dir, closed when
+// the test ends.
+func mustOpenRunning(t *testing.T, dir, id string) *runningFile {
+	t.Helper()
+	r, err := openRunning(dir, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.close)
+	return r
+}
+
 // TestEndLeftovers: a worker that starts ends the processes a dead
 // worker's file names, and leaves a live worker's alone.
 func TestEndLeftovers(t *testing.T) {
 	dir := t.TempDir()
-	live, err := openRunning(dir, "live:1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer live.close()
+	live := mustOpenRunning(t, dir, "live:1")
 	if _, err := openRunning(dir, "live:1"); err == nil {
 		t.Fatal("a second worker opened the live worker's file")
 	}
@@ -52,11 +60,7 @@ func TestEndLeftovers(t *testing.T) {
 	}
 	live.add("still-running", 999999, false, boxRef{})
 
-	me, err := openRunning(dir, "me:3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer me.close()
+	me := mustOpenRunning(t, dir, "me:3")
 	if n, _ := me.endLeftovers(time.Second); n < 3 {
 		t.Errorf("ended %d processes, want the dead workers' three", n)
 	}
@@ -108,11 +112,7 @@ func startTagged(t *testing.T, tag string) (*exec.Cmd, <-chan struct{}) {
 // file with no group, and leaves the file at its end.
 func TestRunningFileByTag(t *testing.T) {
 	dir := t.TempDir()
-	r, err := openRunning(dir, "w:1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.close()
+	r := mustOpenRunning(t, dir, "w:1")
 	read := func() map[string]int {
 		t.Helper()
 		b, err := os.ReadFile(r.path)
@@ -143,11 +143,7 @@ func TestRunningFileByTag(t *testing.T) {
 // running file short, and the file always says what runs.
 func TestRunningJournalCompacts(t *testing.T) {
 	dir := t.TempDir()
-	r, err := openRunning(dir, "w:2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.close()
+	r := mustOpenRunning(t, dir, "w:2")
 	r.add("long", 4242, false, boxRef{})
 	r.add("boxed", 0, false, boxRef{Name: "apollo-boxed"})
 	for i := range 3 * compactAfter {
