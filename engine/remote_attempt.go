@@ -165,7 +165,7 @@ wait:
 			}
 		}
 	}
-	if r.ro.Hub.detach {
+	if r.ro.Hub.detach || !h.mayCancel(ctx) {
 		return outcome{}, &nodeDone{n: n, status: eventlog.Running}
 	}
 	h.cancelRemote()

@@ -122,6 +122,10 @@ type hubRun struct {
 	failErr   error
 	failOnce  sync.Once
 	cancelled sync.Once
+	// renewedAt is when the last write of the lease that the hub stored
+	// was sent (under mu): the lease is this coordinator's for its TTL
+	// from then, by the hub's clock.
+	renewedAt time.Time
 
 	stopIngest context.CancelFunc
 	ingestDone chan struct{}
@@ -191,6 +195,7 @@ func (r *taskRun) connectHub(ctx context.Context) error {
 	if ttl <= 0 {
 		ttl = DefaultLeaseTTL
 	}
+	sent := time.Now()
 	h.lease, err = c.AcquireLease(ctx, r.t.id, remote.Holder{Host: host, PID: os.Getpid(), StateDir: stateDir,
 		Since: time.Now().UTC()}, ttl)
 	var held *remote.HeldError
@@ -200,6 +205,7 @@ func (r *taskRun) connectHub(ctx context.Context) error {
 	if err != nil {
 		return &HubError{TaskID: r.t.id, Err: err}
 	}
+	h.noteRenewed(sent)
 	if ho.noLog {
 		return nil
 	}
@@ -660,6 +666,7 @@ func (h *hubRun) renew(ctx context.Context) {
 		cancel()
 		if err == nil {
 			last = sent
+			h.noteRenewed(sent)
 			continue
 		}
 		if ctx.Err() != nil {
@@ -673,10 +680,44 @@ func (h *hubRun) renew(ctx context.Context) {
 	}
 }
 
+// noteRenewed records that a write of the lease sent at sent was stored.
+func (h *hubRun) noteRenewed(sent time.Time) {
+	h.mu.Lock()
+	h.renewedAt = sent
+	h.mu.Unlock()
+}
+
+// mayCancel reports whether a run that stops waiting for its attempts asks
+// their workers to end them: only when it was interrupted — not when it
+// stops on a failure of its log or of the hub, after which the next run
+// adopts them — and only while this coordinator surely still holds the
+// task's lease: one paused past it may find another coordinator holding
+// the task, which has adopted those very attempts.
+func (h *hubRun) mayCancel(ctx context.Context) bool {
+	var f *runFailed
+	if errors.As(context.Cause(ctx), &f) {
+		return false
+	}
+	select {
+	case <-h.failed:
+		return false
+	default:
+	}
+	h.mu.Lock()
+	at := h.renewedAt
+	h.mu.Unlock()
+	return !at.IsZero() && time.Since(at) < h.lease.TTL()*3/4
+}
+
 // cancelRemote asks the workers to end the task's attempts (the run was
-// interrupted), once.
+// interrupted, and mayCancel allows it), once. Not while the connection is
+// down: the client would keep the request and send it on reconnecting,
+// when the task may be another coordinator's.
 func (h *hubRun) cancelRemote() {
 	h.cancelled.Do(func() {
+		if !h.c.NC.IsConnected() {
+			return
+		}
 		_ = h.c.NC.Publish(remote.CancelSubject(h.r.t.id), nil)
 		_ = h.c.NC.FlushTimeout(h.c.Config().CallTimeout)
 	})

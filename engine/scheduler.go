@@ -132,6 +132,14 @@ type scheduler struct {
 	logErr       error // the log could not be written: the run stops
 }
 
+// runFailed is the cause with which the scheduler stops the steps still
+// running when the log could not be written: the run stops on a failure,
+// not on an interruption (a hub's attempts are left to the next run).
+type runFailed struct{ err error }
+
+func (f *runFailed) Error() string { return "the run stops: " + f.err.Error() }
+func (f *runFailed) Unwrap() error { return f.err }
+
 // runSteps runs the DAG through the scheduler and writes the summary.
 func (r *taskRun) runSteps(parent context.Context) error {
 	ctx, cancel := context.WithCancelCause(parent)
@@ -320,7 +328,7 @@ func (s *scheduler) ended(d nodeDone) {
 		if s.logErr == nil {
 			s.logErr = d.logErr
 			s.stopping = true
-			s.cancel(d.logErr)
+			s.cancel(&runFailed{d.logErr})
 		}
 		return
 	}
