@@ -56,6 +56,10 @@ const (
 	KindEffectGone  = "effect-gone"  // a step recorded done has no effect of its recorded attempt
 	KindExtraEffect = "extra-effect" // an effect beyond one per step, of an attempt not recorded lost or cut off
 	KindPrefix      = "prefix"       // a coordinator's local log is not a prefix of the reference log
+	// KindInterrupted: a STEP_END recorded as interrupted. The nemesis
+	// interrupts no coordinator (it kills and pauses), so a worker ended
+	// the attempt because a coordinator asked that did not own the task.
+	KindInterrupted = "interrupted-end"
 )
 
 // ParseLines splits a log file's bytes into its complete lines; a last
@@ -114,6 +118,8 @@ type attempt struct {
 //     done;
 //   - every other effect is of an attempt recorded LOST or cut off (a
 //     dirty CLEANUP of it), and no attempt ran its body twice;
+//   - no STEP_END is recorded as interrupted: nothing interrupts a
+//     coordinator here;
 //   - every coordinator's local log is a prefix of the reference log.
 func Check(run Run) []Violation {
 	var vs []Violation
@@ -147,6 +153,7 @@ func Check(run Run) []Violation {
 
 	done := map[string][]int{} // the attempts recorded done, by step
 	ends := map[attempt]int{}
+	endStatus := map[attempt]string{} // an attempt's STEP_END, when it did not succeed
 	lost := map[attempt]bool{}
 	cutOff := map[attempt]bool{}
 	dispatched := map[attempt]bool{}
@@ -178,6 +185,13 @@ func Check(run Run) []Violation {
 			}
 			if r.Status == eventlog.Success {
 				done[r.StepID] = append(done[r.StepID], r.RetryCount)
+			} else {
+				endStatus[k] = r.Status
+			}
+			if r.Interrupted {
+				endStatus[k] = "interrupted"
+				add(KindInterrupted, "seq %d: step %s attempt %d recorded interrupted (%s), though no coordinator was interrupted",
+					r.Seq, r.StepID, r.RetryCount, r.ErrorMessage)
 			}
 		}
 	}
@@ -218,6 +232,9 @@ func Check(run Run) []Violation {
 			continue
 		}
 		why := "neither recorded done, LOST nor cut off"
+		if st, ok := endStatus[k]; ok {
+			why += " (its STEP_END: " + st + ")"
+		}
 		if !dispatched[k] {
 			why = "never dispatched in the log"
 		}
