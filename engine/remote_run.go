@@ -267,8 +267,11 @@ func (r *taskRun) startHub(ctx context.Context) error {
 		}
 		// Their messages and running bodies are no one's now: a worker
 		// that took one later would run a superseded attempt.
-		_ = h.c.NC.Publish(remote.CancelSubject(r.t.id), nil)
-		_ = h.c.NC.FlushTimeout(h.c.Config().CallTimeout)
+		req := &remote.Cancel{}
+		for _, id := range unchecked {
+			req.Attempts = append(req.Attempts, remote.CancelAttempt{Step: id, Attempt: r.state.Steps[id].RetryCount})
+		}
+		h.askCancel(req)
 		if !r.created {
 			if err := h.dropEarlierRuns(ctx); err != nil {
 				return &HubError{TaskID: r.t.id, Err: err}
@@ -709,18 +712,37 @@ func (h *hubRun) mayCancel(ctx context.Context) bool {
 	return !at.IsZero() && time.Since(at) < h.lease.TTL()*3/4
 }
 
-// cancelRemote asks the workers to end the task's attempts (the run was
-// interrupted, and mayCancel allows it), once. Not while the connection is
-// down: the client would keep the request and send it on reconnecting,
-// when the task may be another coordinator's.
+// cancelRemote asks the workers to end the task's attempts in flight, each
+// named (the run was interrupted, and mayCancel allows it), once. Not while
+// the connection is down: the client would keep the request and send it on
+// reconnecting, when the task may be another coordinator's.
 func (h *hubRun) cancelRemote() {
 	h.cancelled.Do(func() {
 		if !h.c.NC.IsConnected() {
 			return
 		}
-		_ = h.c.NC.Publish(remote.CancelSubject(h.r.t.id), nil)
-		_ = h.c.NC.FlushTimeout(h.c.Config().CallTimeout)
+		req := &remote.Cancel{}
+		h.mu.Lock()
+		for id, sl := range h.slots {
+			if sl.open {
+				req.Attempts = append(req.Attempts, remote.CancelAttempt{Step: id, Attempt: sl.n})
+			}
+		}
+		h.mu.Unlock()
+		if len(req.Attempts) > 0 {
+			h.askCancel(req)
+		}
 	})
+}
+
+// askCancel publishes req, which names the attempts to end.
+func (h *hubRun) askCancel(req *remote.Cancel) {
+	data, err := json.Marshal(req)
+	if err != nil {
+		return
+	}
+	_ = h.c.NC.Publish(remote.CancelSubject(h.r.t.id), data)
+	_ = h.c.NC.FlushTimeout(h.c.Config().CallTimeout)
 }
 
 // syncMarkers makes the hub's idem bucket hold the task's markers as the

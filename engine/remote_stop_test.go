@@ -3,7 +3,9 @@ package engine
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -175,6 +177,58 @@ steps:
 		}
 	}
 	if len(ends) != 1 || !ends[0].Interrupted || ends[0].RetryCount != 0 {
-		t.Fatalf("long's STEP_ENDs %+v, want one of attempt 0, interrupted", ends)
+		var got []string
+		for _, r := range ends {
+			got = append(got, describeEnd(r))
+		}
+		t.Fatalf("long's STEP_ENDs %v, want one of attempt 0, interrupted", got)
 	}
+}
+
+// TestHubCancelEndsTheNamedAttempts: a request to end a task's attempts
+// ends those it names and no other — one that reaches a worker late names
+// attempts the task has moved past, and leaves its newer ones running.
+func TestHubCancelEndsTheNamedAttempts(t *testing.T) {
+	needSeconds(t)
+	e := newHubEnv(t, 1)
+	tw := e.startWorker("w1", e.cl.URLs(), nil)
+	path := filepath.Join(e.dir, "named.yaml")
+	os.WriteFile(path, []byte(`task_name: named
+steps:
+  - id: a
+    command: 'sleep 3; echo a'
+  - id: b
+    command: 'sleep 3; echo b'
+`), 0o644)
+	done := make(chan error, 1)
+	go func() { done <- e.run(t.Context(), path, e.cl.URLs(), nil) }()
+	<-tw.starts
+	<-tw.starts
+	req, _ := json.Marshal(remote.Cancel{Attempts: []remote.CancelAttempt{{Step: "a", Attempt: 0}, {Step: "b", Attempt: 5}}})
+	c := e.client(e.cl.URLs())
+	if err := c.NC.Publish(remote.CancelSubject(e.task), req); err != nil {
+		t.Fatal(err)
+	}
+	c.NC.Flush()
+	<-done
+	ends := map[string]*eventlog.Record{}
+	for _, r := range e.logOf(e.task) {
+		if r.EventType == eventlog.StepEnd {
+			ends[r.StepID] = r
+		}
+	}
+	if r := ends["a"]; r == nil || !r.Interrupted || r.RetryCount != 0 {
+		t.Errorf("a's STEP_END: %s, want attempt 0 interrupted", describeEnd(r))
+	}
+	if r := ends["b"]; r == nil || r.Status != eventlog.Success || r.Interrupted {
+		t.Errorf("b's STEP_END: %s, want a success: the request named attempt 5 of b, not the one running", describeEnd(r))
+	}
+}
+
+// describeEnd says what a STEP_END (or its absence) recorded.
+func describeEnd(r *eventlog.Record) string {
+	if r == nil {
+		return "none"
+	}
+	return fmt.Sprintf("attempt %d %s (interrupted %v: %s)", r.RetryCount, r.Status, r.Interrupted, r.ErrorMessage)
 }

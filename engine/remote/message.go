@@ -176,3 +176,32 @@ type Output struct {
 func (o *Output) MsgID() string {
 	return DispatchID(o.Run, o.Task, o.Step, o.Attempt) + "/out/" + strconv.FormatInt(o.Offset, 10)
 }
+
+// Cancel is a coordinator's request, on CancelSubject, that the workers end
+// some of a task's running attempts: those it names, each by step and
+// attempt number. A request can reach a worker late (held in a connection
+// while the network was cut), when newer attempts of the task run: naming
+// the attempts keeps it from ending those. An empty request, as a
+// coordinator before this one sent, ends every attempt of the task.
+type Cancel struct {
+	Attempts []CancelAttempt `json:"attempts"`
+}
+
+// CancelAttempt names one attempt a Cancel ends.
+type CancelAttempt struct {
+	Step    string `json:"step"`
+	Attempt int    `json:"attempt"`
+}
+
+// Names reports whether the request ends attempt n of step.
+func (c *Cancel) Names(step string, n int) bool {
+	if len(c.Attempts) == 0 {
+		return true
+	}
+	for _, a := range c.Attempts {
+		if a.Step == step && a.Attempt == n {
+			return true
+		}
+	}
+	return false
+}

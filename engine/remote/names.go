@@ -93,7 +93,8 @@ func SubjectPool(subject string) string {
 }
 
 // CancelSubject is the core subject on which a coordinator asks the
-// workers to end a task's running attempts (it was interrupted).
+// workers to end a task's running attempts (it was interrupted): a Cancel
+// naming them.
 func CancelSubject(taskID string) string { return "apollo.cancel." + Token(taskID) }
 
 // LeaseKey is a task's key in the lease bucket.

@@ -180,8 +180,14 @@ func (w *Worker) Run(ctx context.Context, kill <-chan struct{}) (Stats, error) {
 	// A coordinator that is interrupted asks its workers to end the task's
 	// attempts.
 	sub, err := w.o.Client.NC.Subscribe("apollo.cancel.>", func(m *nats.Msg) {
-		task := strings.TrimPrefix(m.Subject, "apollo.cancel.")
-		w.cancelTask(task)
+		var req remote.Cancel
+		if len(m.Data) > 0 {
+			if err := json.Unmarshal(m.Data, &req); err != nil {
+				w.logf("ignoring a request to end attempts on %s that does not read (%v)", m.Subject, err)
+				return
+			}
+		}
+		w.cancelTask(strings.TrimPrefix(m.Subject, "apollo.cancel."), &req)
 	})
 	if err == nil {
 		defer sub.Unsubscribe()
@@ -263,12 +269,13 @@ var (
 	errFenced    = errors.New("fenced")
 )
 
-// cancelTask ends the running attempts of a task (by its subject token).
-func (w *Worker) cancelTask(token string) {
+// cancelTask ends the running attempts of a task (by its subject token)
+// that req names.
+func (w *Worker) cancelTask(token string, req *remote.Cancel) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for a := range w.attempts {
-		if remote.Token(a.work.Task) == token {
+		if remote.Token(a.work.Task) == token && req.Names(a.work.Step, a.work.Attempt) {
 			a.cancel(errCancelled)
 		}
 	}
