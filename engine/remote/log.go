@@ -135,6 +135,10 @@ func (c *Client) OpenLog(ctx context.Context, taskID string) (*Log, error) {
 	return l, nil
 }
 
+// Replicas is the log stream's replica count when the log was opened, 0
+// if the hub did not say.
+func (l *Log) Replicas() int { return l.replicas }
+
 // Last is the record seq of the log's last record in the hub, 0 if it has
 // none.
 func (l *Log) Last() int64 { return l.lastSeq }
