@@ -60,10 +60,10 @@ func TestHubFailedRunLeavesAttemptsRunning(t *testing.T) {
 	os.WriteFile(path, []byte(`task_name: leave
 steps:
   - id: long
-    command: 'touch "`+marks+`/long.$APOLLO_RETRY_COUNT.started"; sleep 3; touch "`+marks+`/long.$APOLLO_RETRY_COUNT.ended"'
+    command: 'touch "`+marks+`/long.$APOLLO_RETRY_COUNT.started"; sleep 4; touch "`+marks+`/long.$APOLLO_RETRY_COUNT.ended"'
     cleanup_command: "true"
   - id: quick
-    command: "sleep 1"
+    command: "sleep 2"
   - id: after
     command: "true"
     depends_on: [quick]
