@@ -55,9 +55,8 @@ func TestHubFailedRunLeavesAttemptsRunning(t *testing.T) {
 	needSeconds(t)
 	e := newHubEnv(t, 1)
 	e.startWorker("w1", e.cl.URLs(), nil)
-	path := filepath.Join(e.dir, "leave.yaml")
 	marks := t.TempDir()
-	os.WriteFile(path, []byte(`task_name: leave
+	path := e.pipeline("leave", `task_name: leave
 steps:
   - id: long
     command: 'touch "`+marks+`/long.$APOLLO_RETRY_COUNT.started"; sleep 4; touch "`+marks+`/long.$APOLLO_RETRY_COUNT.ended"'
@@ -67,7 +66,7 @@ steps:
   - id: after
     command: "true"
     depends_on: [quick]
-`), 0o644)
+`)
 	eng := New(Options{StateDir: filepath.Join(e.dir, ".apollo"), Workdir: e.dir, Stdout: io.Discard,
 		Stderr: io.Discard, Progress: ProgressQuiet, KillGrace: 500 * time.Millisecond, FS: failDispatchFS{step: "after"}})
 	ro := RunOptions{TaskID: e.task, Hub: HubOptions{URLs: e.cl.URLs(), CallTimeout: time.Second, GiveUp: 20 * time.Second,
@@ -152,12 +151,11 @@ func TestHubInterruptedRunEndsAttempts(t *testing.T) {
 	needSeconds(t)
 	e := newHubEnv(t, 1)
 	tw := e.startWorker("w1", e.cl.URLs(), nil)
-	path := filepath.Join(e.dir, "stop.yaml")
-	os.WriteFile(path, []byte(`task_name: stop
+	path := e.pipeline("stop", `task_name: stop
 steps:
   - id: long
     command: 'sleep 5; echo slept'
-`), 0o644)
+`)
 	ctx, interrupt := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- e.run(ctx, path, e.cl.URLs(), nil) }()
@@ -192,14 +190,13 @@ func TestHubCancelEndsTheNamedAttempts(t *testing.T) {
 	needSeconds(t)
 	e := newHubEnv(t, 1)
 	tw := e.startWorker("w1", e.cl.URLs(), nil)
-	path := filepath.Join(e.dir, "named.yaml")
-	os.WriteFile(path, []byte(`task_name: named
+	path := e.pipeline("named", `task_name: named
 steps:
   - id: a
     command: 'sleep 3; echo a'
   - id: b
     command: 'sleep 3; echo b'
-`), 0o644)
+`)
 	done := make(chan error, 1)
 	go func() { done <- e.run(t.Context(), path, e.cl.URLs(), nil) }()
 	<-tw.starts
@@ -231,4 +228,14 @@ func describeEnd(r *eventlog.Record) string {
 		return "none"
 	}
 	return fmt.Sprintf("attempt %d %s (interrupted %v: %s)", r.RetryCount, r.Status, r.Interrupted, r.ErrorMessage)
+}
+
+// pipeline writes a pipeline file named name.yaml into the workspace.
+func (e *hubEnv) pipeline(name, yaml string) string {
+	e.t.Helper()
+	path := filepath.Join(e.dir, name+".yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	return path
 }
