@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"apollo/engine/hubtest"
@@ -75,11 +76,13 @@ func TestHubFigures(t *testing.T) {
 		// during one remote chain (the lease and the task index are per
 		// run, not per step).
 		before := hubCounts(t, c)
+		maps.Copy(before, raftCommits(t, cl))
 		e.task = fmt.Sprintf("count%d", nodes)
 		if err := e.run(t.Context(), path, cl.URLs(), nil); err != nil {
 			t.Fatal(err)
 		}
 		after := hubCounts(t, c)
+		maps.Copy(after, raftCommits(t, cl))
 		var parts []string
 		for _, k := range slices.Sorted(maps.Keys(after)) {
 			if d := after[k] - before[k]; d > 0 {
@@ -133,7 +136,7 @@ func TestHubFigures(t *testing.T) {
 			// The floor of a remote step in a chain: the local step, plus
 			// the replicated writes it must wait for one after another
 			// (serialWrites).
-			floor := per["local"] + float64(serialWrites(nodes))*per["write"]
+			floor := per["local"] + float64(serialWrites)*per["write"]
 			ratio["floor"] = append(ratio["floor"], per["hublog"]/floor)
 			t.Logf("round %d hub=%d: local %.0f µs/step, log in hub %.0f, without %.0f, one replicated write %.0f µs",
 				round, nodes, per["local"], per["hublog"], per["nolog"], per["write"])
@@ -143,12 +146,12 @@ func TestHubFigures(t *testing.T) {
 			nodes, steps, rounds, median(got["local"]), median(got["hublog"]), median(ratio["hublog"]),
 			median(got["nolog"]), median(ratio["nolog"]), median(got["write"]))
 		t.Logf("FIGURE hub=%d floor of a remote chain step (local + %d replicated writes): remote with the log in the hub is %.2fx it (median of %d rounds)",
-			nodes, serialWrites(nodes), median(ratio["floor"]), rounds)
+			nodes, serialWrites, median(ratio["floor"]), rounds)
 		// Where a remote step's time goes, from the coordinator's DISPATCH
 		// records and the worker's hooks (one clock: one process): the
 		// replicated writes each part waits for, and what is left.
 		w := median(got["write"])
-		for _, ph := range phaseParts(nodes) {
+		for _, ph := range phaseParts() {
 			d := median(phases.parts[ph.name])
 			t.Logf("FIGURE hub=%d remote chain step, %s: %.0f µs (median of %d steps), %d replicated writes (%.0f µs), the rest %.0f µs",
 				nodes, ph.name, d, len(phases.parts[ph.name]), ph.writes, float64(ph.writes)*w, d-float64(ph.writes)*w)
@@ -219,17 +222,17 @@ func TestHubFigures(t *testing.T) {
 }
 
 // serialWrites is how many replicated writes a remote step of a chain
-// waits for one after another through a hub of nodes: the previous step's
-// STEP_END with this one's DISPATCH, the work message, the start and the
-// end (STEP_START is appended while the body runs, the acknowledgement
-// while the next DISPATCH is). STEP_END and DISPATCH are one atomic batch
-// on three replicas, and two publishes on one (remote.Log.AppendBatch).
-func serialWrites(nodes int) int {
-	if nodes == 1 {
-		return 5
-	}
-	return 4
-}
+// waits for one after another, through a hub of one node or three. Through one node:
+// the previous step's STEP_END and this one's DISPATCH (two publishes:
+// remote.Log.AppendBatch appends one by one there), the work message, the
+// start and the end. Through three: the STEP_END with the DISPATCH (and
+// the step before's STEP_START, taken along: hubLinger) in one atomic
+// batch, the message, the pool consumer's record of its delivery (a
+// replicated consumer stores it on a quorum before it sends the message:
+// nats-server's replicateDeliveries), the start and the end. The
+// acknowledgement and what it removes from the work queue are written
+// while the next DISPATCH is.
+const serialWrites = 5
 
 // replicatedWrite is the median time of one append of a 350-byte record
 // to a task's log in the hub (replicated and fsynced on the hub's nodes
@@ -270,6 +273,49 @@ func hubCounts(t *testing.T, c *remote.Client) map[string]int64 {
 	}
 	return out
 }
+
+// raftCommits counts, through a hub of more than one node, the entries
+// each replicated stream and consumer has committed (its raft group's
+// commit index, the highest any node knows): each is one replicated write,
+// stored on a quorum before it is applied. A hub of one node replicates
+// nothing: it returns nothing.
+func raftCommits(t *testing.T, cl *hubtest.Cluster) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	if len(cl.Nodes) < 2 {
+		return out
+	}
+	for _, nd := range cl.Nodes {
+		if nd.Hub == nil {
+			continue
+		}
+		s := nd.Hub.Server()
+		js, err := s.Jsz(&server.JSzOptions{Accounts: true, Streams: true, Consumer: true, RaftGroups: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := map[string]string{}
+		for _, acc := range js.AccountDetails {
+			for _, st := range acc.Streams {
+				names[st.RaftGroup] = "raft " + st.Name
+				for _, cg := range st.ConsumerRaftGroups {
+					names[cg.RaftGroup] = "raft " + st.Name + "/" + cg.Name
+				}
+			}
+		}
+		for _, groups := range *s.Raftz(&server.RaftzOptions{AccountFilter: globalAccount}) {
+			for id, g := range groups {
+				if name, ok := names[id]; ok {
+					out[name] = max(out[name], int64(g.Committed))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// globalAccount is the account a hub without accounts keeps its streams in.
+const globalAccount = "$G"
 
 // median is the middle of xs (the mean of the middle two).
 func median(xs []float64) float64 {
@@ -388,11 +434,11 @@ type phasePart struct {
 
 // phaseParts are the parts of a remote chain step, in order: to its start
 // stored, the end of the step before and the DISPATCH (two publications
-// through one node, one atomic batch through three), the attempt's
-// message and its start; to its end stored, the end; to the next
-// DISPATCH, nothing.
-func phaseParts(nodes int) []phasePart {
-	return []phasePart{{phaseToStart, serialWrites(nodes) - 1}, {phaseBody, 1}, {phaseToNext, 0}}
+// through one node; one atomic batch through three, where the consumer's
+// record of the delivery is one more), the attempt's message and its
+// start; to its end stored, the end; to the next DISPATCH, nothing.
+func phaseParts() []phasePart {
+	return []phasePart{{phaseToStart, serialWrites - 1}, {phaseBody, 1}, {phaseToNext, 0}}
 }
 
 // collect adds the parts of each step of task's chain, from its log.
