@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,6 +57,25 @@ func (r *taskRun) hubPublish(path string) func(first int64, lines [][]byte) erro
 		}
 		return nil
 	}
+}
+
+// replicatedLinger is how long a record appended without waiting (a
+// remote step's STEP_START) waits in a run whose log in the hub is
+// replicated for the append that takes it along: there the records of one
+// publication are one atomic batch, one replicated write, so a start that
+// rides with its step's STEP_END and the next DISPATCH costs no write of
+// its own. A body that runs longer sees its start published after this.
+const replicatedLinger = 20 * time.Millisecond
+
+// hubLinger is the writer's PublishLinger: replicatedLinger when the
+// task's log in the hub has more than one replica, the writer's own
+// otherwise (through one node a batch is appended record by record, so
+// waiting gains nothing).
+func (r *taskRun) hubLinger() time.Duration {
+	if h := r.hub; h != nil && h.log != nil && h.log.Replicas() > 1 {
+		return cmp.Or(r.ro.Hub.linger, replicatedLinger)
+	}
+	return 0
 }
 
 // logFailed stops the run on an append the hub refused or never

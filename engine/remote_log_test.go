@@ -123,6 +123,56 @@ func TestHubLogNoLocalFsyncPerStep(t *testing.T) {
 	}
 }
 
+// TestHubReplicatedStartRidesWithEnd: through a hub of three nodes, where
+// the records of one publication are one atomic batch and so one
+// replicated write, a remote step's STEP_START is not published alone
+// while its body runs: it waits for the STEP_END and rides with it and
+// the next step's DISPATCH. A chain costs the task's log about one
+// replicated write a step (it cost two while each start was published at
+// once), and every record is still in the hub, as in the local file.
+func TestHubReplicatedStartRidesWithEnd(t *testing.T) {
+	needSeconds(t)
+	e := newHubEnv(t, 3)
+	e.startWorker("w1", e.cl.URLs(), nil)
+	const steps = 8
+	var b strings.Builder
+	b.WriteString("task_name: chain\nsteps:\n")
+	for i := range steps {
+		fmt.Fprintf(&b, "  - id: s%d\n    command: 'true'\n", i)
+		if i > 0 {
+			fmt.Fprintf(&b, "    depends_on: [s%d]\n", i-1)
+		}
+	}
+	path := e.pipeline("chain", b.String())
+	group := "raft " + remote.LogStream
+	before := raftCommits(t, e.cl)[group]
+	// A linger no body outlasts here, on a loaded machine too: the count
+	// below is what a short body's chain costs.
+	if err := e.run(t.Context(), path, e.cl.URLs(), func(ro *RunOptions) { ro.Hub.linger = time.Minute }); err != nil {
+		t.Fatal(err)
+	}
+	writes := raftCommits(t, e.cl)[group] - before
+	starts := 0
+	for _, r := range e.logOf(e.task) {
+		if r.EventType == eventlog.StepStart {
+			starts++
+		}
+	}
+	if starts != steps {
+		t.Fatalf("the log holds %d STEP_STARTs, want %d", starts, steps)
+	}
+	if local, hub := e.localLog(e.task), e.hubLog(e.task); !slicesEqual(local, hub) {
+		t.Fatalf("the local log differs from the hub's")
+	}
+	// Each step's DISPATCH carries the step before's start and end; the
+	// run's first records and its last step's start, end and the task's
+	// end are a few more publications.
+	if limit := int64(steps + 4); writes > limit {
+		t.Errorf("a chain of %d remote steps took %d replicated writes of its log, want at most %d: each start published alone?", steps, writes, limit)
+	}
+	t.Logf("%d replicated writes of the log for %d steps", writes, steps)
+}
+
 func slicesEqual(a, b [][]byte) bool {
 	if len(a) != len(b) {
 		return false

@@ -41,6 +41,10 @@ type HubOptions struct {
 	// noLog (figures): the task's log is not kept in the hub, as before
 	// it was, to measure what keeping it costs.
 	noLog bool
+	// linger (tests): how long a record waits to ride with the next
+	// append when the task's log in the hub is replicated, replicatedLinger
+	// when zero (hubLinger).
+	linger time.Duration
 	// CallTimeout bounds each call to the hub (default 5 s); GiveUp is how
 	// long the hub may stay unreachable before the run stops with an error
 	// (default 2 minutes); LeaseTTL is how long another coordinator waits
@@ -837,7 +841,13 @@ func (h *hubRun) ingest(data []byte, seq int64, subject string) error {
 		if err := r.w.AppendUnsynced(rec); err != nil {
 			return err
 		}
-		r.w.PublishSoon() // while the body runs: the end's append, which the next step waits for, finds it done
+		if h.log == nil || h.log.Replicas() == 1 {
+			// Published while the body runs, so the end's append, which
+			// the next step waits for, finds it done. A replicated log
+			// takes it along with the end instead, in one atomic batch
+			// (hubLinger).
+			r.w.PublishSoon()
+		}
 		h.mu.Lock()
 		sl.started = true
 		h.mu.Unlock()

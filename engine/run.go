@@ -493,6 +493,7 @@ func (r *taskRun) openLog(latest string, create bool) error {
 		// and durable there: the file waits for no fsync per record.
 		Publish:        pub,
 		PublishDurable: pub != nil,
+		PublishLinger:  r.hubLinger(),
 		After:          after,
 		Crash:          r.e.opts.Crash,
 	}, func(rec *eventlog.Record) error {

@@ -324,6 +324,40 @@ func TestPublishUnsyncedLingers(t *testing.T) {
 	}
 }
 
+// TestPublishLingerOption: a writer whose PublishLinger is longer than the
+// default keeps a record queued by AppendUnsynced for that long — here
+// well past the default's 2 ms — and the next append takes it along in
+// its own hand-over.
+func TestPublishLingerOption(t *testing.T) {
+	path := newLogPath(t)
+	published := make(chan int, 10)
+	publish := func(first int64, lines [][]byte) error {
+		published <- len(lines)
+		return nil
+	}
+	w, err := Open(path, WriterOptions{TaskID: testTask, Now: fixedNow, Create: true, First: taskStart(), Publish: publish,
+		PublishDurable: true, PublishLinger: time.Hour}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	<-published // the first record's
+	if err := w.AppendUnsynced(&Record{EventType: StepStart, StepID: "a", Status: Running}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-published:
+		t.Fatalf("a hand-over of %d records 100 ms after AppendUnsynced, want none within the writer's linger", n)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := w.AppendDurable(&Record{EventType: StepEnd, StepID: "a", Status: Success}); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-published; n != 2 {
+		t.Errorf("the append handed over %d records, want 2: the queued start rides with it", n)
+	}
+}
+
 // nothingAfter fails t unless the log at path still holds exactly before:
 // nothing of a refused hand-over, or after it, reached the file.
 func nothingAfter(t *testing.T, path string, before []byte) {

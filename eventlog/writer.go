@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -67,6 +68,13 @@ type WriterOptions struct {
 	// once Publish did instead, and the file, a copy that is completed from
 	// the hub's after a crash, is fsynced by Sync and Close.
 	PublishDurable bool
+	// PublishLinger is the longest a record appended with AppendUnsynced
+	// waits for an append that takes it along before it is published on
+	// its own (lingerPublish when zero). A copy elsewhere where records
+	// appended together cost one write (a replicated log's atomic batch)
+	// gains from a longer one; the file, written once a record is
+	// published, lags the run by as much.
+	PublishLinger time.Duration
 	// OnAppend is called, under the writer's lock, with each record this
 	// writer appends and the log's size just after it.
 	OnAppend func(r *Record, end int64)
@@ -233,7 +241,7 @@ func Open(path string, opts WriterOptions, visit func(*Record) error) (*Writer, 
 	if opts.Durability == "" {
 		opts.Durability = Always
 	}
-	w := &Writer{path: path, opts: opts, fsys: fsys, lingerFor: lingerPublish}
+	w := &Writer{path: path, opts: opts, fsys: fsys, lingerFor: cmp.Or(opts.PublishLinger, lingerPublish)}
 	w.cond.L = &w.mu
 	if opts.Lock != nil {
 		if err := opts.Lock.Check(); err != nil {
