@@ -288,25 +288,14 @@ func TestPublishUnsyncedRides(t *testing.T) {
 // TestPublishUnsyncedLingers: a record queued by AppendUnsynced that no
 // later append takes along is published and written by itself.
 func TestPublishUnsyncedLingers(t *testing.T) {
-	path := newLogPath(t)
-	published := make(chan int64, 10)
-	publish := func(first int64, lines [][]byte) error {
-		published <- first
-		return nil
-	}
-	w, err := Open(path, WriterOptions{TaskID: testTask, Now: fixedNow, Create: true, First: taskStart(), Publish: publish, PublishDurable: true}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	<-published // the first record's
+	w, path, published := openHandingOver(t, 0)
 	if err := w.AppendUnsynced(&Record{EventType: StepStart, StepID: "a", Status: Running}); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case first := <-published:
-		if first != 2 {
-			t.Errorf("hand-over from seq %d, want 2", first)
+	case h := <-published:
+		if h.first != 2 {
+			t.Errorf("hand-over from seq %d, want 2", h.first)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the queued record was never handed over")
@@ -329,33 +318,49 @@ func TestPublishUnsyncedLingers(t *testing.T) {
 // well past the default's 2 ms — and the next append takes it along in
 // its own hand-over.
 func TestPublishLingerOption(t *testing.T) {
-	path := newLogPath(t)
-	published := make(chan int, 10)
-	publish := func(first int64, lines [][]byte) error {
-		published <- len(lines)
-		return nil
-	}
-	w, err := Open(path, WriterOptions{TaskID: testTask, Now: fixedNow, Create: true, First: taskStart(), Publish: publish,
-		PublishDurable: true, PublishLinger: time.Hour}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	<-published // the first record's
+	w, _, published := openHandingOver(t, time.Hour)
 	if err := w.AppendUnsynced(&Record{EventType: StepStart, StepID: "a", Status: Running}); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case n := <-published:
-		t.Fatalf("a hand-over of %d records 100 ms after AppendUnsynced, want none within the writer's linger", n)
+	case h := <-published:
+		t.Fatalf("a hand-over of %d records 100 ms after AppendUnsynced, want none within the writer's linger", h.n)
 	case <-time.After(100 * time.Millisecond):
 	}
 	if err := w.AppendDurable(&Record{EventType: StepEnd, StepID: "a", Status: Success}); err != nil {
 		t.Fatal(err)
 	}
-	if n := <-published; n != 2 {
-		t.Errorf("the append handed over %d records, want 2: the queued start rides with it", n)
+	if h := <-published; h.n != 2 {
+		t.Errorf("the append handed over %d records, want 2: the queued start rides with it", h.n)
 	}
+}
+
+// handOver is one call of a writer's Publish: its first record's seq and
+// how many records it handed over.
+type handOver struct {
+	first int64
+	n     int
+}
+
+// openHandingOver opens a new log whose writer (with PublishLinger linger)
+// reports each hand-over on the returned channel, once the first record's
+// is taken; the writer closes when the test ends.
+func openHandingOver(t *testing.T, linger time.Duration) (*Writer, string, chan handOver) {
+	t.Helper()
+	path := newLogPath(t)
+	published := make(chan handOver, 10)
+	publish := func(first int64, lines [][]byte) error {
+		published <- handOver{first, len(lines)}
+		return nil
+	}
+	w, err := Open(path, WriterOptions{TaskID: testTask, Now: fixedNow, Create: true, First: taskStart(), Publish: publish,
+		PublishDurable: true, PublishLinger: linger}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	<-published // the first record's
+	return w, path, published
 }
 
 // nothingAfter fails t unless the log at path still holds exactly before:
