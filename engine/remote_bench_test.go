@@ -28,8 +28,10 @@ import (
 // without it, and one replicated write (an append to a task's log in the
 // hub), in rounds whose order rotates; the parts of a remote chain step,
 // each with the replicated writes it waits for (phaseClock); the writes
-// each remote step makes, counted from the hub's streams; a wide DAG of 1,000 `true` steps with
-// and without the log in the hub, in rounds too; and the time from a
+// each remote step makes, counted from the hub's streams and, through
+// three nodes, its raft groups; a wide DAG of 1,000 `true` steps with and
+// without the log in the hub, in rounds too, with the raft entries of
+// those with it; and the time from a
 // worker's death to its attempt running elsewhere. It prints medians and
 // asserts nothing of time:
 //
@@ -167,20 +169,47 @@ func TestHubFigures(t *testing.T) {
 			we.startWorker(fmt.Sprintf("x%d", i), cl.URLs(), func(o *worker.Options) { o.Slots = 8 })
 		}
 		wide := map[bool][]float64{}
+		// The replicated writes of the runs with the log in the hub, from
+		// each raft group's commits: a wide DAG's records, events and
+		// deliveries share raft entries.
+		wideWrites := map[string]int64{}
+		counts := func() map[string]int64 {
+			m := hubCounts(t, c)
+			maps.Copy(m, raftCommits(t, cl))
+			return m
+		}
 		for round := range rounds {
 			for _, noLog := range []bool{round%2 == 0, round%2 != 0} {
 				we.task = fmt.Sprintf("wide%d_%d_%v", nodes, round, noLog)
+				var before map[string]int64
+				if !noLog {
+					before = counts()
+				}
 				began := time.Now()
 				if err := we.run(t.Context(), wpath, cl.URLs(), func(ro *RunOptions) { ro.Hub.noLog = noLog }); err != nil {
 					t.Fatal(err)
 				}
 				rate := 1000 / time.Since(began).Seconds()
+				if !noLog {
+					for k, v := range counts() {
+						wideWrites[k] += v - before[k]
+					}
+				}
 				wide[noLog] = append(wide[noLog], rate)
 				t.Logf("round %d hub=%d wide 1000 true steps, 2 workers x 8 slots, log in the hub %v: %.0f steps/s", round, nodes, !noLog, rate)
 			}
 		}
 		t.Logf("FIGURE hub=%d wide 1000 true steps, 2 workers x 8 slots, medians of %d rounds: log in the hub %.0f steps/s, without %.0f steps/s",
 			nodes, rounds, median(wide[false]), median(wide[true]))
+		var groups []string
+		for _, k := range slices.Sorted(maps.Keys(wideWrites)) {
+			if d := wideWrites[k]; d > 0 && strings.HasPrefix(k, "raft ") {
+				groups = append(groups, fmt.Sprintf("%s %.2f", strings.TrimPrefix(k, "raft "), float64(d)/float64(1000*rounds)))
+			}
+		}
+		if len(groups) > 0 {
+			t.Logf("FIGURE hub=%d wide 1000 true steps, log in the hub, replicated writes (raft entries) per step: %s", nodes, strings.Join(groups, ", "))
+		}
 		if os.Getenv("APOLLO_HUB_FIGURES") != "all" {
 			continue
 		}
