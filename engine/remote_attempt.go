@@ -242,7 +242,7 @@ func (h *hubRun) end(ev *remote.Event, seq int64, sl *slot) error {
 	if err := r.w.AppendUnsynced(rec); err != nil {
 		return err
 	}
-	if h.log != nil && h.log.Replicas() == 1 {
+	if h.log != nil && h.log.OneByOne() {
 		// One replica appends the next DISPATCH after this record, not in
 		// one batch with it: publishing it now overlaps its write with
 		// the scheduling of what follows.

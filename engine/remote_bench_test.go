@@ -77,14 +77,12 @@ func TestHubFigures(t *testing.T) {
 		// stream stored and the acknowledgements of the pool's consumer
 		// during one remote chain (the lease and the task index are per
 		// run, not per step).
-		before := hubCounts(t, c)
-		maps.Copy(before, raftCommits(t, cl))
+		before := hubWrites(t, c, cl)
 		e.task = fmt.Sprintf("count%d", nodes)
 		if err := e.run(t.Context(), path, cl.URLs(), nil); err != nil {
 			t.Fatal(err)
 		}
-		after := hubCounts(t, c)
-		maps.Copy(after, raftCommits(t, cl))
+		after := hubWrites(t, c, cl)
 		var parts []string
 		for _, k := range slices.Sorted(maps.Keys(after)) {
 			if d := after[k] - before[k]; d > 0 {
@@ -173,17 +171,12 @@ func TestHubFigures(t *testing.T) {
 		// each raft group's commits: a wide DAG's records, events and
 		// deliveries share raft entries.
 		wideWrites := map[string]int64{}
-		counts := func() map[string]int64 {
-			m := hubCounts(t, c)
-			maps.Copy(m, raftCommits(t, cl))
-			return m
-		}
 		for round := range rounds {
 			for _, noLog := range []bool{round%2 == 0, round%2 != 0} {
 				we.task = fmt.Sprintf("wide%d_%d_%v", nodes, round, noLog)
 				var before map[string]int64
 				if !noLog {
-					before = counts()
+					before = hubWrites(t, c, cl)
 				}
 				began := time.Now()
 				if err := we.run(t.Context(), wpath, cl.URLs(), func(ro *RunOptions) { ro.Hub.noLog = noLog }); err != nil {
@@ -191,7 +184,7 @@ func TestHubFigures(t *testing.T) {
 				}
 				rate := 1000 / time.Since(began).Seconds()
 				if !noLog {
-					for k, v := range counts() {
+					for k, v := range hubWrites(t, c, cl) {
 						wideWrites[k] += v - before[k]
 					}
 				}
@@ -300,6 +293,15 @@ func hubCounts(t *testing.T, c *remote.Client) map[string]int64 {
 	for info := range s.ListConsumers(t.Context()).Info() {
 		out["ack "+info.Name] = int64(info.AckFloor.Consumer)
 	}
+	return out
+}
+
+// hubWrites is hubCounts with, through more than one node, each raft
+// group's commits (raftCommits).
+func hubWrites(t *testing.T, c *remote.Client, cl *hubtest.Cluster) map[string]int64 {
+	t.Helper()
+	out := hubCounts(t, c)
+	maps.Copy(out, raftCommits(t, cl))
 	return out
 }
 

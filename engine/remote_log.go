@@ -68,11 +68,11 @@ func (r *taskRun) hubPublish(path string) func(first int64, lines [][]byte) erro
 const replicatedLinger = 20 * time.Millisecond
 
 // hubLinger is the writer's PublishLinger: replicatedLinger when the
-// task's log in the hub has more than one replica, the writer's own
-// otherwise (through one node a batch is appended record by record, so
-// waiting gains nothing).
+// task's log in the hub stores a publication as one atomic batch, the
+// writer's own otherwise (through one node a batch is appended record by
+// record, so waiting gains nothing).
 func (r *taskRun) hubLinger() time.Duration {
-	if h := r.hub; h != nil && h.log != nil && h.log.Replicas() > 1 {
+	if h := r.hub; h != nil && h.log != nil && !h.log.OneByOne() {
 		return cmp.Or(r.ro.Hub.linger, replicatedLinger)
 	}
 	return 0

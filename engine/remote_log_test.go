@@ -135,15 +135,7 @@ func TestHubReplicatedStartRidesWithEnd(t *testing.T) {
 	e := newHubEnv(t, 3)
 	e.startWorker("w1", e.cl.URLs(), nil)
 	const steps = 8
-	var b strings.Builder
-	b.WriteString("task_name: chain\nsteps:\n")
-	for i := range steps {
-		fmt.Fprintf(&b, "  - id: s%d\n    command: 'true'\n", i)
-		if i > 0 {
-			fmt.Fprintf(&b, "    depends_on: [s%d]\n", i-1)
-		}
-	}
-	path := e.pipeline("chain", b.String())
+	path := e.pipeline("chain", pipelineYAML(steps, "chain", "always", 1, bodyTrue))
 	group := "raft " + remote.LogStream
 	before := raftCommits(t, e.cl)[group]
 	// A linger no body outlasts here, on a loaded machine too: the count

@@ -841,7 +841,7 @@ func (h *hubRun) ingest(data []byte, seq int64, subject string) error {
 		if err := r.w.AppendUnsynced(rec); err != nil {
 			return err
 		}
-		if h.log == nil || h.log.Replicas() == 1 {
+		if h.log != nil && h.log.OneByOne() {
 			// Published while the body runs, so the end's append, which
 			// the next step waits for, finds it done. A replicated log
 			// takes it along with the end instead, in one atomic batch

@@ -135,9 +135,11 @@ func (c *Client) OpenLog(ctx context.Context, taskID string) (*Log, error) {
 	return l, nil
 }
 
-// Replicas is the log stream's replica count when the log was opened, 0
-// if the hub did not say.
-func (l *Log) Replicas() int { return l.replicas }
+// OneByOne says that the records of one AppendBatch are stored as that
+// many writes, one after another (a stream of one replica, where an atomic
+// batch is the slower), rather than as one atomic batch, one replicated
+// write for them all.
+func (l *Log) OneByOne() bool { return l.replicas == 1 }
 
 // Last is the record seq of the log's last record in the hub, 0 if it has
 // none.
