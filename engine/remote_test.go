@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,14 +55,14 @@ func needCluster(t *testing.T) {
 	}
 }
 
-// needSeconds skips a one-node scenario under -short: each waits out a
-// worker's shutdown (its pull waits a second for work) or a lease's TTL.
+// needSeconds skips a one-node scenario under -short: each takes seconds
+// (a hub and workers started, runs through them, or a lease's TTL).
 // TestHubHappyPath and TestHubLogMirrorsLocal are -short's smoke tests of
 // a run with a worker; the one-node scenarios under a second still run.
 func needSeconds(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("-short: this hub scenario takes seconds (a worker's shutdown, a lease's TTL); run without -short")
+		t.Skip("-short: this hub scenario takes seconds (a hub, workers, a lease's TTL); run without -short")
 	}
 }
 
@@ -153,7 +155,7 @@ func (e *hubEnv) startWorker(name, urls string, tune func(o *worker.Options)) *t
 		w.Run(rctx, tw.kill)
 	}()
 	e.t.Cleanup(func() {
-		// Every worker winds down at once: each may wait out its pull.
+		// Every worker winds down at once.
 		e.mu.Lock()
 		for _, o := range e.wks {
 			o.stop()
@@ -302,6 +304,44 @@ func countType(recs []*eventlog.Record, typ string) int {
 		}
 	}
 	return n
+}
+
+// TestHubIdleWorkersWriteNothing: a worker with nothing to run holds one
+// pull on the hub instead of renewing it every second. Each pull request
+// is a replicated write when made and when done, so an idle pool of a
+// 3-node hub commits next to nothing to its consumer's raft group; and a
+// draining worker withdraws its pull rather than waiting it out.
+func TestHubIdleWorkersWriteNothing(t *testing.T) {
+	needCluster(t)
+	e := newHubEnv(t, 3)
+	const pool = "idlepool"
+	var wks []*testWorker
+	for i := range 2 {
+		wks = append(wks, e.startWorker(fmt.Sprintf("idle%d", i), e.cl.URLs(), func(o *worker.Options) { o.Pool = pool }))
+	}
+	group := "raft " + remote.StepsStream + "/" + remote.PoolConsumer(pool)
+	time.Sleep(time.Second) // the workers' first pulls
+	before := raftCommits(t, e.cl)
+	time.Sleep(5 * time.Second)
+	after := raftCommits(t, e.cl)
+	if _, ok := after[group]; !ok {
+		t.Fatalf("no raft group %q among %v", group, slices.Sorted(maps.Keys(after)))
+	}
+	// Pulls renewed every second would be about 2 × 5 × 2 = 20 entries.
+	if d := after[group] - before[group]; d > 4 {
+		t.Errorf("two idle workers committed %d entries to %s in 5 s; want at most 4", d, group)
+	}
+	began := time.Now()
+	for _, tw := range wks {
+		tw.stop()
+	}
+	for _, tw := range wks {
+		select {
+		case <-tw.done:
+		case <-time.After(15 * time.Second): // half the wait of a pull
+			t.Fatalf("an idle worker asked to drain was still waiting out its pull after %s", time.Since(began).Round(time.Second))
+		}
+	}
 }
 
 // TestHubHappyPath is D1: a 24-step DAG on three workers, all invariants,

@@ -199,10 +199,14 @@ func (w *Worker) Run(ctx context.Context, kill <-chan struct{}) (Stats, error) {
 		what += " and its container steps (engine " + w.o.Container.EngineName() + ")"
 	}
 	w.logf("pulling %s (%d slots, liveness %s)", what, w.o.Slots, w.o.Liveness)
+	wait := pullWait
+	if len(w.cons) > 1 {
+		wait = sharedPullWait
+	}
 	var pulls sync.WaitGroup
 	for _, cons := range w.cons {
 		pulls.Add(1)
-		go func() { defer pulls.Done(); w.pull(ctx, cons, slots, &wg) }()
+		go func() { defer pulls.Done(); w.pull(ctx, cons, wait, slots, &wg) }()
 	}
 	pulls.Wait()
 	done := make(chan struct{})
@@ -220,9 +224,29 @@ func (w *Worker) Run(ctx context.Context, kill <-chan struct{}) (Stats, error) {
 	return Stats{Ran: w.ran.Load(), Lost: w.lostN.Load(), Interrupted: w.interrupted.Load()}, nil
 }
 
-// pull fetches attempts from cons while ctx lasts, each run in a slot of
-// slots, which the worker's consumers share.
-func (w *Worker) pull(ctx context.Context, cons jetstream.Consumer, slots chan struct{}, wg *sync.WaitGroup) {
+// pullWait is how long one pull request waits on the hub for attempts,
+// and pullBeat how often the hub confirms that it still holds it. A pull
+// request is a replicated write when made and another when done (hubs of
+// several nodes), so an idle worker renews its pull seldom; a pull the hub
+// lost (its node failed) shows by missing beats, and is made again two
+// beats later. A request for the free slots waits unfilled only while
+// the queue is empty: the attempt that fills it makes the worker pull
+// again at once for every slot free by then.
+//
+// sharedPullWait replaces pullWait for a worker that pulls from two
+// consumers (its pool's, and its pool's container queue): they share the
+// slots, and a pull holds the free ones while it waits, so each pull ends
+// within a second to let the other consumer's pull have them.
+const (
+	pullWait       = 30 * time.Second
+	pullBeat       = time.Second
+	sharedPullWait = time.Second
+)
+
+// pull fetches attempts from cons while ctx lasts, each pull waiting up
+// to wait, each attempt run in a slot of slots, which the worker's
+// consumers share.
+func (w *Worker) pull(ctx context.Context, cons jetstream.Consumer, wait time.Duration, slots chan struct{}, wg *sync.WaitGroup) {
 	for ctx.Err() == nil {
 		select {
 		case slots <- struct{}{}:
@@ -237,7 +261,14 @@ func (w *Worker) pull(ctx context.Context, cons jetstream.Consumer, slots chan s
 				free = i
 			}
 		}
-		batch, err := cons.Fetch(free, jetstream.FetchMaxWait(time.Second))
+		// The pull is withdrawn when the worker drains (ctx ends); it
+		// expires on the hub after wait otherwise.
+		fctx, cancel := context.WithTimeout(ctx, wait)
+		opts := []jetstream.FetchOpt{jetstream.FetchContext(fctx)}
+		if wait > sharedPullWait {
+			opts = append(opts, jetstream.FetchHeartbeat(pullBeat))
+		}
+		batch, err := cons.Fetch(free, opts...)
 		got := 0
 		if err == nil {
 			for m := range batch.Messages() {
@@ -252,6 +283,7 @@ func (w *Worker) pull(ctx context.Context, cons jetstream.Consumer, slots chan s
 			}
 			err = batch.Error()
 		}
+		cancel()
 		for i := got; i < free; i++ {
 			<-slots
 		}
