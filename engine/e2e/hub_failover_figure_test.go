@@ -270,11 +270,51 @@ func TestHubProcessFigures(t *testing.T) {
 			t.Logf("FIGURE hub=%d wide 1000 true steps through the hub, CPU of a run, medians of %d rounds: hub nodes %.2f s, workers with their steps' processes %.2f s, coordinator %.2f s",
 				nodes, rounds, med(cpu["hubs"]), med(cpu["workers"]), med(cpu["coordinator"]))
 		}
+		// What an idle pool costs its hub: the two workers wait for work
+		// while nothing is dispatched.
+		cpuBefore, wroteBefore := processCPU(procs[:nodes]), processWrites(procs[:nodes])
+		time.Sleep(idleWindow)
+		if cpuAfter, wroteAfter := processCPU(procs[:nodes]), processWrites(procs[:nodes]); cpuBefore != nil && wroteBefore != nil && cpuAfter != nil && wroteAfter != nil {
+			var secs float64
+			var wrote int64
+			for i := range cpuAfter {
+				secs += cpuAfter[i] - cpuBefore[i]
+				wrote += wroteAfter[i] - wroteBefore[i]
+			}
+			t.Logf("FIGURE hub=%d idle, 2 workers waiting for work, %s: hub nodes %.0f ms of CPU, %d KiB written",
+				nodes, idleWindow, secs*1000, wrote/1024)
+		}
 		for _, p := range procs {
 			syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
 			p.Wait()
 		}
 	}
+}
+
+// idleWindow is how long TestHubProcessFigures watches an idle pool.
+const idleWindow = 30 * time.Second
+
+// processWrites is the bytes each process had the kernel write to storage
+// (write_bytes of /proc/PID/io), nil where that cannot be read.
+func processWrites(procs []*exec.Cmd) []int64 {
+	var out []int64
+	for _, p := range procs {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", p.Process.Pid))
+		if err != nil {
+			return nil
+		}
+		n := int64(-1)
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "write_bytes: "); ok {
+				n, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			}
+		}
+		if n < 0 {
+			return nil
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // dispatchedAgain reports whether the coordinator's log in state holds a
