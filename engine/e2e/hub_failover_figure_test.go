@@ -294,29 +294,6 @@ func TestHubProcessFigures(t *testing.T) {
 // idleWindow is how long TestHubProcessFigures watches an idle pool.
 const idleWindow = 30 * time.Second
 
-// processWrites is the bytes each process had the kernel write to storage
-// (write_bytes of /proc/PID/io), nil where that cannot be read.
-func processWrites(procs []*exec.Cmd) []int64 {
-	var out []int64
-	for _, p := range procs {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", p.Process.Pid))
-		if err != nil {
-			return nil
-		}
-		n := int64(-1)
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "write_bytes: "); ok {
-				n, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			}
-		}
-		if n < 0 {
-			return nil
-		}
-		out = append(out, n)
-	}
-	return out
-}
-
 // dispatchedAgain reports whether the coordinator's log in state holds a
 // DISPATCH of step b's attempt 1.
 func dispatchedAgain(state, task string) bool {
@@ -376,26 +353,52 @@ func med(xs []float64) float64 {
 // children it has reaped (a worker's steps), from /proc; nil where there
 // is no /proc.
 func processCPU(procs []*exec.Cmd) []float64 {
-	var secs []float64
-	for _, p := range procs {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Process.Pid))
-		if err != nil {
-			return nil
-		}
+	return fromProc(procs, "stat", func(b []byte) (float64, bool) {
 		// The fields after the command's name in parentheses, from the
 		// state (field 3): utime, stime, cutime and cstime are 14 to 17.
 		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 		if len(f) < 15 {
-			return nil
+			return 0, false
 		}
 		ticks := 0
 		for _, v := range f[11:15] {
 			n, _ := strconv.Atoi(v)
 			ticks += n
 		}
-		secs = append(secs, float64(ticks)/clockTicks)
+		return float64(ticks) / clockTicks, true
+	})
+}
+
+// processWrites returns the bytes each of procs had the kernel write to
+// storage (write_bytes of /proc/PID/io); nil where that cannot be read.
+func processWrites(procs []*exec.Cmd) []int64 {
+	return fromProc(procs, "io", func(b []byte) (int64, bool) {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "write_bytes: "); ok {
+				n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				return n, err == nil
+			}
+		}
+		return 0, false
+	})
+}
+
+// fromProc reads /proc/PID/name of each of procs through parse; nil
+// where one cannot be read or parsed.
+func fromProc[T any](procs []*exec.Cmd, name string, parse func([]byte) (T, bool)) []T {
+	var out []T
+	for _, p := range procs {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", p.Process.Pid, name))
+		if err != nil {
+			return nil
+		}
+		v, ok := parse(b)
+		if !ok {
+			return nil
+		}
+		out = append(out, v)
 	}
-	return secs
+	return out
 }
 
 // clockTicks is Linux's USER_HZ, the unit of /proc/PID/stat's times.
