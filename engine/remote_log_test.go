@@ -605,7 +605,7 @@ func TestHubFeedAfterDroppedRings(t *testing.T) {
 	}
 	<-c.JS.PublishAsyncComplete()
 	// A bound that only a hang reaches: at one event per slow poll
-	// (250 ms) the last ones would take two minutes.
+	// (2 s) the last ones would take many minutes.
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	for i := range n {

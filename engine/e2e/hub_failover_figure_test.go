@@ -284,6 +284,32 @@ func TestHubProcessFigures(t *testing.T) {
 			t.Logf("FIGURE hub=%d idle, 2 workers waiting for work, %s: hub nodes %.0f ms of CPU, %d KiB written",
 				nodes, idleWindow, secs*1000, wrote/1024)
 		}
+		// What coordinators waiting on long steps cost it: eight runs, each
+		// waiting for one step that sleeps through the window.
+		long := filepath.Join(dir, "long.yaml")
+		os.WriteFile(long, fmt.Appendf(nil, "task_name: long\nsteps:\n  - id: s\n    command: sleep %d\n",
+			int((waitSettle+idleWindow).Seconds())+3), 0o644)
+		var waiting []*exec.Cmd
+		for i := range 8 {
+			cmd := apolloCmd(t, dir, nil, "run", long, "--hub", hubURLs, "--task-id", fmt.Sprintf("long%d", i),
+				"--state-dir", filepath.Join(dir, fmt.Sprintf("st-long%d", i)), "--progress", "quiet")
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waiting = append(waiting, cmd)
+		}
+		time.Sleep(waitSettle)
+		hubsBefore, runsBefore := processCPU(procs[:nodes]), processCPU(waiting)
+		time.Sleep(idleWindow)
+		if hubsAfter, runsAfter := processCPU(procs[:nodes]), processCPU(waiting); hubsBefore != nil && runsBefore != nil && hubsAfter != nil && runsAfter != nil {
+			t.Logf("FIGURE hub=%d 8 coordinators each waiting on a running step, %s: hub nodes %.0f ms of CPU, the coordinators %.0f ms",
+				nodes, idleWindow, 1000*(sum(hubsAfter)-sum(hubsBefore)), 1000*(sum(runsAfter)-sum(runsBefore)))
+		}
+		for _, cmd := range waiting {
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("apollo run %s: %v", strings.Join(cmd.Args[1:], " "), err)
+			}
+		}
 		for _, p := range procs {
 			syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
 			p.Wait()
@@ -291,8 +317,20 @@ func TestHubProcessFigures(t *testing.T) {
 	}
 }
 
-// idleWindow is how long TestHubProcessFigures watches an idle pool.
-const idleWindow = 30 * time.Second
+// idleWindow is how long TestHubProcessFigures watches an idle pool, and
+// coordinators waiting on their steps once waitSettle has let those start.
+const (
+	idleWindow = 30 * time.Second
+	waitSettle = 5 * time.Second
+)
+
+func sum(xs []float64) float64 {
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}
 
 // dispatchedAgain reports whether the coordinator's log in state holds a
 // DISPATCH of step b's attempt 1.

@@ -178,6 +178,7 @@ type Proxy struct {
 	target  string
 	mu      sync.Mutex
 	blocked bool
+	cut     bool
 	conns   []net.Conn
 }
 
@@ -204,8 +205,12 @@ func (p *Proxy) accept() {
 			return
 		}
 		p.mu.Lock()
-		blocked := p.blocked
+		blocked, cut := p.blocked, p.cut
 		p.mu.Unlock()
+		if cut {
+			in.Close()
+			continue
+		}
 		if blocked {
 			p.track(in) // held open, never answered
 			continue
@@ -259,6 +264,25 @@ func (p *Proxy) pipe(src, dst net.Conn) {
 func (p *Proxy) Block() {
 	p.mu.Lock()
 	p.blocked = true
+	p.mu.Unlock()
+}
+
+// Cut closes the connections through the proxy and refuses new ones
+// until Restore: what the hub sends meanwhile reaches nobody.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// Restore lets connections through again after Cut.
+func (p *Proxy) Restore() {
+	p.mu.Lock()
+	p.cut = false
 	p.mu.Unlock()
 }
 

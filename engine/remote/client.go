@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -83,6 +84,9 @@ type Client struct {
 	mu      sync.Mutex
 	streams map[string]jetstream.Stream
 	buckets map[string]jetstream.KeyValue
+	// feeds are the open feeds, rung when the connection comes back: what
+	// the hub stored meanwhile rang nobody.
+	feeds map[*Feed]struct{}
 }
 
 // Connect connects to the hub. It keeps reconnecting in the background for
@@ -95,8 +99,14 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.GiveUp <= 0 {
 		cfg.GiveUp = DefaultGiveUp
 	}
+	var client atomic.Pointer[Client]
 	opts := []nats.Option{
 		nats.Name(cfg.Name),
+		nats.ReconnectHandler(func(*nats.Conn) {
+			if c := client.Load(); c != nil {
+				c.ringFeeds()
+			}
+		}),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(100 * time.Millisecond),
 		nats.ReconnectJitter(100*time.Millisecond, time.Second),
@@ -156,7 +166,9 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		nc.Close()
 		return nil, err
 	}
-	c := &Client{NC: nc, JS: js, cfg: cfg, streams: map[string]jetstream.Stream{}, buckets: map[string]jetstream.KeyValue{}}
+	c := &Client{NC: nc, JS: js, cfg: cfg, streams: map[string]jetstream.Stream{}, buckets: map[string]jetstream.KeyValue{},
+		feeds: map[*Feed]struct{}{}}
+	client.Store(c)
 	// The first call waits for the connection within the limits.
 	if err := c.Do(ctx, "connect", func(ctx context.Context) error {
 		if nc.IsConnected() {
@@ -175,6 +187,16 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// ringFeeds rings every open feed: the connection came back, and what the
+// hub stored while it was down rang none of them.
+func (c *Client) ringFeeds() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for f := range c.feeds {
+		f.ringsLost()
+	}
 }
 
 // nkeyPublic is the public key of the NKey seed in a file.

@@ -14,8 +14,10 @@ import (
 // a sequence on. Each read is one call with a deadline (a message get by
 // subject, answered by the stream's leader), so a fail-over costs a retry
 // and never a consumer to rebuild; a core subscription to the same subject
-// rings when something new may be there, and a slow poll covers a missed
-// ring.
+// rings when something new may be there. Rings are lost while the client
+// is disconnected, so its reconnection rings every feed; a slow poll
+// covers a ring lost otherwise (a stream's leader changed as it stored
+// the message, a route between nodes dropped).
 type Feed struct {
 	c       *Client
 	stream  jetstream.Stream
@@ -32,14 +34,18 @@ type Feed struct {
 	stored, waitRing, rang bool
 	dropped                atomic.Bool
 	// quick is the next wait while the subject is busy: set after a ring
-	// or a message, doubled up to pollEvery while nothing comes.
+	// or a message, doubled up to poll while nothing comes.
 	quick time.Duration
+	// poll is how often the feed looks when nothing rang (pollEvery).
+	poll time.Duration
 }
 
-// pollEvery is how often a feed looks when nothing rang; quickPoll is the
-// first wait after a ring or a message.
+// pollEvery is how often a feed looks when nothing rang: each look is a
+// request every node of the hub reads, so a coordinator waiting hours for
+// a long step makes few; quickPoll is the first wait after a ring or a
+// message on a hub that does not republish what it stores.
 const (
-	pollEvery = 250 * time.Millisecond
+	pollEvery = 2 * time.Second
 	quickPoll = 2 * time.Millisecond
 )
 
@@ -49,7 +55,7 @@ func (c *Client) NewFeed(ctx context.Context, stream, subject string, from uint6
 	if err != nil {
 		return nil, err
 	}
-	f := &Feed{c: c, stream: s, subject: subject, next: max(from, 1), bell: make(chan struct{}, 1)}
+	f := &Feed{c: c, stream: s, subject: subject, next: max(from, 1), bell: make(chan struct{}, 1), poll: pollEvery}
 	ring := func(*nats.Msg) {
 		select {
 		case f.bell <- struct{}{}:
@@ -70,13 +76,29 @@ func (c *Client) NewFeed(ctx context.Context, stream, subject string, from uint6
 	if f.sub, err = c.NC.Subscribe(bell, ring); err != nil {
 		return nil, err
 	}
+	c.mu.Lock()
+	c.feeds[f] = struct{}{}
+	c.mu.Unlock()
 	return f, nil
 }
 
 // Close stops the feed.
 func (f *Feed) Close() {
+	f.c.mu.Lock()
+	delete(f.c.feeds, f)
+	f.c.mu.Unlock()
 	if f.sub != nil {
 		f.sub.Unsubscribe()
+	}
+}
+
+// ringsLost rings the feed after rings may have been lost (the client was
+// disconnected): it reads until it finds nothing, as after a dropped ring.
+func (f *Feed) ringsLost() {
+	f.dropped.Store(true)
+	select {
+	case f.bell <- struct{}{}:
+	default:
 	}
 }
 
@@ -106,8 +128,8 @@ func (f *Feed) Next(ctx context.Context) (*jetstream.RawStreamMsg, error) {
 			f.dropped.Store(false) // every message stored so far is read
 		}
 		f.waitRing, f.rang = false, false
-		wait := pollEvery
-		if f.quick > 0 && f.quick < pollEvery && !f.stored {
+		wait := f.poll
+		if f.quick > 0 && f.quick < f.poll && !f.stored {
 			wait, f.quick = f.quick, f.quick*2
 		}
 		t := time.NewTimer(wait)
