@@ -3,7 +3,9 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"sync"
 	"time"
@@ -56,12 +58,16 @@ func (s *streamer) send(final bool) {
 	if s.err != nil {
 		return
 	}
-	f, err := os.Open(s.path)
+	f, left, err := s.open()
 	if err != nil {
-		return // nothing printed yet
+		s.err = err
+		return
+	}
+	if left <= 0 {
+		return // nothing new
 	}
 	defer f.Close()
-	buf := make([]byte, chunk)
+	buf := make([]byte, min(chunk, left))
 	for {
 		n, rerr := f.ReadAt(buf, s.sent)
 		if n > 0 {
@@ -93,8 +99,8 @@ func (s *streamer) stop(final bool) (int64, []byte, error) {
 	<-s.done
 	var tail []byte
 	if final {
-		tail = s.tail()
-		if tail == nil {
+		var rest bool
+		if tail, rest = s.tail(); !rest {
 			s.send(true)
 		}
 	}
@@ -104,22 +110,49 @@ func (s *streamer) stop(final bool) (int64, []byte, error) {
 }
 
 // tail reads what the file holds beyond what was sent when it is at most
-// remote.MaxTail bytes, and nil otherwise (or when nothing is left).
-func (s *streamer) tail() []byte {
+// remote.MaxTail bytes (nil when nothing is), and says whether that is the
+// rest of it.
+func (s *streamer) tail() ([]byte, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
-		return nil
+		return nil, false
 	}
-	f, err := os.Open(s.path)
-	if err != nil {
-		return nil // nothing printed
+	f, left, err := s.open()
+	if err != nil || left > remote.MaxTail {
+		return nil, false
+	}
+	if left <= 0 {
+		return nil, true
 	}
 	defer f.Close()
-	buf := make([]byte, remote.MaxTail+1)
+	buf := make([]byte, left)
 	n, err := f.ReadAt(buf, s.sent)
-	if n == 0 || n > remote.MaxTail || (err != nil && err != io.EOF) {
-		return nil
+	if int64(n) != left || (err != nil && err != io.EOF) {
+		return nil, false
 	}
-	return buf[:n]
+	return buf, true
+}
+
+// open opens the output file and says how much of it is not sent yet; a
+// file not there yet holds nothing (and is not opened). The file is left
+// open only when something is left.
+func (s *streamer) open() (*os.File, int64, error) {
+	f, err := os.Open(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, nil // nothing printed yet
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	left := fi.Size() - s.sent
+	if left <= 0 {
+		f.Close()
+	}
+	return f, left, nil
 }
