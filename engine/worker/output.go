@@ -59,12 +59,9 @@ func (s *streamer) send(final bool) {
 		return
 	}
 	f, left, err := s.open()
-	if err != nil {
+	if err != nil || f == nil {
 		s.err = err
-		return
-	}
-	if left <= 0 {
-		return // nothing new
+		return // an error, or nothing new
 	}
 	defer f.Close()
 	buf := make([]byte, min(chunk, left))
@@ -119,13 +116,16 @@ func (s *streamer) tail() ([]byte, bool) {
 		return nil, false
 	}
 	f, left, err := s.open()
-	if err != nil || left > remote.MaxTail {
+	if err != nil {
 		return nil, false
 	}
-	if left <= 0 {
-		return nil, true
+	if f == nil {
+		return nil, true // nothing left
 	}
 	defer f.Close()
+	if left > remote.MaxTail {
+		return nil, false
+	}
 	buf := make([]byte, left)
 	n, err := f.ReadAt(buf, s.sent)
 	if int64(n) != left || (err != nil && err != io.EOF) {
@@ -134,9 +134,9 @@ func (s *streamer) tail() ([]byte, bool) {
 	return buf, true
 }
 
-// open opens the output file and says how much of it is not sent yet; a
-// file not there yet holds nothing (and is not opened). The file is left
-// open only when something is left.
+// open opens the output file when some of it is not sent yet, and says
+// how much; the file is nil (and closed) when nothing is left, or when it
+// is not there yet (nothing printed).
 func (s *streamer) open() (*os.File, int64, error) {
 	f, err := os.Open(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -153,6 +153,7 @@ func (s *streamer) open() (*os.File, int64, error) {
 	left := fi.Size() - s.sent
 	if left <= 0 {
 		f.Close()
+		return nil, 0, nil
 	}
 	return f, left, nil
 }
