@@ -152,6 +152,8 @@ func TestHubFailoverFigures(t *testing.T) {
 // locally at parallelism 8. It prints medians and asserts nothing of time:
 //
 //	APOLLO_HUB_FIGURES=1 go test ./engine/e2e -run TestHubProcessFigures -v
+//
+// APOLLO_HUB_FIGURES=rounds measures the rounds and not the idle windows.
 func TestHubProcessFigures(t *testing.T) {
 	if os.Getenv("APOLLO_HUB_FIGURES") == "" {
 		t.Skip("set APOLLO_HUB_FIGURES=1 to measure (minutes)")
@@ -270,6 +272,10 @@ func TestHubProcessFigures(t *testing.T) {
 			t.Logf("FIGURE hub=%d wide 1000 true steps through the hub, CPU of a run, medians of %d rounds: hub nodes %.2f s, workers with their steps' processes %.2f s, coordinator %.2f s",
 				nodes, rounds, med(cpu["hubs"]), med(cpu["workers"]), med(cpu["coordinator"]))
 		}
+		if os.Getenv("APOLLO_HUB_FIGURES") == "rounds" {
+			killAll(procs) // the rounds only, not the idle windows
+			continue
+		}
 		// What an idle pool costs its hub: the two workers wait for work
 		// while nothing is dispatched.
 		cpuBefore, wroteBefore := processCPU(procs[:nodes]), processWrites(procs[:nodes])
@@ -310,10 +316,15 @@ func TestHubProcessFigures(t *testing.T) {
 				t.Errorf("apollo run %s: %v", strings.Join(cmd.Args[1:], " "), err)
 			}
 		}
-		for _, p := range procs {
-			syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
-			p.Wait()
-		}
+		killAll(procs)
+	}
+}
+
+// killAll ends the process groups of procs and waits for them.
+func killAll(procs []*exec.Cmd) {
+	for _, p := range procs {
+		syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
+		p.Wait()
 	}
 }
 
