@@ -299,7 +299,7 @@ func (r *taskRun) startHub(ctx context.Context) error {
 	go func() { defer h.otherDone.Done(); h.out.run(octx, c, h) }()
 	// Catch up: what workers reported while no coordinator listened.
 	h.ingested.Store(uint64(r.state.LastSrcSeq)) // the log has taken in the events before
-	feed, err := c.NewFeed(ctx, remote.EventsStream, remote.TaskEvents(r.t.id), uint64(r.state.LastSrcSeq)+1)
+	feed, err := c.NewEventFeed(ctx, r.t.id, h.pools(), uint64(r.state.LastSrcSeq)+1)
 	if err != nil {
 		return &HubError{TaskID: r.t.id, Err: err}
 	}
@@ -607,6 +607,33 @@ func (h *hubRun) poolOf(n *node) string {
 		return p
 	}
 	return h.pool
+}
+
+// pools lists the pools the task's attempts go to: its steps' and those of
+// the attempts in flight when the run started.
+func (h *hubRun) pools() []string {
+	seen := map[string]bool{}
+	var pools []string
+	add := func(p string) {
+		if p == "" {
+			p = h.pool
+		}
+		if !seen[p] {
+			seen[p] = true
+			pools = append(pools, p)
+		}
+	}
+	for _, s := range h.r.t.p.Steps {
+		add(s.Pool)
+	}
+	h.mu.Lock()
+	for _, sl := range h.slots {
+		if sl.pool != "" { // known once adopted: its node's pool, above
+			add(sl.pool)
+		}
+	}
+	h.mu.Unlock()
+	return pools
 }
 
 // quiesce stops taking in events: called when the scheduler has ended,

@@ -17,12 +17,14 @@ const DedupWindow = time.Hour
 // still ingest what its workers reported.
 const Retention = 7 * 24 * time.Hour
 
-// stored republishes the headers of each message stored on subject to
+// stored republishes each message stored on subject to
 // StoredSubject(subject): a feed's bell that rings once the message can
 // be read, where a ring from the publication itself comes before a
-// replicated stream has stored it.
-func stored(subject string) *jetstream.RePublish {
-	return &jetstream.RePublish{Source: subject, Destination: StoredSubject(subject), HeadersOnly: true}
+// replicated stream has stored it. With whole, the ring carries the
+// message (a task's events, which a feed of one pool takes from it without
+// a read); without, only its headers (output, which may be large).
+func stored(subject string, whole bool) *jetstream.RePublish {
+	return &jetstream.RePublish{Source: subject, Destination: StoredSubject(subject), HeadersOnly: !whole}
 }
 
 // StoredSubject is where the hub republishes the headers of a message
@@ -40,11 +42,11 @@ func streamConfigs(r int, logMaxBytes int64) []jetstream.StreamConfig {
 			Description: "apollo: one message per dispatched attempt"},
 		{Name: EventsStream, Subjects: []string{"apollo.ev.>"}, Retention: jetstream.LimitsPolicy,
 			Storage: jetstream.FileStorage, Replicas: r, Duplicates: DedupWindow, MaxAge: Retention,
-			RePublish:   stored("apollo.ev.>"),
+			RePublish:   stored("apollo.ev.>", true),
 			Description: "apollo: what workers report (started, end, lost, marker), in order per task"},
 		{Name: OutputStream, Subjects: []string{"apollo.out.>"}, Retention: jetstream.LimitsPolicy,
 			Storage: jetstream.FileStorage, Replicas: r, MaxAge: Retention,
-			RePublish:   stored("apollo.out.>"),
+			RePublish:   stored("apollo.out.>", false),
 			Description: "apollo: remote attempts' output"},
 		// The tasks' logs: never dropped by age or count (a gap in seq is
 		// the only sign of a dropped record), never a record deleted;
