@@ -1142,3 +1142,54 @@ func TestHubFreshDropsEarlierRun(t *testing.T) {
 		t.Errorf("step a ran %d times, want once: the abandoned run's attempt ran too", n)
 	}
 }
+
+// TestHubTaskAcrossPools: a task whose steps go to two pools takes in the
+// events of both, in the hub's order, each step run by its pool's worker
+// (its feed reads each event, since a ring of one pool's subject cannot
+// show that the other's holds nothing before it); a task whose steps all
+// go to one pool that is not the run's default takes its events from the
+// rings of that pool's subject.
+func TestHubTaskAcrossPools(t *testing.T) {
+	needSeconds(t)
+	e := newHubEnv(t, 1)
+	e.startWorker("wp1", e.cl.URLs(), func(o *worker.Options) { o.Pool = "p1" })
+	e.startWorker("wp2", e.cl.URLs(), func(o *worker.Options) { o.Pool = "p2" })
+	for _, tc := range []struct {
+		name  string
+		pools []string
+	}{
+		{"two", []string{"p1", "p2", "p1", "p2"}},
+		{"one", []string{"p2", "p2", "p2", "p2"}},
+	} {
+		var b strings.Builder
+		b.WriteString("task_name: pools\nsteps:\n")
+		for i, p := range tc.pools {
+			fmt.Fprintf(&b, "  - id: s%d\n    command: 'true'\n    pool: %s\n", i, p)
+			if i > 0 {
+				fmt.Fprintf(&b, "    depends_on: [s%d]\n", i-1)
+			}
+		}
+		path := filepath.Join(e.dir, tc.name+".yaml")
+		os.WriteFile(path, []byte(b.String()), 0o644)
+		e.task = "pools-" + tc.name
+		if err := e.runWithin(time.Minute, path, e.cl.URLs()); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		recs := e.logOf(e.task)
+		ran := map[string]string{}
+		for _, r := range recs {
+			if r.EventType == eventlog.StepEnd && r.Status == eventlog.Success {
+				ran[r.StepID] = r.Worker
+			}
+		}
+		for i, p := range tc.pools {
+			id := fmt.Sprintf("s%d", i)
+			if w, ok := ran[id]; !ok || !strings.Contains(w, "w"+p) {
+				t.Errorf("%s: step %s of pool %s: ended SUCCESS by worker %q (found: %v)", tc.name, id, p, w, ok)
+			}
+		}
+		if n := countType(recs, eventlog.Warning); n != 0 {
+			t.Errorf("%s: %d WARNING records", tc.name, n)
+		}
+	}
+}
