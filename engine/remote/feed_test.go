@@ -41,16 +41,7 @@ func TestFeedReadsWhatWasStoredWhileDisconnected(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	read := func(want string) {
-		t.Helper()
-		m, err := feed.Next(ctx)
-		if err != nil {
-			t.Fatalf("waiting for %q: %v", want, err)
-		}
-		if string(m.Data) != want {
-			t.Fatalf("read %q, want %q", m.Data, want)
-		}
-	}
+	read := func(want string) { t.Helper(); readFeed(ctx, t, feed, want) }
 	// Read an event on its ring: the feed then waits for the next ring
 	// instead of looking.
 	for i := 1; !remote.FeedWaitsForRing(feed); i++ {
@@ -127,16 +118,7 @@ func TestEventFeedTakesRings(t *testing.T) {
 		}
 		return ack.Sequence
 	}
-	read := func(want string) {
-		t.Helper()
-		m, err := feed.Next(ctx)
-		if err != nil {
-			t.Fatalf("waiting for %q: %v", want, err)
-		}
-		if string(m.Data) != want {
-			t.Fatalf("read %q, want %q", m.Data, want)
-		}
-	}
+	read := func(want string) { t.Helper(); readFeed(ctx, t, feed, want) }
 	publish("p", "first")
 	read("first") // the first read finds it (or its ring)
 	before := reads()
@@ -204,5 +186,17 @@ func TestEventFeedTakesRings(t *testing.T) {
 	headersOnly.Header.Set("Nats-Msg-Size", "1")
 	if remote.FeedTakes(feed, headersOnly) {
 		t.Error("a ring of headers only was taken as a message")
+	}
+}
+
+// readFeed reads feed's next message and fails unless it holds want.
+func readFeed(ctx context.Context, t *testing.T, feed *remote.Feed, want string) {
+	t.Helper()
+	m, err := feed.Next(ctx)
+	if err != nil {
+		t.Fatalf("waiting for %q: %v", want, err)
+	}
+	if string(m.Data) != want {
+		t.Fatalf("read %q, want %q", m.Data, want)
 	}
 }
