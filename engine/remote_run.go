@@ -38,6 +38,9 @@ type HubOptions struct {
 	// detach (tests): an interrupted run leaves its remote attempts
 	// running and stops at once, as a killed coordinator does.
 	detach bool
+	// afterPlan (tests) runs once the nodes are planned, before the
+	// attempts in flight are listed.
+	afterPlan func()
 	// noLog (figures): the task's log is not kept in the hub, as before
 	// it was, to measure what keeping it costs.
 	noLog bool
@@ -133,6 +136,11 @@ type hubRun struct {
 
 	stopIngest context.CancelFunc
 	ingestDone chan struct{}
+	// ingesting is held while an event is taken in, and while the run
+	// plans its nodes from the state and lists the attempts in flight
+	// (holdIngest): an end taken in between the two would leave a node
+	// planned to run again whose attempt is no longer in flight to adopt.
+	ingesting sync.Mutex
 	// ingested is the hub sequence of the last event taken in.
 	ingested  atomic.Uint64
 	stopOther context.CancelFunc
@@ -341,11 +349,16 @@ func (r *taskRun) startHub(ctx context.Context) error {
 				}
 				return
 			}
-			if err := h.ingest(m.Data, int64(m.Sequence), m.Subject); err != nil {
+			h.ingesting.Lock()
+			err = h.ingest(m.Data, int64(m.Sequence), m.Subject)
+			if err == nil {
+				h.ingested.Store(m.Sequence)
+			}
+			h.ingesting.Unlock()
+			if err != nil {
 				h.fail(err)
 				return
 			}
-			h.ingested.Store(m.Sequence)
 		}
 	}()
 	if caught > 0 {
@@ -355,23 +368,46 @@ func (r *taskRun) startHub(ctx context.Context) error {
 	return nil
 }
 
-// adoptInFlight lets the nodes of attempts still in flight wait for them
-// instead of running them again: each is in the work queue (or held by a
-// worker), or is published now when the coordinator stopped between its
-// DISPATCH and its publication.
-func (r *taskRun) adoptInFlight(ctx context.Context) error {
+// holdIngest stops events being taken in until release is called: the
+// nodes are planned from the state and the attempts in flight listed
+// (inFlight) from one moment of the log. Without a hub it holds nothing.
+func (r *taskRun) holdIngest() (release func()) {
+	h := r.hub
+	if h == nil {
+		return func() {}
+	}
+	h.ingesting.Lock()
+	return h.ingesting.Unlock
+}
+
+// inFlight lists the steps whose remote attempt is still open.
+func (r *taskRun) inFlight() []string {
 	h := r.hub
 	if h == nil {
 		return nil
 	}
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	var open []string
 	for id, sl := range h.slots {
 		if sl.open {
 			open = append(open, id)
 		}
 	}
-	h.mu.Unlock()
+	return open
+}
+
+// adoptInFlight lets the nodes of attempts still in flight (open, listed
+// by inFlight from the state the nodes were planned from) wait for them
+// instead of running them again: each is in the work queue (or held by a
+// worker), or is published now when the coordinator stopped between its
+// DISPATCH and its publication. An attempt that ended since it was listed
+// is adopted still: its node takes the end the slot holds.
+func (r *taskRun) adoptInFlight(ctx context.Context, open []string) error {
+	h := r.hub
+	if h == nil {
+		return nil
+	}
 	var names []string
 	for _, id := range open {
 		n := r.node(id)

@@ -1193,3 +1193,56 @@ func TestHubTaskAcrossPools(t *testing.T) {
 		}
 	}
 }
+
+// TestHubEndBetweenPlanAndAdoption: a coordinator that takes over plans
+// its nodes from the log, then lists the attempts in flight to adopt. An
+// end that the hub stores between the two is taken in after the list (the
+// ingestion waits), so the node adopts the attempt and takes its end,
+// instead of being planned to run again with no attempt left to adopt:
+// the step ran once, recorded done once (a nemesis run found it done
+// twice, attempts 0 and 1).
+func TestHubEndBetweenPlanAndAdoption(t *testing.T) {
+	needSeconds(t)
+	e := newHubEnv(t, 1)
+	tw := e.startWorker("w1", e.cl.URLs(), nil)
+	path := e.dag("plan", 1, 1, "sleep 1")
+	e.runDetached(path, func() { <-tw.starts })
+	c := e.client(e.cl.URLs())
+	ended := func() bool {
+		s, err := c.Stream(t.Context(), remote.EventsStream)
+		if err != nil {
+			return false
+		}
+		m, err := s.GetLastMsgForSubject(t.Context(), remote.EventSubject("default", e.task))
+		if err != nil {
+			return false
+		}
+		var ev remote.Event
+		return json.Unmarshal(m.Data, &ev) == nil && ev.Type == remote.EventEnd
+	}
+	if ended() {
+		t.Fatal("the attempt ended before the second coordinator started; make its body longer")
+	}
+	err := e.run(t.Context(), path, e.cl.URLs(), func(ro *RunOptions) {
+		ro.Hub.afterPlan = func() {
+			for deadline := time.Now().Add(20 * time.Second); !ended(); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Error("the worker's end was not stored within 20s")
+					return
+				}
+			}
+			time.Sleep(300 * time.Millisecond) // time for an ingestion not held to take it in
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.checkInvariants(e.task, 1)
+	files, _ := filepath.Glob(filepath.Join(e.dir, ".apollo", "artifacts", e.task, "*"))
+	if len(files) != 1 {
+		t.Errorf("%d executions of 1 step, want 1: %v", len(files), files)
+	}
+	if n := countType(e.logOf(e.task), eventlog.Dispatch); n != 1 {
+		t.Errorf("%d DISPATCH records, want 1: the ended attempt was dispatched again", n)
+	}
+}

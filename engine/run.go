@@ -306,10 +306,19 @@ func (r *taskRun) execute(ctx context.Context) (err error) {
 	if err := r.startHub(ctx); err != nil {
 		return err
 	}
-	if err := r.buildNodes(sc); err != nil {
+	// The plan and the attempts in flight are read from one state: an end
+	// taken in between would leave its node planned to run again.
+	release := r.holdIngest()
+	err = r.buildNodes(sc)
+	if r.ro.Hub.afterPlan != nil {
+		r.ro.Hub.afterPlan()
+	}
+	open := r.inFlight()
+	release()
+	if err != nil {
 		return err
 	}
-	if err := r.adoptInFlight(ctx); err != nil {
+	if err := r.adoptInFlight(ctx, open); err != nil {
 		return err
 	}
 	err = r.runSteps(ctx)
