@@ -573,7 +573,8 @@ func TestHubFeedTakesEventsFromRings(t *testing.T) {
 	if err := e.run(t.Context(), path, e.cl.URLs(), nil); err != nil {
 		t.Fatal(err)
 	}
-	polls := int(time.Since(began) / (2 * time.Second)) // a look every 2 s while nothing rings
+	// A look every 2 s while nothing rings.
+	polls := int(time.Since(began) / (2 * time.Second))
 	c.NC.Flush() // the coordinator's reads reached the hub, and so this client
 	time.Sleep(100 * time.Millisecond)
 	c.NC.Flush()
