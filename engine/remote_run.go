@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"apollo/engine/executor"
+	"apollo/engine/pipeline"
 	"apollo/engine/remote"
 	"apollo/engine/textfmt"
 	"apollo/engine/usage"
@@ -638,9 +639,12 @@ func (h *hubRun) refuse(ev *remote.Event, seq int64, subject, why string) error 
 }
 
 // poolOf is the pool a node's attempts go to.
-func (h *hubRun) poolOf(n *node) string {
-	if p := n.rs.step.Pool; p != "" {
-		return p
+func (h *hubRun) poolOf(n *node) string { return h.stepPool(n.rs.step) }
+
+// stepPool is the pool a step's attempts go to: its own, or the run's.
+func (h *hubRun) stepPool(s *pipeline.Step) string {
+	if s.Pool != "" {
+		return s.Pool
 	}
 	return h.pool
 }
@@ -651,22 +655,17 @@ func (h *hubRun) pools() []string {
 	seen := map[string]bool{}
 	var pools []string
 	add := func(p string) {
-		if p == "" {
-			p = h.pool
-		}
-		if !seen[p] {
+		if p != "" && !seen[p] { // an attempt's pool is "" until adopted: its step's, then
 			seen[p] = true
 			pools = append(pools, p)
 		}
 	}
 	for _, s := range h.r.t.p.Steps {
-		add(s.Pool)
+		add(h.stepPool(s))
 	}
 	h.mu.Lock()
 	for _, sl := range h.slots {
-		if sl.pool != "" { // known once adopted: its node's pool, above
-			add(sl.pool)
-		}
+		add(sl.pool)
 	}
 	h.mu.Unlock()
 	return pools
