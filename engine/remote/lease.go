@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -56,12 +57,14 @@ type Lease struct {
 	key string
 	me  Holder
 	ttl time.Duration
-	rev uint64
+	// rev is the lease's revision: set by the goroutine that renews it,
+	// read by those that dispatch.
+	rev atomic.Uint64
 	tid string
 }
 
 // Epoch is the lease's revision.
-func (l *Lease) Epoch() uint64 { return l.rev }
+func (l *Lease) Epoch() uint64 { return l.rev.Load() }
 
 // Holder is who holds the lease: this coordinator.
 func (l *Lease) Holder() Holder { return l.me }
@@ -114,7 +117,7 @@ func (c *Client) AcquireLease(ctx context.Context, taskID string, me Holder, ttl
 		// this host's, says when a silent holder's lease has lapsed.
 		rev, err := kv.Create(ctx, l.key, val, jetstream.KeyTTL(ttl))
 		if err == nil {
-			l.rev = rev
+			l.rev.Store(rev)
 			return nil
 		}
 		if !LostRace(err) {
@@ -141,7 +144,7 @@ func (c *Client) AcquireLease(ctx context.Context, taskID string, me Holder, ttl
 		if err != nil {
 			return err
 		}
-		l.rev = rev
+		l.rev.Store(rev)
 		return nil
 	})
 	if err != nil {
@@ -218,9 +221,9 @@ func (l *Lease) write(ctx context.Context, val []byte, rev uint64) (uint64, erro
 func (l *Lease) Renew(ctx context.Context) error {
 	val, _ := json.Marshal(l.me)
 	return l.c.Do(ctx, "renew the task's lease", func(ctx context.Context) error {
-		rev, err := l.write(ctx, val, l.rev)
+		rev, err := l.write(ctx, val, l.rev.Load())
 		if err == nil {
-			l.rev = rev
+			l.rev.Store(rev)
 			return nil
 		}
 		if !LostRace(err) {
@@ -235,7 +238,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 		var h Holder
 		if e != nil {
 			if bytes.Equal(e.Data, val) {
-				l.rev = e.Sequence
+				l.rev.Store(e.Sequence)
 				return nil
 			}
 			_ = json.Unmarshal(e.Data, &h)
@@ -247,7 +250,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 // Release gives the lease up, if this coordinator still holds it.
 func (l *Lease) Release(ctx context.Context) error {
 	return l.c.Do(ctx, "release the task's lease", func(ctx context.Context) error {
-		err := l.kv.Delete(ctx, l.key, jetstream.LastRevision(l.rev))
+		err := l.kv.Delete(ctx, l.key, jetstream.LastRevision(l.rev.Load()))
 		if err != nil && (LostRace(err) || errors.Is(err, jetstream.ErrKeyNotFound)) {
 			return nil
 		}
