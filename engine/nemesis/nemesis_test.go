@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"apollo/engine/hubtest"
+	"apollo/engine/internal/testbin"
 	"apollo/engine/remote"
 	"apollo/eventlog"
 )
@@ -179,6 +180,10 @@ func newWorld(t *testing.T, seed int64) *world {
 	w.env = append(os.Environ(), w.tag, "NO_COLOR=1", "APOLLO_KILL_GRACE=100ms",
 		"APOLLO_LIVENESS="+liveness.String(), "APOLLO_HUB_LEASE_TTL="+leaseTTL.String(),
 		"APOLLO_HUB_CALL_TIMEOUT=1s", "APOLLO_HUB_GIVE_UP=30s", "APOLLO_HUB_UNTAKEN=10s")
+	if testbin.Race() {
+		w.env = append(w.env, testbin.RaceEnv(root))
+		t.Logf("nemesis: the processes run with the race detector; a data race any of them reports is a violation")
+	}
 	t.Cleanup(w.close)
 
 	ports, err := hubtest.FreePorts(6)
@@ -294,8 +299,21 @@ func (w *world) close() {
 	}
 	killTagged(w.tag)
 	w.px.close()
+	w.checkRaces()
 	if os.Getenv(envKeep) == "" {
 		os.RemoveAll(w.root)
+	}
+}
+
+// checkRaces fails the test on each data race that a process built with the
+// race detector reported (testbin.Race).
+func (w *world) checkRaces() {
+	reports, err := testbin.RaceReports(w.root)
+	if err != nil {
+		w.t.Errorf("nemesis: reading the race detector's reports: %v", err)
+	}
+	for _, r := range reports {
+		w.t.Errorf("nemesis: a process reported a data race:\n%s", r)
 	}
 }
 
