@@ -3,76 +3,87 @@
 package web
 
 import (
-	"os"
+	"errors"
+	"path/filepath"
 	"sync"
-	"unsafe"
 
-	"golang.org/x/sys/unix"
+	"github.com/fsnotify/fsnotify"
 )
 
-// inotify watches folders with Linux's inotify: a write to a log wakes the
-// pages that show it at once, and nothing is read while nothing changes.
-type inotify struct {
-	f   *os.File
+// notifier watches folders through fsnotify (inotify on Linux): a write to
+// a log wakes the pages that show it at once, and nothing is read while
+// nothing changes.
+type notifier struct {
+	w   *fsnotify.Watcher
 	out chan change
 
 	mu   sync.Mutex
-	dirs map[int]string // watch descriptor -> folder
+	dirs map[string]string // cleaned path -> the folder as it was added
 }
 
 func newWatcher() (watcher, error) {
-	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	w, err := fsnotify.NewWatcher()
 	if err != nil {
-		return newPoller(), nil
+		return newPoller(), nil // no inotify here (or no instances left): look instead
 	}
-	w := &inotify{f: os.NewFile(uintptr(fd), "inotify"), out: make(chan change, 256), dirs: map[int]string{}}
-	go w.read()
-	return w, nil
+	n := &notifier{w: w, out: make(chan change, 256), dirs: map[string]string{}}
+	go n.loop()
+	return n, nil
 }
 
-func (w *inotify) add(dir string) error {
-	wd, err := unix.InotifyAddWatch(int(w.f.Fd()), dir,
-		unix.IN_MODIFY|unix.IN_CREATE|unix.IN_DELETE|unix.IN_MOVED_TO|unix.IN_MOVED_FROM|unix.IN_CLOSE_WRITE|unix.IN_ATTRIB)
-	if err != nil {
-		return &os.PathError{Op: "watch", Path: dir, Err: err}
+func (n *notifier) add(dir string) error {
+	if err := n.w.Add(dir); err != nil {
+		return err
 	}
-	w.mu.Lock()
-	w.dirs[wd] = dir
-	w.mu.Unlock()
+	n.mu.Lock()
+	n.dirs[filepath.Clean(dir)] = dir
+	n.mu.Unlock()
 	return nil
 }
 
-func (w *inotify) changes() <-chan change { return w.out }
+func (n *notifier) changes() <-chan change { return n.out }
 
-func (w *inotify) close() error { return w.f.Close() }
+func (n *notifier) close() error { return n.w.Close() }
 
-// read turns inotify events into changes until the file is closed.
-func (w *inotify) read() {
-	defer close(w.out)
-	buf := make([]byte, 64<<10)
+// loop turns fsnotify's events into changes until the watcher is closed.
+// When the kernel's queue overflowed, every folder is reported changed
+// with no entry named, so that what watches it looks again.
+func (n *notifier) loop() {
+	defer close(n.out)
 	for {
-		n, err := w.f.Read(buf)
-		if err != nil {
-			return
+		select {
+		case ev, ok := <-n.w.Events:
+			if !ok {
+				return
+			}
+			n.mu.Lock()
+			dir, known := n.dirs[filepath.Dir(ev.Name)]
+			n.mu.Unlock()
+			if known {
+				n.send(change{dir: dir, name: filepath.Base(ev.Name)})
+			}
+		case err, ok := <-n.w.Errors:
+			if !ok {
+				return
+			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				n.mu.Lock()
+				var dirs []string
+				for _, d := range n.dirs {
+					dirs = append(dirs, d)
+				}
+				n.mu.Unlock()
+				for _, d := range dirs {
+					n.send(change{dir: d})
+				}
+			}
 		}
-		for off := 0; off+unix.SizeofInotifyEvent <= n; {
-			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
-			nameBytes := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
-			off += unix.SizeofInotifyEvent + int(ev.Len)
-			name := string(nameBytes)
-			for len(name) > 0 && name[len(name)-1] == 0 {
-				name = name[:len(name)-1]
-			}
-			w.mu.Lock()
-			dir, ok := w.dirs[int(ev.Wd)]
-			w.mu.Unlock()
-			if !ok && ev.Mask&unix.IN_Q_OVERFLOW == 0 {
-				continue
-			}
-			select {
-			case w.out <- change{dir: dir, name: name}:
-			default: // the reader is behind: it rescans on the next change anyway
-			}
-		}
+	}
+}
+
+func (n *notifier) send(c change) {
+	select {
+	case n.out <- c:
+	default: // the reader is behind: it rescans on the next change anyway
 	}
 }
