@@ -200,7 +200,11 @@ func spawnLoop(spec string) int {
 // step: make on a 1-rule Makefile (the baseline), `apollo run` on a 1-step
 // pipeline (a fresh state folder each round, so the step runs and its
 // STEP_START is fsynced), and `apollo --help` and `apollo version`, which
-// run nothing but the binary's start. Medians over the rounds, the order
+// run nothing but the binary's start; and libraries, a program that links
+// every package apollo's own packages import and returns at once
+// (librariesOnly): the floor of apollo's start that only linking less
+// would lower. It reports apollo-help/libraries, how far apollo's start is
+// above that floor, and libraries/make. Medians over the rounds, the order
 // rotated. APOLLO_BENCH_OTHER adds another build's run and --help, as in
 // BenchmarkWide.
 func BenchmarkStartup(b *testing.B) {
@@ -209,6 +213,7 @@ func BenchmarkStartup(b *testing.B) {
 		b.Skip("make is not installed")
 	}
 	bin := binary(b)
+	libraries, _ := librariesOnly(b)
 	dir := b.TempDir()
 	makefile := writeFile(b, dir, "Makefile", "all:\n\ttrue\n")
 	pipeline := writeFile(b, dir, "one.yaml", "task_name: one\nsteps:\n  - id: a\n    command: \"true\"\n")
@@ -218,6 +223,7 @@ func BenchmarkStartup(b *testing.B) {
 		{"apollo-run", func(i int) *exec.Cmd { return exec.Command(bin, "run", pipeline, "--state-dir", state(i)) }},
 		{"apollo-help", func(int) *exec.Cmd { return exec.Command(bin, "--help") }},
 		{"apollo-version", func(int) *exec.Cmd { return exec.Command(bin, "version") }},
+		{"libraries", func(int) *exec.Cmd { return exec.Command(libraries) }},
 	}
 	if other := os.Getenv("APOLLO_BENCH_OTHER"); other != "" {
 		cs = append(cs,
@@ -226,7 +232,10 @@ func BenchmarkStartup(b *testing.B) {
 			}},
 			contender{"other-help", func(int) *exec.Cmd { return exec.Command(other, "--help") }})
 	}
-	rounds(b, dir, 1, "run", cs, func(i int) { os.RemoveAll(state(i)); os.RemoveAll(state(i) + "-other") })
+	got := rounds(b, dir, 1, "run", cs, func(i int) { os.RemoveAll(state(i)); os.RemoveAll(state(i) + "-other") })
+	floor, help := got["libraries"], got["apollo-help"]
+	b.ReportMetric(float64(help.wall)/float64(floor.wall), "apollo-help/libraries")
+	b.ReportMetric(float64(help.cpu)/float64(floor.cpu), "apollo-help/libraries-cpu")
 }
 
 // writeFile writes text to dir/name and returns its path.
