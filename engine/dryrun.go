@@ -46,6 +46,7 @@ func (e *Engine) plan(t *task, ro RunOptions) (*Plan, error) {
 	sc := scopeOf(t.p, ro, resumeFrom)
 	r := &taskRun{e: e, t: t, ro: ro, state: state, sc: sc}
 	pl.Changed = r.changedSteps()
+	pl.Gone, pl.goneRemote = r.goneDirty()
 	mask := masker(t, nil) // the secret vars: a dry run reads no secret
 	pl.Notify, pl.SLA = notifyPlan(t.p.Notify, mask), slaText(t.p.SLA)
 	pl.Steps = make([]PlanStep, 0, len(t.steps))
@@ -230,8 +231,12 @@ func (e *Engine) dryRun(t *task, ro RunOptions) error {
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("write the plan: %w", err)
 	}
-	if len(pl.Changed) > 0 && !ro.AcceptChanges && !pl.Complete {
-		return &ChangedError{TaskID: pl.TaskID, Steps: pl.Changed}
+	switch {
+	case pl.Complete:
+	case (len(pl.Changed) > 0 || len(pl.Gone) > 0) && !ro.AcceptChanges:
+		return &ChangedError{TaskID: pl.TaskID, Steps: pl.Changed, Gone: pl.Gone}
+	case len(pl.goneRemote) > 0:
+		return &ChangedError{TaskID: pl.TaskID, Gone: pl.goneRemote, Remote: true}
 	}
 	return nil
 }
@@ -263,6 +268,10 @@ func writePlan(w io.Writer, pl *Plan) {
 	}
 	if len(pl.Changed) > 0 && !pl.Complete {
 		fmt.Fprintf(w, "changed since they succeeded: %s (apollo run refuses without --accept-changes)\n", strings.Join(pl.Changed, ", "))
+	}
+	if len(pl.Gone) > 0 && !pl.Complete {
+		fmt.Fprintf(w, "cut off by a crash and no longer in the pipeline: %s (apollo run refuses without --accept-changes, "+
+			"which ends what they left running and runs no cleanup)\n", strings.Join(pl.Gone, ", "))
 	}
 	// A plan can have 100,000 lines: each is put together by hand, as
 	// fmt.Fprintf("%3d. %-12s %-20s %s") would write it.

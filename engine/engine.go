@@ -142,16 +142,39 @@ type RunOptions struct {
 	log string
 }
 
-// ChangedError refuses to resume a task whose succeeded steps changed.
+// ChangedError refuses to resume a task whose succeeded steps changed, or
+// whose log holds attempts cut off by a crash of steps the pipeline no
+// longer has (renamed or removed since), which no run would clean up
+// after.
 type ChangedError struct {
 	TaskID string
 	Steps  []string
+	// Gone are the dirty steps the pipeline no longer has; Remote says
+	// they were dispatched to a hub, whose workers apollo cannot end from
+	// here, so --accept-changes does not let the run go on.
+	Gone   []string
+	Remote bool
 }
 
 func (e *ChangedError) Error() string {
-	return fmt.Sprintf("task %s: the definition of step(s) %v changed since they succeeded; "+
-		"rerun with --accept-changes to keep their results, --resume-from STEP to run them again, "+
-		"or --fresh to start the task over", e.TaskID, e.Steps)
+	var parts []string
+	if len(e.Steps) > 0 {
+		parts = append(parts, fmt.Sprintf("the definition of step(s) %v changed since they succeeded; "+
+			"rerun with --accept-changes to keep their results, --resume-from STEP to run them again, "+
+			"or --fresh to start the task over", e.Steps))
+	}
+	switch {
+	case len(e.Gone) > 0 && e.Remote:
+		parts = append(parts, fmt.Sprintf("step(s) %v were cut off while a hub's worker ran them, and the pipeline no "+
+			"longer has them, so no run would reclaim and clean up after them; put them back in the pipeline and "+
+			"run again (--accept-changes cannot end what a worker runs)", e.Gone))
+	case len(e.Gone) > 0:
+		parts = append(parts, fmt.Sprintf("step(s) %v were cut off by a crash (dirty in the log) and the pipeline no "+
+			"longer has them, so no run would clean up after them; put them back in the pipeline and run again, "+
+			"so that the processes they left are ended and their cleanup runs, or rerun with --accept-changes to "+
+			"end those processes and go on without their cleanup", e.Gone))
+	}
+	return "task " + e.TaskID + ": " + strings.Join(parts, "; and ")
 }
 
 // TaskFailedError says the task ended with required steps failed, and the

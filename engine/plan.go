@@ -62,6 +62,11 @@ type Plan struct {
 	Complete   bool     `json:"complete"`
 	ResumeFrom string   `json:"resume_from,omitempty"`
 	Changed    []string `json:"changed,omitempty"`
+	// Gone are the steps cut off by a crash that the pipeline no longer
+	// has (renamed or removed since): apollo run refuses them without
+	// --accept-changes.
+	Gone       []string `json:"gone,omitempty"`
+	goneRemote []string // those of Gone dispatched to a hub
 	TornBytes  int64    `json:"torn_tail_bytes,omitempty"`
 	// Resources are the pipeline's named resources and how many steps
 	// may hold each at once.

@@ -407,8 +407,12 @@ func (r *taskRun) sayComplete() {
 // --accept-changes are a *ChangedError.
 func (r *taskRun) begin() (resumeFrom string, err error) {
 	changed := r.changedSteps()
-	if len(changed) > 0 && !r.ro.AcceptChanges {
-		return "", &ChangedError{TaskID: r.t.id, Steps: changed}
+	gone, remote := r.goneDirty()
+	if (len(changed) > 0 || len(gone) > 0) && !r.ro.AcceptChanges {
+		return "", &ChangedError{TaskID: r.t.id, Steps: changed, Gone: gone}
+	}
+	if len(remote) > 0 {
+		return "", &ChangedError{TaskID: r.t.id, Gone: remote, Remote: true}
 	}
 	if !r.created {
 		// A new log was created holding its TASK_START; a resumed one gets
@@ -430,6 +434,9 @@ func (r *taskRun) begin() (resumeFrom string, err error) {
 				strings.Join(changed, ", "))); err != nil {
 			return "", err
 		}
+	}
+	if err := r.leaveGone(gone); err != nil {
+		return "", err
 	}
 	if resumeFrom, err = r.applyResumeFrom(); err != nil {
 		return "", err
@@ -547,6 +554,60 @@ func (r *taskRun) changedSteps() []string {
 		}
 	}
 	return changed
+}
+
+// goneDirty lists, in the log's order, the steps whose latest attempt a
+// crash cut off (dirty) and which the pipeline no longer has: renamed or
+// removed since. No run of the pipeline would end what they left running
+// or run their cleanup. remote are those of them dispatched to a hub.
+func (r *taskRun) goneDirty() (gone, remote []string) {
+	for _, id := range r.state.Order {
+		st := r.state.Steps[id]
+		if st == nil || !st.Dirty || r.hasStep(id) {
+			continue
+		}
+		gone = append(gone, id)
+		if st.Remote {
+			remote = append(remote, id)
+		}
+	}
+	return gone, remote
+}
+
+// hasStep reports whether the pipeline has step id: one of its steps, or
+// an instance ("each[a]") of one of its foreach steps.
+func (r *taskRun) hasStep(id string) bool {
+	template, _, instance := strings.Cut(id, "[")
+	s := r.t.p.Step(template)
+	return s != nil && (!instance || s.Foreach != nil)
+}
+
+// leaveGone ends, under --accept-changes, what the cut-off attempts of the
+// steps gone from the pipeline left running, and records each with a
+// CLEANUP (dirty, no hook: the pipeline no longer says what it was) and
+// the change with an accept_changes WARNING.
+func (r *taskRun) leaveGone(gone []string) error {
+	if len(gone) == 0 {
+		return nil
+	}
+	for _, id := range gone {
+		st := r.state.Steps[id]
+		ended := executor.EndLeftovers(executor.AttemptToken(r.absLog, id, st.RetryCount), st.PGID, r.e.opts.KillGrace)
+		msg := fmt.Sprintf("attempt %d was cut off by a crash; the pipeline no longer has this step: ", st.RetryCount)
+		if ended > 0 {
+			msg += fmt.Sprintf("ended %d process(es) left running by the cut-off attempt; ", ended)
+		}
+		msg += "no cleanup hook ran (--accept-changes)"
+		rec := &eventlog.Record{EventType: eventlog.Cleanup, StepID: id, Status: eventlog.Pending,
+			RetryCount: st.RetryCount, Dirty: true, Message: msg}
+		if err := r.w.AppendDurable(rec); err != nil {
+			return err
+		}
+		fmt.Fprintf(r.e.opts.Stderr, "apollo: step %s: %s\n", id, msg)
+	}
+	return r.warn(&eventlog.Intervention{Action: eventlog.ActionAcceptChanges, Steps: gone, Why: "--accept-changes", By: "apollo run"},
+		fmt.Sprintf("step(s) %s, cut off by a crash, are no longer in the pipeline; what they left running was ended "+
+			"and their cleanup did not run (--accept-changes)", strings.Join(gone, ", ")))
 }
 
 // completeChanges says, for a complete task, which of its steps changed
