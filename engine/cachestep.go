@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -19,7 +20,9 @@ import (
 // its first attempt of an invocation, once its condition holds and its
 // cleanup has run. Its key covers its input digest (rendered body, env,
 // with, upstream output digests, secrets, Lua files), its cache.key, its
-// folder, the content of its inputs: files and the names of its outputs:.
+// folder, the content of its inputs: files and folders (an input that
+// cannot be read keeps the step out of the cache) and the names of its
+// outputs:.
 // A hit restores the outputs (each atomically, checked against its digest;
 // only those the step declares, never through a symbolic link) and only
 // then appends a STEP_END SUCCESS with cached_from, so a resume
@@ -35,7 +38,11 @@ type cacheProbe struct {
 	prepared                   // the step, rendered, and its input digest
 	key      string            // sha256:<hex>
 	upstream map[string]string // output digests of the steps upstream
-	inputs   []cache.File      // its inputs: files; Digest "" for a missing one
+	inputs   []cache.File      // its inputs: files and folders; Digest "" for a missing one
+	// unreadable says which input exists but could not be hashed (a
+	// permission, a named pipe): the key cannot tell its content, so the
+	// step is neither looked up nor saved. "" when every input was read.
+	unreadable string
 }
 
 // probeCache reads what rs's key is made of: the inputs files in dir, the
@@ -45,9 +52,12 @@ func probeCache(rs *renderedStep, upstream map[string]string, secrets, dir strin
 	pr := &cacheProbe{prepared: prepared{rs: rs, input: inputDigest(rs, upstream, secrets)}, upstream: upstream,
 		inputs: make([]cache.File, len(rc.inputs))}
 	for i, p := range rc.inputs {
-		d, size, err := cache.HashFile(filepath.Join(dir, p))
-		if err != nil {
+		d, size, err := cache.HashInput(filepath.Join(dir, p))
+		switch {
+		case errors.Is(err, cache.ErrInputMissing):
 			d, size = "", 0 // missing: a key of its own, and a reason
+		case err != nil && pr.unreadable == "":
+			pr.unreadable = fmt.Sprintf("input %s cannot be read (%v)", p, err)
 		}
 		pr.inputs[i] = cache.File{Path: p, Digest: d, Size: size}
 	}
@@ -184,6 +194,10 @@ func (c cached) begin(ctx context.Context, at *attemptRun) error {
 	// A step --resume-from or --only names to run again runs: its result
 	// is what is in question.
 	if n.attempts == 0 && !r.ro.NoCache && !r.sc.rerun[n.id()] {
+		if pr.unreadable != "" {
+			r.rep.Event(n.id(), "not from the cache: "+r.mask.String(pr.unreadable)+"; its result will not be saved")
+			return c.inner.begin(ctx, at)
+		}
 		e, why := lookupCache(r.store, r.t.p.TaskName, n.rs, pr, r.mask)
 		if e != nil {
 			at.retry, at.input, at.cachedFrom, at.endDurable = max(n.retry-1, 0), pr.input, e.TaskID, true
@@ -265,6 +279,10 @@ func (r *taskRun) saveCache(n *node, pr *cacheProbe) {
 	}
 	warn := func(format string, args ...any) {
 		fmt.Fprintf(r.e.opts.Stderr, "apollo: step %s: %s; its result is not cached\n", s.ID, r.mask.String(fmt.Sprintf(format, args...)))
+	}
+	if pr.unreadable != "" {
+		warn("%s", pr.unreadable)
+		return
 	}
 	if r.mask != nil && len(n.output) > 0 && r.mask.String(string(n.output)) != string(n.output) {
 		warn("its output holds a secret, which apollo never writes")
@@ -374,6 +392,10 @@ func (pc *planCache) decide(rs *renderedStep, st *eventlog.StepState, ps *PlanSt
 		return
 	}
 	pr := probeCache(late, upstream, "", r.stepDir(s))
+	if pr.unreadable != "" {
+		ps.Cache = pc.mask.String(pr.unreadable)
+		return
+	}
 	e, why := lookupCache(r.store, r.t.p.TaskName, rs, pr, pc.mask)
 	if e == nil {
 		ps.Cache = pc.mask.String(why)
