@@ -278,7 +278,12 @@ func (r *taskRun) saveCache(n *node, pr *cacheProbe) {
 		return // the writer's error stops the run
 	}
 	warn := func(format string, args ...any) {
-		fmt.Fprintf(r.e.opts.Stderr, "apollo: step %s: %s; its result is not cached\n", s.ID, r.mask.String(fmt.Sprintf(format, args...)))
+		msg := r.mask.String(fmt.Sprintf(format, args...)) + "; its result is not cached"
+		fmt.Fprintf(r.e.opts.Stderr, "apollo: step %s: %s\n", s.ID, msg)
+		// The log says it too: a nightly run's stderr is seldom read.
+		// (A write error stops the run at its next durable append.)
+		_ = r.w.AppendUnsynced(&eventlog.Record{EventType: eventlog.Warning, StepID: s.ID, Status: eventlog.Running,
+			Message: msg})
 	}
 	if pr.unreadable != "" {
 		warn("%s", pr.unreadable)
