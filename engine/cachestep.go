@@ -12,6 +12,8 @@ import (
 
 	"apollo/engine/cache"
 	"apollo/engine/executor"
+	"apollo/engine/pipeline"
+	"apollo/engine/template"
 	"apollo/engine/textfmt"
 	"apollo/eventlog"
 )
@@ -140,7 +142,15 @@ func missReason(prev *cache.Entry, pr *cacheProbe, rs *renderedStep, mask *textf
 		}
 	}
 	if prev.DefinitionDigest != rs.defDigest {
-		why = append(why, "the step's definition changed")
+		reason := "the step's definition changed"
+		switch names := perTaskBuiltins(rs.step); {
+		case len(names) > 0 && names[0] != "{{task_date}}":
+			reason += " (it uses " + strings.Join(names, " and ") + ", another in every task: " +
+				"such a step is never taken from the cache)"
+		case len(names) > 0:
+			reason += " (it uses {{task_date}}, another every day)"
+		}
+		why = append(why, reason)
 	}
 	if prev.UserKeyDigest != userKeyDigest(rs.cache.key) {
 		why = append(why, "cache.key changed")
@@ -155,6 +165,41 @@ func missReason(prev *cache.Entry, pr *cacheProbe, rs *renderedStep, mask *textf
 		why = append(why[:3], "more")
 	}
 	return strings.Join(why, ", ")
+}
+
+// perTaskBuiltins names the built-in variables s's body, env or with
+// use whose value is another in every task ({{task_id}}, {{artifacts_dir}}),
+// then {{task_date}}, another every day: they make its definition, and so
+// its cache key, differ each time.
+func perTaskBuiltins(s *pipeline.Step) []string {
+	texts := []string{s.Command}
+	for _, v := range s.Env {
+		texts = append(texts, v)
+	}
+	for _, v := range s.With {
+		if t, ok := v.(string); ok {
+			texts = append(texts, t)
+		}
+	}
+	var names []string
+	for _, name := range []string{"task_id", "artifacts_dir", "task_date"} {
+		for _, t := range texts {
+			if usesVar(t, name) {
+				names = append(names, "{{"+name+"}}")
+				break
+			}
+		}
+	}
+	return names
+}
+
+// usesVar reports whether template text has a {{name}} placeholder.
+func usesVar(text, name string) bool {
+	segs, err := template.Parse(text)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(segs, func(seg template.Segment) bool { return seg.Name == name })
 }
 
 // cacheable reports whether this invocation looks n up in the cache and
