@@ -222,6 +222,9 @@ type node struct {
 	retry     int  // the next attempt's number
 	attempts  int  // attempts in this invocation
 	dirty     bool // the previous attempt was cut off by a crash
+	// abandoned: the previous attempt was cut off, then the step skipped
+	// by an intervention; what it left running is ended, nothing more.
+	abandoned bool
 	unclean   bool // the previous attempt failed: clean up before the next
 	prevPGID  int
 	prevToken string

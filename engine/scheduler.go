@@ -51,14 +51,15 @@ func (r *taskRun) buildNodes(sc scope) error {
 // the log and plan what this invocation does with it.
 func (r *taskRun) newNode(rs *renderedStep, idx int, st *eventlog.StepState, plan PlanStep) *node {
 	n := &node{rs: rs, idx: idx,
-		plan:     plan,
-		dirty:    st.Dirty,
-		unclean:  st.Unclean,
-		prevPGID: st.PGID,
-		lastErr:  st.LastError,
-		rerunOK:  endedOK(st),
-		childLog: st.ChildLog,
-		retry:    plan.NextRetry,
+		plan:      plan,
+		dirty:     st.Dirty,
+		abandoned: st.Abandoned,
+		unclean:   st.Unclean,
+		prevPGID:  st.PGID,
+		lastErr:   st.LastError,
+		rerunOK:   endedOK(st),
+		childLog:  st.ChildLog,
+		retry:     plan.NextRetry,
 		// recovered counts the recoveries of cut-off attempts in a row.
 		recovered: st.DirtyRecoveries,
 	}
@@ -177,7 +178,14 @@ func (s *scheduler) settleUnrun() {
 		n := r.nodes[i]
 		var err error
 		switch n.plan.Action {
+		case ActionKeep:
+			if n.abandoned && n.prevToken != "" {
+				err = r.endAbandoned(n)
+			}
 		case ActionSkip:
+			if n.dirty && n.prevToken != "" {
+				executor.EndLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace)
+			}
 			err = r.endWithoutRunning(n, eventlog.Skipped, "skipped: "+n.plan.Reason)
 		case ActionCrashLoop:
 			if n.dirty {
@@ -193,6 +201,19 @@ func (s *scheduler) settleUnrun() {
 			return
 		}
 	}
+}
+
+// endAbandoned ends what the cut-off attempt of n, a step skipped since by
+// an intervention, left running, and says so in the log when it found any:
+// a skip means "do not run it again", not "let its last attempt go on".
+func (r *taskRun) endAbandoned(n *node) error {
+	ended := executor.EndLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace)
+	if ended == 0 {
+		return nil
+	}
+	return r.w.AppendDurable(&eventlog.Record{EventType: eventlog.Warning, StepID: n.id(), Status: eventlog.Running,
+		Message: fmt.Sprintf("ended %d process(es) left running by the cut-off attempt %d of this step, skipped since",
+			ended, max(n.retry-1, 0))})
 }
 
 // markReady counts each step's unsatisfied dependencies, blocks what

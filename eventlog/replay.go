@@ -74,6 +74,11 @@ type StepState struct {
 	// its cleanup has not run since: no worker runs it any more, so a
 	// coordinator resuming the log cleans it up instead of waiting for it.
 	CutOff bool `json:"cut_off,omitempty"`
+	// Abandoned: the latest attempt was cut off by a crash and the step
+	// then skipped by an intervention, so no cleanup ran: the next run
+	// ends what that attempt left running, and a reset or resume_from
+	// makes the step dirty again.
+	Abandoned bool `json:"abandoned,omitempty"`
 	// CachedFrom names the task run whose result the step's SUCCESS took
 	// from the cache; "" when it ran.
 	CachedFrom string `json:"cached_from,omitempty"`
@@ -176,7 +181,7 @@ func (s *State) Apply(r *Record) {
 			st.Attempts++
 		}
 		st.Remote = dispatched || r.Worker != ""
-		st.CutOff = false
+		st.CutOff, st.Abandoned = false, false
 		st.CachedFrom = ""
 		st.ChildLog = r.ChildLog
 		st.Dirty = true
@@ -308,6 +313,9 @@ func (s *State) applyIntervention(r *Record) {
 	case ActionReset, ActionResumeFrom:
 		for _, id := range iv.Steps {
 			st := s.touch(&Record{StepID: id, Timestamp: r.Timestamp})
+			if st.Abandoned { // skipped while cut off: its cleanup is still due
+				st.Dirty, st.Unclean, st.Abandoned = true, true, false
+			}
 			if st.Status != Running || !st.Dirty {
 				st.Status = Pending
 			}
@@ -321,6 +329,7 @@ func (s *State) applyIntervention(r *Record) {
 		for _, id := range iv.Steps {
 			st := s.touch(&Record{StepID: id, Timestamp: r.Timestamp})
 			st.Status = Skipped
+			st.Abandoned = st.Abandoned || (st.Dirty && !st.Remote)
 			st.Dirty = false
 			st.Unclean = false
 			st.DirtyRecoveries = 0

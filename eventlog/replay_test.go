@@ -13,17 +13,17 @@ import (
 
 // stepView is the part of a StepState the replay table checks.
 type stepView struct {
-	Status          string
-	Dirty, Unclean  bool
-	DirtyRecoveries int
-	Attempts        int
-	RetryCount      int
-	NextDelayMS     int64
-	LastError       string
+	Status                    string
+	Dirty, Unclean, Abandoned bool
+	DirtyRecoveries           int
+	Attempts                  int
+	RetryCount                int
+	NextDelayMS               int64
+	LastError                 string
 }
 
 func viewOf(st *StepState) stepView {
-	return stepView{Status: st.Status, Dirty: st.Dirty, Unclean: st.Unclean, DirtyRecoveries: st.DirtyRecoveries,
+	return stepView{Status: st.Status, Dirty: st.Dirty, Unclean: st.Unclean, Abandoned: st.Abandoned, DirtyRecoveries: st.DirtyRecoveries,
 		Attempts: st.Attempts, RetryCount: st.RetryCount, NextDelayMS: st.NextDelayMS, LastError: st.LastError}
 }
 
@@ -131,7 +131,18 @@ func TestReplay(t *testing.T) {
 		{name: "skip", recs: []*Record{rStart("a", "b"), rBegin("a", 0), rFail("a", 0, "boom"), rBegin("b", 0),
 			rAction(ActionSkip, "a", "b")},
 			want: map[string]stepView{"a": {Status: Skipped, Attempts: 1, LastError: "boom"},
-				"b": {Status: Skipped, Attempts: 1}},
+				"b": {Status: Skipped, Abandoned: true, Attempts: 1}},
+			invocations: 1},
+		{name: "skip of a cut-off step abandons it", recs: []*Record{rStart("a"), rBegin("a", 0), rAction(ActionSkip, "a")},
+			want:        map[string]stepView{"a": {Status: Skipped, Abandoned: true, Attempts: 1}},
+			invocations: 1},
+		{name: "reset of an abandoned step makes it dirty again", recs: []*Record{rStart("a"), rBegin("a", 0),
+			rAction(ActionSkip, "a"), rAction(ActionReset, "a")},
+			want:        map[string]stepView{"a": {Status: Pending, Dirty: true, Unclean: true, Attempts: 1}},
+			invocations: 1},
+		{name: "a new attempt ends the abandonment", recs: []*Record{rStart("a"), rBegin("a", 0),
+			rAction(ActionSkip, "a"), rAction(ActionReset, "a"), rBegin("a", 1)},
+			want:        map[string]stepView{"a": {Status: Running, Dirty: true, Unclean: true, Attempts: 2, RetryCount: 1}},
 			invocations: 1},
 		{name: "resume_from", recs: []*Record{rStart("a", "b", "c"), rBegin("a", 0), rEnd("a", Success, 0),
 			rBegin("b", 0), rEnd("b", Success, 0), rBegin("c", 0), rEnd("c", Success, 0), rSummary(Success),
