@@ -76,7 +76,12 @@ func (e *Engine) prepare(path string, ro RunOptions) (*task, error) {
 	if err != nil {
 		return nil, err
 	}
-	vars, err := taskVars(p, p.RunVars(ro.inherited, ro.Vars), ro.TaskID, e.opts.StateDir, e.opts.Clock.Now())
+	overrides := p.RunVars(ro.inherited, ro.Vars)
+	if date := e.resumedTaskDate(p, ro, overrides); date != "" {
+		overrides = maps.Clone(overrides)
+		overrides["task_date"] = date
+	}
+	vars, err := taskVars(p, overrides, ro.TaskID, e.opts.StateDir, e.opts.Clock.Now())
 	if err != nil {
 		return nil, &usage.Error{Msg: err.Error()}
 	}
@@ -361,6 +366,9 @@ func (r *taskRun) open() (done bool, err error) {
 	}
 	if err := r.openLog(logPath, logPath == "" || fresh); err != nil {
 		return false, err
+	}
+	if logPath == "" && r.ro.TaskID == "" && r.ro.log == "" {
+		r.noteUnfinished()
 	}
 	if !r.created {
 		// The log it resumes, or takes for complete, is its pipeline's:
