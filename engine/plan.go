@@ -238,7 +238,8 @@ func resumeNews(nodes []*node) string {
 // out when empty.
 const PlanJSONDoc = `JSON (--dry-run --json), one object:
   {"task_id", "pipeline", "log", "new_log": bool, "complete": bool, "resume_from"?,
-   "changed"?: [step ids whose definition changed], "torn_tail_bytes"?,
+   "changed"?: [step ids whose definition changed],
+   "gone"?: [steps cut off by a crash that the pipeline no longer has], "torn_tail_bytes"?,
    "resources"?: {name: how many steps may hold it at once},
    "notify"?: [who the task's events go to], "sla"? (the pipeline's sla),
    "triggers"?: [what besides its schedule starts it in apollo serve, one line each],

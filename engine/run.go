@@ -224,9 +224,9 @@ type node struct {
 	waiting  int // dependencies not yet satisfied
 	plan     PlanStep
 
-	retry     int  // the next attempt's number
-	attempts  int  // attempts in this invocation
-	dirty     bool // the previous attempt was cut off by a crash
+	retry    int  // the next attempt's number
+	attempts int  // attempts in this invocation
+	dirty    bool // the previous attempt was cut off by a crash
 	// abandoned: the previous attempt was cut off, then the step skipped
 	// by an intervention; what it left running is ended, nothing more.
 	abandoned bool
@@ -585,12 +585,17 @@ func (r *taskRun) goneDirty() (gone, remote []string) {
 	return gone, remote
 }
 
-// hasStep reports whether the pipeline has step id: one of its steps, or
-// an instance ("each[a]") of one of its foreach steps.
+// hasStep reports whether the pipeline has step id: one of its steps
+// (literal foreach and matrix instances, "grid[s,a]", are steps of the
+// expanded pipeline), or an instance ("each[a]") of one of its steps that
+// expand as they run (foreach: {output: ...}).
 func (r *taskRun) hasStep(id string) bool {
+	if r.t.p.Step(id) != nil {
+		return true
+	}
 	template, _, instance := strings.Cut(id, "[")
 	s := r.t.p.Step(template)
-	return s != nil && (!instance || s.Foreach != nil)
+	return s != nil && instance && s.Foreach != nil
 }
 
 // leaveGone ends, under --accept-changes, what the cut-off attempts of the
