@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"apollo/engine/nemesis"
+	"apollo/engine/pipeline"
 	"apollo/eventlog"
 )
 
@@ -165,6 +167,9 @@ type checker struct {
 	final      bool // the last check: nothing may still be running
 	violations []string
 	hasCleanup map[string]bool
+	// refs are the output references of the pipeline's steps beyond
+	// their depends_on (pipeline.Step.OutputRefs), read once.
+	refs map[string][]string
 }
 
 func (c *checker) fail(format string, args ...any) {
@@ -177,7 +182,11 @@ func (c *checker) fail(format string, args ...any) {
 //   - an attempt's body ran at most once, attempts of a step only grow;
 //   - no step started again after it succeeded;
 //   - every rerun of a dirty attempt (and of a failed one with a cleanup
-//     hook) came after a CLEANUP record, and the hook's effect exists.
+//     hook) came after a CLEANUP record, and the hook's effect exists;
+//   - no step started (nor took a cached result) before each of its
+//     dependencies was satisfied: SUCCESS or SKIPPED, or FAILED and
+//     optional, as the records before its start replay it
+//     (nemesis.StartOrder, shared with the nemesis's checker).
 //
 // It returns the records read.
 func (c *checker) checkLog() []*eventlog.Record {
@@ -254,6 +263,9 @@ func (c *checker) checkLog() []*eventlog.Record {
 			h.cleanSince = true
 		}
 	}
+	for _, v := range nemesis.StartOrder(recs, c.outputRefs()) {
+		c.fail("%s", v.Detail)
+	}
 	for _, f := range c.effectFiles() {
 		step, retry := f[0], f[1]
 		if !started[[2]string{step, retry}] {
@@ -266,6 +278,27 @@ func (c *checker) checkLog() []*eventlog.Record {
 		}
 	}
 	return recs
+}
+
+// outputRefs reads, once, the steps whose outputs each step of the
+// workspace's pipeline names beyond its depends_on: dependencies that the
+// log's TASK_START does not list.
+func (c *checker) outputRefs() map[string][]string {
+	if c.refs != nil {
+		return c.refs
+	}
+	c.refs = map[string][]string{}
+	p, err := pipeline.Load(filepath.Join(c.dir, "pipeline.yaml"), pipeline.LoadOptions{})
+	if err != nil {
+		c.fail("the pipeline does not load: %v", err)
+		return c.refs
+	}
+	for _, s := range p.Steps {
+		if len(s.OutputRefs) > 0 {
+			c.refs[s.ID] = s.OutputRefs
+		}
+	}
+	return c.refs
 }
 
 // effectFiles lists (step, retry, kind) of every recorded execution.

@@ -24,6 +24,10 @@ type Run struct {
 	Hub [][]byte
 	// Effects are the lines the steps' bodies appended: one per execution.
 	Effects []Effect
+	// Refs are, by step id, the ancestors whose outputs a step names
+	// beyond its depends_on (pipeline.Step.OutputRefs), which the log does
+	// not record: dependencies for StartOrder. nil is none.
+	Refs map[string][]string
 }
 
 // Log is one coordinator's local log.
@@ -56,6 +60,7 @@ const (
 	KindEffectGone  = "effect-gone"  // a step recorded done has no effect of its recorded attempt
 	KindExtraEffect = "extra-effect" // an effect beyond one per step, of an attempt not recorded lost or cut off
 	KindPrefix      = "prefix"       // a coordinator's local log is not a prefix of the reference log
+	KindEarlyStart  = "early-start"  // a step started before a dependency of it was satisfied (StartOrder)
 	// KindInterrupted: a STEP_END recorded as interrupted. The nemesis
 	// interrupts no coordinator (it kills and pauses), so a worker ended
 	// the attempt because a coordinator asked that did not own the task.
@@ -120,6 +125,8 @@ type attempt struct {
 //     dirty CLEANUP of it), and no attempt ran its body twice;
 //   - no STEP_END is recorded as interrupted: nothing interrupts a
 //     coordinator here;
+//   - no step starts (its DISPATCH or STEP_START) before each of its
+//     dependencies is satisfied (StartOrder);
 //   - every coordinator's local log is a prefix of the reference log.
 func Check(run Run) []Violation {
 	var vs []Violation
@@ -195,6 +202,7 @@ func Check(run Run) []Violation {
 			}
 		}
 	}
+	vs = append(vs, StartOrder(recs, run.Refs)...)
 	for _, s := range run.Steps {
 		if n := len(done[s]); n != 1 {
 			add(KindDoneOnce, "step %s is recorded done %d times %v", s, n, done[s])

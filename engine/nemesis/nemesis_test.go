@@ -19,6 +19,7 @@ import (
 
 	"apollo/engine/hubtest"
 	"apollo/engine/internal/testbin"
+	"apollo/engine/pipeline"
 	"apollo/engine/remote"
 	"apollo/eventlog"
 )
@@ -425,11 +426,32 @@ func (w *world) runTask(task string) []string {
 	if err != nil {
 		out = append(out, fmt.Sprintf("task %s: the hub's log: %v", task, err))
 	}
-	for _, v := range Check(Run{Task: task, Steps: steps, Logs: logs, Hub: hub, Effects: ParseEffects(eff)}) {
+	refs, err := outputRefs(pipe)
+	if err != nil {
+		out = append(out, fmt.Sprintf("task %s: %v", task, err))
+	}
+	for _, v := range Check(Run{Task: task, Steps: steps, Logs: logs, Hub: hub, Effects: ParseEffects(eff), Refs: refs}) {
 		out = append(out, fmt.Sprintf("task %s: %s", task, v))
 	}
 	w.t.Logf("task %s: %d coordinator(s), %s, %d violation(s)", task, len(logs), time.Since(began).Round(time.Second), len(out))
 	return out
+}
+
+// outputRefs are, by step id, the steps whose outputs a step of the
+// pipeline at path names beyond its depends_on: dependencies the log does
+// not record (Run.Refs).
+func outputRefs(path string) (map[string][]string, error) {
+	p, err := pipeline.Load(path, pipeline.LoadOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("the pipeline does not load: %v", err)
+	}
+	refs := map[string][]string{}
+	for _, s := range p.Steps {
+		if len(s.OutputRefs) > 0 {
+			refs[s.ID] = s.OutputRefs
+		}
+	}
+	return refs, nil
 }
 
 // longest is the record count of the longest of logs.
