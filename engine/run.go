@@ -78,8 +78,10 @@ func (e *Engine) prepare(path string, ro RunOptions) (*task, error) {
 	}
 	overrides := p.RunVars(ro.inherited, ro.Vars)
 	if date := e.resumedTaskDate(p, ro, overrides); date != "" {
-		overrides = maps.Clone(overrides)
-		overrides["task_date"] = date
+		with := make(map[string]string, len(overrides)+1) // maps.Clone(nil) would be nil
+		maps.Copy(with, overrides)
+		with["task_date"] = date
+		overrides = with
 	}
 	vars, err := taskVars(p, overrides, ro.TaskID, e.opts.StateDir, e.opts.Clock.Now())
 	if err != nil {

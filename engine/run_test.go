@@ -431,3 +431,46 @@ func zombie(pid int) bool {
 	i := bytes.LastIndexByte(b, ')')
 	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z'
 }
+
+// TestResumeKeepsTaskDate checks that a task named by its id and carried
+// on without --var keeps the task_date it began with (an engine caller may
+// pass no vars at all), while --fresh takes the clock's date.
+func TestResumeKeepsTaskDate(t *testing.T) {
+	dir := t.TempDir()
+	const yaml = `
+task_name: dated
+steps:
+  - id: a
+    command: echo {{task_date}} >> a.txt
+  - id: b
+    command: echo {{task_date}} >> b.txt; test -e go
+    depends_on: [a]
+`
+	clk := clock.NewFake(time.Date(2026, 12, 7, 1, 0, 0, 0, time.Local))
+	err, _, _ := runPipeline(t, dir, yaml, RunOptions{TaskID: "d", Vars: map[string]string{"task_date": "2026-12-06"}}, Options{Clock: clk})
+	if err == nil {
+		t.Fatal("the first run succeeded; b should have failed")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err, st, out := runPipeline(t, dir, yaml, RunOptions{TaskID: "d"}, Options{Clock: clk})
+	if err != nil {
+		t.Fatalf("resume without vars: %v\n%s", err, out)
+	}
+	if st.Steps["a"].Attempts != 1 || st.Steps["b"].Status != eventlog.Success {
+		t.Errorf("a ran %d time(s), b is %s: want a kept and b rerun to SUCCESS", st.Steps["a"].Attempts, st.Steps["b"].Status)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "b.txt"))
+	if string(b) != "2026-12-06\n2026-12-06\n" {
+		t.Errorf("b.txt = %q: want both attempts rendered with the task's own date", b)
+	}
+	err, _, out = runPipeline(t, dir, yaml, RunOptions{TaskID: "d", Fresh: true}, Options{Clock: clk})
+	if err != nil {
+		t.Fatalf("--fresh: %v\n%s", err, out)
+	}
+	a, _ := os.ReadFile(filepath.Join(dir, "a.txt"))
+	if string(a) != "2026-12-06\n2026-12-07\n" {
+		t.Errorf("a.txt = %q: want --fresh to take the clock's date", a)
+	}
+}
