@@ -171,6 +171,49 @@ func TestSnapshotMismatch(t *testing.T) {
 	}
 }
 
+// TestSnapshotPrefixDamagedInPlace: a byte of the prefix changed in place
+// (the same file, the same length, its first and last record intact) makes
+// the snapshot unusable, so that the full replay finds the damage and the
+// log is not appended to.
+func TestSnapshotPrefixDamagedInPlace(t *testing.T) {
+	recs := logRecords(testTask, sampleRecords())
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "task_t1_1.jsonl")
+	ends := writeHistory(t, logPath, recs)
+	k := len(recs) - 3
+	s, err := NewSnapshot(logPath, ends[k-1], int64(k), Version, Replay(testTask, recs[:k]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapPath := filepath.Join(dir, "t1.snapshot.json")
+	mustWriteSnapshot(t, snapPath, s)
+	if _, err := LoadSnapshot(snapPath, logPath, testTask); err != nil {
+		t.Fatalf("the intact log: %v", err)
+	}
+	f, err := os.OpenFile(logPath, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The timestamp's first digit on line 2: "seq":2,"timestamp":"2...
+	at := ends[0] + int64(len(`{"seq":2,"timestamp":"`))
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, at); err != nil || b[0] < '0' || b[0] > '8' {
+		t.Fatalf("byte at %d is %q (%v), not a digit to change", at, b, err)
+	}
+	b[0]++
+	if _, err := f.WriteAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	_, err = LoadSnapshot(snapPath, logPath, testTask)
+	if err == nil || !strings.Contains(err.Error(), "line 2 of the prefix: checksum mismatch") {
+		t.Errorf("LoadSnapshot over a prefix damaged in place = %v, want line 2's checksum mismatch", err)
+	}
+	if _, rerr := Read(logPath, ReadOptions{TaskID: testTask}, func(*Record) error { return nil }); rerr == nil {
+		t.Error("the full read did not find the damage either")
+	}
+}
+
 // TestSnapshotEncode: the streamed snapshot is, byte for byte, json.Marshal
 // of it with its checksum, whatever the state holds (empty, nil lists and
 // maps, every kind of record, HTML-escaped text).
@@ -365,4 +408,50 @@ func BenchmarkResumeSnapshot(b *testing.B) {
 	b.ReportMetric(float64(without.Microseconds())/1000/float64(b.N), "full-ms/resume")
 	b.ReportMetric(float64(with)/float64(without), "ratio")
 	b.ReportMetric(float64(fi.Size())/1024, "snapshot-KiB")
+}
+
+// BenchmarkVerifyPrefix times what a resume from a snapshot spends checking
+// the checksum of every line of a prefix of verifiedPrefixMax bytes, the
+// largest it checks, against reading the same lines alone (bufio).
+func BenchmarkVerifyPrefix(b *testing.B) {
+	path, _ := buildReplayLog(b, 100_000)
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	var offset, seq int64
+	br := bufio.NewReaderSize(f, 4<<20)
+	for offset < verifiedPrefixMax {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			b.Fatalf("the log is shorter than %d bytes: %v", verifiedPrefixMax, err)
+		}
+		if offset+int64(len(line)) > verifiedPrefixMax {
+			break
+		}
+		offset += int64(len(line))
+		seq++
+	}
+	var verify, read time.Duration
+	for b.Loop() {
+		began := time.Now()
+		if err := verifyPrefix(f, offset, seq); err != nil {
+			b.Fatal(err)
+		}
+		verify += time.Since(began)
+		began = time.Now()
+		lines := bufio.NewScanner(io.NewSectionReader(f, 0, offset))
+		lines.Buffer(make([]byte, 256<<10), MaxLineBytes)
+		for lines.Scan() {
+		}
+		if err := lines.Err(); err != nil {
+			b.Fatal(err)
+		}
+		read += time.Since(began)
+	}
+	b.ReportMetric(float64(verify.Microseconds())/float64(b.N)/1000, "verify-ms")
+	b.ReportMetric(float64(read.Microseconds())/float64(b.N)/1000, "read-ms")
+	b.ReportMetric(float64(verify)/float64(read), "verify/read")
+	b.ReportMetric(float64(offset)/(1<<20), "MiB")
 }

@@ -693,6 +693,50 @@ steps:
 	}
 }
 
+// TestHostileLogUnderSnapshot: a line changed in place (the same file and
+// length) inside the prefix a snapshot covers stops run and its dry run,
+// naming the line, and nothing is appended: the snapshot does not hide it.
+func TestHostileLogUnderSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	writeFileT(t, filepath.Join(dir, "pipeline.yaml"), []byte("task_name: snap\nsteps:\n  - id: a\n    command: echo a\n"+
+		"  - id: b\n    command: \"exit 1\"\n    depends_on: [a]\n"))
+	if res := runApollo(t, dir, []string{"APOLLO_HOME="}, "run", "pipeline.yaml", "--task-id", "x", "-q"); res.code != exitFailed {
+		t.Fatalf("setup run: exit %d: %s", res.code, res.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".apollo", "state", "x.snapshot.json")); err != nil {
+		t.Fatalf("the setup run left no snapshot: %v", err)
+	}
+	log := taskLog(dir, "x")
+	lines := bytes.SplitAfter(mustRead(t, log), []byte("\n"))
+	at := int64(len(lines[0]) + len(lines[1]) + bytes.Index(lines[2], []byte(`"retry_count":0`)) + len(`"retry_count":`))
+	if at < int64(len(lines[0])+len(lines[1])) {
+		t.Fatalf("line 3 has no retry_count to damage: %s", lines[2])
+	}
+	f, err := os.OpenFile(log, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("7"), at); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	damaged := mustRead(t, log)
+	for _, args := range [][]string{
+		{"run", "pipeline.yaml", "--task-id", "x"},
+		{"run", "pipeline.yaml", "--task-id", "x", "--dry-run"},
+	} {
+		res := runApollo(t, dir, []string{"APOLLO_HOME="}, args...)
+		what := "apollo " + strings.Join(args, " ")
+		noPanic(t, what, res)
+		if res.code != exitFailed || !strings.Contains(res.stderr, filepath.Base(log)+":3:") || !strings.Contains(res.stderr, "checksum") {
+			t.Errorf("%s: exit %d, want %d naming line 3's checksum; stderr:\n%s", what, res.code, exitFailed, res.stderr)
+		}
+		if got := mustRead(t, log); !bytes.Equal(got, damaged) {
+			t.Errorf("%s: the damaged log changed", what)
+		}
+	}
+}
+
 func mustRead(t *testing.T, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
