@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -172,6 +173,9 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	// The first call waits for the connection within the limits.
 	if err := c.Do(ctx, "connect", func(ctx context.Context) error {
 		if nc.IsConnected() {
+			if v := nc.ConnectedServerVersion(); !serverNewEnough(v) {
+				return Final(&ServerVersionError{URLs: cfg.URLs, Version: v})
+			}
 			return nil
 		}
 		err := nc.LastError()
@@ -234,6 +238,50 @@ func (e *CredentialsError) Error() string {
 }
 
 func (e *CredentialsError) Unwrap() error { return e.Cause }
+
+// MinServerVersion is the oldest NATS server a hub may run: 2.11 brought
+// the per-message TTLs that let a lease key expire by the hub's own clock
+// (LeaseBucket). Atomic batches (2.12) are used where the server has them.
+const MinServerVersion = "2.11.0"
+
+// ServerVersionError says the hub runs a NATS server older than
+// MinServerVersion, which apollo cannot keep its guarantees on.
+type ServerVersionError struct {
+	URLs    string
+	Version string
+}
+
+func (e *ServerVersionError) Error() string {
+	return fmt.Sprintf("hub %s runs NATS server %s; apollo needs %s or later (its leases expire by per-message TTL): "+
+		"upgrade the server, or run apollo hub", e.URLs, e.Version, MinServerVersion)
+}
+
+// serverNewEnough reports whether a server's version (major.minor.patch,
+// perhaps with a suffix) is at least MinServerVersion. A version that does
+// not read as one is let through: the calls that need the features then
+// say what they miss.
+func serverNewEnough(version string) bool {
+	have, ok := majorMinor(version)
+	if !ok {
+		return true
+	}
+	want, _ := majorMinor(MinServerVersion)
+	return have[0] > want[0] || have[0] == want[0] && have[1] >= want[1]
+}
+
+// majorMinor reads the first two numbers of a version "2.11.3-beta".
+func majorMinor(version string) ([2]int, bool) {
+	parts := strings.SplitN(strings.TrimPrefix(version, "v"), ".", 3)
+	if len(parts) < 2 {
+		return [2]int{}, false
+	}
+	major, err1 := strconv.Atoi(parts[0])
+	minor, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return [2]int{}, false
+	}
+	return [2]int{major, minor}, true
+}
 
 // PermissionError says the hub refused a call that this client's
 // credentials do not allow (apollo hub --nkeys: a worker's key pulls and
