@@ -71,3 +71,15 @@ func TestReadNKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestServerFsyncsEveryWrite: the embedded server acknowledges no write
+// before it is fsynced (docs/research: the default loses acknowledged
+// writes when a machine loses power), and it is not what an option
+// forgot: every node of every hub is started from these settings.
+func TestServerFsyncsEveryWrite(t *testing.T) {
+	for _, o := range []Options{{Listen: "127.0.0.1:4222"}, {Listen: "127.0.0.1:0", Name: "n1", StoreDir: t.TempDir()}} {
+		if sopts := serverOptions(o); !sopts.SyncAlways || !sopts.JetStream {
+			t.Errorf("serverOptions(%+v): SyncAlways %v, JetStream %v; want both", o, sopts.SyncAlways, sopts.JetStream)
+		}
+	}
+}
