@@ -237,7 +237,10 @@ records of parallel steps.
 A torn tail — a last line without its newline, or damaged bytes at the end
 in which no line decodes as a record, at most MaxTornTail (MaxLineBytes and
 4 KiB) long, so that a crash while writing the longest TASK_START still
-counts — is what a crash mid-write leaves. Readers ignore it. The next
+counts — is what a crash mid-write leaves. So is what a power cut leaves of
+unsynced appends persisted out of order: zeros from the last good record to
+a block boundary, the rest of that line, then only this task's records later
+than the next (classifyTail). Readers ignore it. The next
 writer cuts it under the flock, after saving the bytes to
 <log>.torn-<offset> (by WriteFileAtomic), and appends a WARNING saying so.
 Anything else — a damaged line followed by good ones, a checksum mismatch

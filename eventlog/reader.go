@@ -160,7 +160,7 @@ func scanLines(r io.Reader, bufSize int, path string, opts ReadOptions, tail Tai
 		if err != nil {
 			bad := &CorruptError{Path: path, Line: lineNo, Reason: err.Error(), Err: err}
 			first := lineNo == 1 && opts.Offset == 0
-			torn, err := classifyTail(br, bytes.Clone(line), first, bad)
+			torn, err := classifyTail(br, bytes.Clone(line), first, bad, tail, opts.TaskID)
 			tail.Torn = torn
 			return tail, err
 		}
@@ -396,11 +396,19 @@ type errReader struct{ err error }
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // classifyTail decides whether the bad line and everything after it is a
-// torn tail (a crash artifact: no good record anywhere in it, and not too
-// long) or corruption, reported as bad. It returns the torn tail's size.
-// first says the bad line is the log's first: then only that one line may be
-// torn, since the first record is fsynced before anything else is written.
-func classifyTail(br *bufio.Reader, badLine []byte, first bool, bad *CorruptError) (int64, error) {
+// torn tail (a crash artifact, not too long) or corruption, reported as
+// bad. It returns the torn tail's size. A torn tail holds no good record,
+// unless the bad line is what a power cut leaves of appends written but
+// not yet fsynced when the file system persisted a later block before an
+// earlier one: zeros from the line's start up to a block boundary (the
+// block that never reached the disk), then the rest of the line; every
+// good record after it is then this task's and later than the next one
+// (reorderedTail), none of it durable, and all of it is cut. tail is what
+// was read before the bad line, taskID the task every record must be of
+// ("" when not checked). first says the bad line is the log's first: then
+// only that one line may be torn, since the first record is fsynced before
+// anything else is written.
+func classifyTail(br *bufio.Reader, badLine []byte, first bool, bad *CorruptError, tail Tail, taskID string) (int64, error) {
 	rest, err := io.ReadAll(io.LimitReader(br, MaxTornTail+1))
 	if err != nil {
 		return 0, fmt.Errorf("read event log %s: %w", bad.Path, err)
@@ -420,17 +428,39 @@ func classifyTail(br *bufio.Reader, badLine []byte, first bool, bad *CorruptErro
 		bad.Reason += fmt.Sprintf("; the line holds record seq %d and another: the line end after it was damaged", r.Seq)
 		return 0, bad
 	}
+	reordered := zerosToBlock(badLine, tail.End)
 	for _, l := range bytes.Split(rest, []byte("\n")) {
 		r, err := Decode(l)
 		if err != nil {
 			r = splitRecord(l)
 		}
-		if r != nil {
-			bad.Reason += fmt.Sprintf("; a good record (seq %d) follows the damage", r.Seq)
-			return 0, bad
+		if r == nil {
+			continue
 		}
+		if reordered && err == nil && r.Seq > tail.LastSeq+1 && (taskID == "" || r.TaskID == taskID) {
+			continue // a later append that reached the disk before the one cut off
+		}
+		bad.Reason += fmt.Sprintf("; a good record (seq %d) follows the damage", r.Seq)
+		return 0, bad
 	}
 	return size, nil
+}
+
+// tornBlock is the unit in which a file system persists a file's data: a
+// disk sector. A block that never reached the disk reads as zeros.
+const tornBlock = 512
+
+// zerosToBlock reports whether line, which starts at offset start in the
+// file, begins with zero bytes that run to a block boundary: the mark of a
+// block lost by a power cut while a later one of the same unsynced appends
+// was persisted. Damage by other means (a flipped bit, an edit) does not
+// leave a run of zeros ending exactly on a boundary.
+func zerosToBlock(line []byte, start int64) bool {
+	z := 0
+	for z < len(line) && line[z] == 0 {
+		z++
+	}
+	return z > 0 && (start+int64(z))%tornBlock == 0
 }
 
 // splitRecord reports a line that is two good records joined by one damaged

@@ -64,6 +64,20 @@ func TestRead(t *testing.T) {
 		overLimitAtEnd = join(good, big[:len(big)-1])
 	}
 	crlf := bytes.ReplaceAll(good, []byte("\n"), []byte("\r\n"))
+	// What a power cut leaves of unsynced appends persisted out of order:
+	// zeros from the end of the good lines to a block boundary (a block
+	// that never reached the disk), the rest of the line that began there,
+	// then later records that did reach it.
+	toBlock := make([]byte, tornBlock-len(good)%tornBlock)
+	later := func(seqs ...int64) []byte {
+		recs := make([]*Record, len(seqs))
+		for i, q := range seqs {
+			recs[i] = &Record{Seq: q, TaskID: testTask, EventType: StepStart, StepID: "x"}
+		}
+		return join(encodeLines(t, recs)...)
+	}
+	restOfLine := []byte(`","duration_ms":0,"crc":"0badf00d"}` + "\n")
+	foreign := encodeLines(t, []*Record{{Seq: int64(n + 2), TaskID: "another", EventType: StepStart}})[0]
 
 	tests := []struct {
 		name     string
@@ -105,6 +119,15 @@ func TestRead(t *testing.T) {
 			wantSeqs: oneToN(3), wantErr: &corrupt{4, ""}},
 		{name: "damaged line, then garbage, then a good line", data: join(good, flip(next, 9), garbage, []byte("\n"), next),
 			wantSeqs: oneToN(n), wantErr: &corrupt{n + 1, "checksum mismatch"}},
+		{name: "power cut: zeros to a block boundary, later records (out of order)", data: join(good, toBlock, restOfLine, later(int64(n+2), int64(n+3))),
+			opts: ReadOptions{TaskID: testTask}, wantSeqs: oneToN(n),
+			wantTorn: int64(len(toBlock) + len(restOfLine) + len(later(int64(n+2), int64(n+3))))},
+		{name: "zeros to a block boundary, then the next record itself", data: join(good, toBlock, restOfLine, later(int64(n+1))),
+			wantSeqs: oneToN(n), wantErr: &corrupt{n + 1, "a good record (seq"}},
+		{name: "zeros to a block boundary, then an earlier record", data: join(good, toBlock, restOfLine, later(int64(n-1))),
+			wantSeqs: oneToN(n), wantErr: &corrupt{n + 1, "a good record (seq"}},
+		{name: "zeros to a block boundary, then another task's record", data: join(good, toBlock, restOfLine, foreign),
+			opts: ReadOptions{TaskID: testTask}, wantSeqs: oneToN(n), wantErr: &corrupt{n + 1, "a good record (seq"}},
 		{name: "zeros, then a later record (out of order)", data: join(good, make([]byte, 512), []byte("\n"),
 			encodeLines(t, []*Record{{Seq: int64(n + 2), TaskID: testTask, EventType: StepStart}})[0]),
 			wantSeqs: oneToN(n), wantErr: &corrupt{n + 1, ""}},

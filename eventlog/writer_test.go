@@ -398,6 +398,13 @@ func TestOpenRepairsTornTail(t *testing.T) {
 		{"bad checksum on the last line", good, badCRC},
 		{"damaged line and a torn one", good, append(bytes.Clone(badCRC), next[:10]...)},
 		{"the first record cut", nil, lines[0][:len(lines[0])/3]},
+		// A power cut that persisted a later block of unsynced appends but
+		// not an earlier one: zeros to the block boundary, the rest of that
+		// line, then records seq n+2 and n+3.
+		{"unsynced appends persisted out of order", good, join(make([]byte, tornBlock-len(good)%tornBlock),
+			[]byte(`x","crc":"00000000"}`+"\n"),
+			join(encodeLines(t, []*Record{{Seq: int64(n + 2), TaskID: testTask, EventType: StepStart, StepID: "y"},
+				{Seq: int64(n + 3), TaskID: testTask, EventType: StepStart, StepID: "z"}})...))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
