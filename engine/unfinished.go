@@ -26,7 +26,7 @@ func (r *taskRun) noteUnfinished() {
 	}
 	for _, lf := range logs {
 		date, ok := strings.CutPrefix(lf.TaskID, prefix)
-		if lf.TaskID == t.id || !ok || !pipeline.IsDate(date) || !lf.Regular {
+		if lf.TaskID == t.id || !ok || !pipeline.IsDate(date) || !lf.Regular || lf.Archived {
 			continue
 		}
 		// The newest other day's task of this pipeline: the one a rerun
@@ -34,7 +34,7 @@ func (r *taskRun) noteUnfinished() {
 		if _, held := eventlog.Holder(t.dir.Lock(lf.TaskID)); held {
 			return // still running: not left behind
 		}
-		st, _, err := statedir.Replay(lf.Path, lf.TaskID, nil)
+		st, err := replayQuickly(t.dir, lf)
 		if err != nil || st.Start == nil || st.Start.TaskName != t.p.TaskName || st.Summary != nil {
 			return // unreadable (inspect says why), another pipeline's, or ended
 		}
@@ -59,6 +59,20 @@ func (r *taskRun) noteUnfinished() {
 			lf.TaskID, what, t.id, lf.TaskID)
 		return
 	}
+}
+
+// replayQuickly replays the log lf from its task's snapshot when that
+// matches it, else whole: a note must not cost a big log's full replay.
+func replayQuickly(dir statedir.Dir, lf statedir.LogFile) (*eventlog.State, error) {
+	st, opts := eventlog.NewState(lf.TaskID), eventlog.ReadOptions{TaskID: lf.TaskID}
+	if snap, err := eventlog.LoadSnapshot(dir.Snapshot(lf.TaskID), lf.Path, lf.TaskID); err == nil {
+		st, opts.Offset, opts.Seq = snap.State, snap.Offset, snap.Seq
+	}
+	_, err := eventlog.Read(lf.Path, opts, func(r *eventlog.Record) error {
+		st.Apply(r)
+		return nil
+	})
+	return st, err
 }
 
 // errFirstRecord stops a read after the log's first record.
