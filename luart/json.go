@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/big"
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	lua "github.com/yuin/gopher-lua"
@@ -261,7 +263,7 @@ func DecodeJSON(L *lua.LState, data []byte) (lua.LValue, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	v, err := decodeValue(L, dec, 0)
+	v, err := decodeValue(L, dec, "value", 0)
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +279,8 @@ func DecodeJSON(L *lua.LState, data []byte) (lua.LValue, error) {
 	return v, nil
 }
 
-func decodeValue(L *lua.LState, dec *json.Decoder, depth int) (lua.LValue, error) {
+// decodeValue decodes the value at path ("value", "value.items[2].id") of a document.
+func decodeValue(L *lua.LState, dec *json.Decoder, path string, depth int) (lua.LValue, error) {
 	tok, err := dec.Token()
 	if err != nil {
 		if err == io.EOF {
@@ -295,7 +298,11 @@ func decodeValue(L *lua.LState, dec *json.Decoder, depth int) (lua.LValue, error
 	case json.Number:
 		f, err := strconv.ParseFloat(string(tok), 64)
 		if err != nil {
-			return nil, fmt.Errorf("json: number %s is out of range", tok)
+			return nil, fmt.Errorf("json: %s: number %s is out of range", path, tok)
+		}
+		if !exactInteger(string(tok), f) {
+			return nil, fmt.Errorf("json: %s: integer %s is not exact in a Lua number (a float: integers are exact up to "+
+				"2^53); have it sent as a string", path, tok)
 		}
 		return lua.LNumber(f), nil
 	case json.Delim:
@@ -305,7 +312,7 @@ func decodeValue(L *lua.LState, dec *json.Decoder, depth int) (lua.LValue, error
 		t := L.NewTable()
 		if tok == '[' {
 			for i := 1; dec.More(); i++ {
-				v, err := decodeValue(L, dec, depth+1)
+				v, err := decodeValue(L, dec, path+"["+strconv.Itoa(i)+"]", depth+1)
 				if err != nil {
 					return nil, err
 				}
@@ -321,7 +328,7 @@ func decodeValue(L *lua.LState, dec *json.Decoder, depth int) (lua.LValue, error
 				if !ok {
 					return nil, fmt.Errorf("json: object key is %v, not a string", kt)
 				}
-				v, err := decodeValue(L, dec, depth+1)
+				v, err := decodeValue(L, dec, path+"."+key, depth+1)
 				if err != nil {
 					return nil, err
 				}
@@ -341,4 +348,25 @@ func decodeValue(L *lua.LState, dec *json.Decoder, depth int) (lua.LValue, error
 		return t, nil
 	}
 	return nil, fmt.Errorf("json: unexpected token %v", tok)
+}
+
+// exactInteger reports whether the JSON number literal, when it is an integer (no fraction, no
+// exponent), is f exactly: an ID of 9007199254740993 would otherwise become ...992 in silence.
+// A literal with a fraction or an exponent is a float, as rounded as its writer meant.
+func exactInteger(literal string, f float64) bool {
+	if strings.ContainsAny(literal, ".eE") {
+		return true
+	}
+	if n, err := strconv.ParseInt(literal, 10, 64); err == nil {
+		const exact = 1 << 53
+		if -exact <= n && n <= exact {
+			return true
+		}
+	}
+	want, ok := new(big.Int).SetString(literal, 10)
+	if !ok {
+		return false
+	}
+	got, _ := new(big.Float).SetFloat64(f).Int(nil)
+	return got.Cmp(want) == 0
 }
