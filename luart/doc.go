@@ -128,7 +128,8 @@
 // # Known gopher-lua bugs (v1.1.2) for script authors
 //
 // `x = x and f() and g()` is miscompiled (use a local or an if), `a, b = a + 1, a + b` assigns
-// wrongly, tonumber("1e3") is nil (see the project's research notes), and
+// wrongly, arithmetic reads a numeric string with leading zeros as octal ("010" + 0 is 8), and
 // `for x in (a .. b):gmatch(c .. d) do` crashes the VM (a Go nil dereference, reported as a
-// "go panic" *ScriptError; compute the strings into locals first).
+// "go panic" *ScriptError; compute the strings into locals first). gopher-lua's tonumber, which
+// read "1e3" as nil, is replaced by the sandbox's own (toNumber).
 package luart

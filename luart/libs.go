@@ -43,6 +43,8 @@ type stdLibs struct {
 	coYield, pack, unpack *lua.LFunction
 	// The __index functions of _G, string and package (see unavailable).
 	globalsIndex, stringIndex, packageIndex *lua.LFunction
+	// tonumber is apollo's (toNumber), in place of gopher-lua's, which reads "1e3" as nil.
+	tonumber *lua.LFunction
 }
 
 // sharedLibs returns the library contents, built on first use.
@@ -88,7 +90,7 @@ func loadLibs() *stdLibs {
 	}
 	str := libTable(lua.StringLibName)
 	co := libTable(lua.CoroutineLibName)
-	skipBase := slices.Concat(removedGlobals, []string{"_G", "print", "require", "pcall", "xpcall",
+	skipBase := slices.Concat(removedGlobals, []string{"_G", "print", "require", "pcall", "xpcall", "tonumber",
 		lua.TabLibName, lua.StringLibName, lua.MathLibName, lua.CoroutineLibName})
 	return &stdLibs{
 		base:      entries(L.G.Global, "", skipBase),
@@ -107,6 +109,7 @@ func loadLibs() *stdLibs {
 		globalsIndex: L.NewFunction(notAvailable("", unavailableGlobals)),
 		stringIndex:  L.NewFunction(notAvailable("string.", unavailableString)),
 		packageIndex: L.NewFunction(notAvailable("package.", unavailablePackage)),
+		tonumber:     L.NewFunction(toNumber),
 	}
 }
 
