@@ -127,8 +127,9 @@
 //
 // # Known gopher-lua bugs (v1.1.2) for script authors
 //
-// `x = x and f() and g()` is miscompiled (use a local or an if), `a, b = a + 1, a + b` assigns
-// wrongly, arithmetic reads a numeric string with leading zeros as octal ("010" + 0 is 8), and
+// `x = x and f() and g()` and `a, b = a + 1, a + b`, assigned to locals, are miscompiled; the
+// sandbox rewrites both shapes before compiling (miscompile.go). Arithmetic reads a numeric
+// string with leading zeros as octal ("010" + 0 is 8), and
 // `for x in (a .. b):gmatch(c .. d) do` crashes the VM (a Go nil dereference, reported as a
 // "go panic" *ScriptError; compute the strings into locals first). gopher-lua's tonumber, which
 // read "1e3" as nil, is replaced by the sandbox's own (toNumber).

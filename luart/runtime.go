@@ -258,7 +258,7 @@ func compile(chunkName, source string) (*lua.FunctionProto, error) {
 	if err != nil {
 		return nil, err
 	}
-	return lua.Compile(chunk, chunkName)
+	return lua.Compile(avoidMiscompiles(chunk), chunkName)
 }
 
 // syntaxError turns an error of compile into "chunk:line: message near 'token'", or
