@@ -146,16 +146,7 @@ func TestSnapshotMismatch(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			dir := t.TempDir()
-			logPath := filepath.Join(dir, "task_t1_1.jsonl")
-			ends := writeHistory(t, logPath, recs)
-			k := len(recs) - 3
-			s, err := NewSnapshot(logPath, ends[k-1], int64(k), Version, Replay(testTask, recs[:k]))
-			if err != nil {
-				t.Fatal(err)
-			}
-			snapPath := filepath.Join(dir, "t1.snapshot.json")
-			mustWriteSnapshot(t, snapPath, s)
+			logPath, snapPath, s, _ := snapshotted(t, recs)
 			c.damage(t, snapPath, logPath, s)
 			got, err := resume(t, snapPath, logPath)
 			if err == nil || !strings.Contains(err.Error(), c.reason) {
@@ -171,22 +162,29 @@ func TestSnapshotMismatch(t *testing.T) {
 	}
 }
 
-// TestSnapshotPrefixDamagedInPlace: a byte of the prefix changed in place
-// (the same file, the same length, its first and last record intact) makes
-// the snapshot unusable, so that the full replay finds the damage and the
-// log is not appended to.
-func TestSnapshotPrefixDamagedInPlace(t *testing.T) {
-	recs := logRecords(testTask, sampleRecords())
+// snapshotted writes recs as a log in a fresh folder and a snapshot of all
+// but its last three records; it returns their paths, the snapshot and
+// where each record ends.
+func snapshotted(t *testing.T, recs []*Record) (logPath, snapPath string, s *Snapshot, ends []int64) {
+	t.Helper()
 	dir := t.TempDir()
-	logPath := filepath.Join(dir, "task_t1_1.jsonl")
-	ends := writeHistory(t, logPath, recs)
+	logPath, snapPath = filepath.Join(dir, "task_t1_1.jsonl"), filepath.Join(dir, "t1.snapshot.json")
+	ends = writeHistory(t, logPath, recs)
 	k := len(recs) - 3
 	s, err := NewSnapshot(logPath, ends[k-1], int64(k), Version, Replay(testTask, recs[:k]))
 	if err != nil {
 		t.Fatal(err)
 	}
-	snapPath := filepath.Join(dir, "t1.snapshot.json")
 	mustWriteSnapshot(t, snapPath, s)
+	return logPath, snapPath, s, ends
+}
+
+// TestSnapshotPrefixDamagedInPlace: a byte of the prefix changed in place
+// (the same file, the same length, its first and last record intact) makes
+// the snapshot unusable, so that the full replay finds the damage and the
+// log is not appended to.
+func TestSnapshotPrefixDamagedInPlace(t *testing.T) {
+	logPath, snapPath, _, ends := snapshotted(t, logRecords(testTask, sampleRecords()))
 	if _, err := LoadSnapshot(snapPath, logPath, testTask); err != nil {
 		t.Fatalf("the intact log: %v", err)
 	}
