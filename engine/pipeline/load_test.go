@@ -857,6 +857,41 @@ steps:
 			},
 		},
 		{
+			// A module a step loads by uses or a literal require (and what it
+			// requires in turn) must compile; a module no folder has, or a
+			// library module, is left to run time.
+			name: "modules that do not compile",
+			src: `task_name: t
+modules: [lib]
+steps:
+  - id: direct
+    lua: return require("bad").x
+  - id: through
+    lua: |
+      local ok = require 'good'
+      return ok.y
+  - id: used
+    uses: broken
+  - id: fine
+    lua: |
+      local json = require("apollo.json")
+      local maybe = pcall(require, "optional")
+      return require("good2").y
+`,
+			setup: func(t *testing.T, ws, proj, outside string) {
+				writeFile(t, filepath.Join(proj, "lib/bad.lua"), []byte("local x = = 1\nreturn {x = x}\n"))
+				writeFile(t, filepath.Join(proj, "lib/good.lua"), []byte("local inner = require(\"inner\")\nreturn {y = inner}\n"))
+				writeFile(t, filepath.Join(proj, "lib/inner.lua"), []byte("return function(\n"))
+				writeFile(t, filepath.Join(proj, "lib/broken.lua"), []byte("function run(ctx)\n  return 1 +\nend\n"))
+				writeFile(t, filepath.Join(proj, "lib/good2.lua"), []byte("return {y = 2}\n"))
+			},
+			want: []string{
+				`:5: step "direct": require("bad") does not compile: lib/bad.lua:1: syntax error near '='`,
+				`:7: step "through": require("inner") does not compile: lib/inner.lua:1: syntax error near <eof>`,
+				`:11: step "used": uses "broken" does not compile: lib/broken.lua:2: syntax error near 'end': the expression ends in '+' with nothing after it`,
+			},
+		},
+		{
 			name: "no modules folder and no bundled modules",
 			src:  "task_name: t\nsteps:\n  - {id: a, uses: helper}\n",
 			want: []string{`:3: step "a": uses "helper": no such module: the pipeline has no modules folder; add modules: [lib] and lib/helper.lua`},

@@ -7,10 +7,13 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
+	lua "github.com/yuin/gopher-lua"
 	"gopkg.in/yaml.v3"
 
 	"apollo/engine/template"
@@ -427,11 +430,13 @@ func (l *loader) checkRefs() {
 	modules := map[string]luaFile{} // by name
 	var known []string              // module names for hints, listed on first need
 	compiled := map[string]luaVerdict{}
+	req := &requireCheck{l: l, dirs: dirs, dirNames: dirNames, library: library, modules: modules}
 	for _, r := range l.refs {
 		at := r.si.at
 		if r.key == "lua" || r.key == "cleanup_lua" {
 			l.checkInlineLua(r, compiled)
 			r.si.checkNeeds(r.line, r.key, r.name)
+			req.check(r, r.name)
 			continue
 		}
 		if r.key != "uses" {
@@ -450,6 +455,7 @@ func (l *loader) checkRefs() {
 				at.errf(r.line, "%s %q %s", r.key, r.name, f.msg)
 			}
 			r.si.checkNeeds(r.line, fmt.Sprintf("%s %q", r.key, r.name), f.src)
+			req.check(r, f.src)
 			continue
 		}
 		if _, ok := library[r.name]; ok {
@@ -464,6 +470,7 @@ func (l *loader) checkRefs() {
 		switch msg := f.msg; msg {
 		case "":
 			r.si.checkNeeds(r.line, fmt.Sprintf("uses %q", r.name), f.src)
+			req.module(r, "uses", r.name, f)
 		case errNoModule:
 			if known == nil {
 				known = moduleNames(dirs, l.opts.Bundled)
@@ -480,7 +487,77 @@ func (l *loader) checkRefs() {
 type luaFile struct {
 	src string
 	msg string // "" when nothing is wrong
+	// path names a module's file for messages: "lib/util.lua", or the
+	// bundled module's file.
+	path string
 }
+
+// requireCheck finds the modules a step's Lua loads by a literal name
+// (require("util"), and what those modules require in turn) in the
+// pipeline's modules folders, and reports each that does not compile at
+// the step that loads it: run would fail there only when the step ran, hours
+// in. A name no folder has is left to run time (it may be required under
+// pcall, or made by an earlier step).
+type requireCheck struct {
+	l              *loader
+	dirs, dirNames []string
+	library        map[string]lua.LGFunction
+	modules        map[string]luaFile // by name, shared with checkRefs's uses
+	checked        map[string]bool    // module names whose requires were followed
+}
+
+// check follows the literal requires of src, the Lua of ref r.
+func (c *requireCheck) check(r ref, src string) {
+	for _, m := range literalRequire().FindAllStringSubmatch(src, -1) {
+		name := m[1]
+		if _, lib := c.library[name]; lib {
+			continue
+		}
+		f, done := c.modules[name]
+		if !done {
+			f = findModule(c.dirs, c.dirNames, c.l.opts.Bundled, name)
+			c.modules[name] = f
+		}
+		if f.msg == errNoModule {
+			continue
+		}
+		if f.msg != "" {
+			r.si.at.errf(r.line, "require(%q): %s", name, f.msg)
+			continue
+		}
+		c.module(r, "require", name, f)
+	}
+}
+
+// module checks that module name, found as f for ref r by a uses or a
+// require, compiles, then follows its own requires (once per module).
+func (c *requireCheck) module(r ref, how, name string, f luaFile) {
+	if c.checked == nil {
+		c.checked = map[string]bool{}
+	}
+	if c.checked[name] {
+		return
+	}
+	c.checked[name] = true
+	if line, msg := luart.CheckSyntax(f.src); msg != "" {
+		at := f.path
+		if line > 0 {
+			at = fmt.Sprintf("%s:%d", f.path, line)
+		}
+		if how == "uses" {
+			r.si.at.errf(r.line, "uses %q does not compile: %s: %s", name, at, msg)
+		} else {
+			r.si.at.errf(r.line, "require(%q) does not compile: %s: %s", name, at, msg)
+		}
+		return
+	}
+	c.check(r, f.src)
+}
+
+// literalRequire matches require("name"), require 'name' and require "name".
+var literalRequire = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\brequire\s*\(?\s*["']([A-Za-z0-9_][A-Za-z0-9_.]*)["']`)
+})
 
 // checkScript reads the script file at path through root, as the Lua
 // executor will, and says what keeps it from running: it cannot be read,
@@ -582,14 +659,14 @@ func findModule(dirs, names []string, bundled fs.FS, name string) luaFile {
 			if err != nil {
 				return luaFile{msg: fmt.Sprintf("%s cannot be loaded: %s", path.Join(filepath.ToSlash(names[i]), rel), pathCause(err))}
 			}
-			return luaFile{src: string(src)}
+			return luaFile{src: string(src), path: path.Join(filepath.ToSlash(names[i]), rel)}
 		}
 		r.Close()
 	}
 	if bundled != nil {
 		for _, rel := range candidates {
 			if src, err := fs.ReadFile(bundled, rel); err == nil {
-				return luaFile{src: string(src)}
+				return luaFile{src: string(src), path: "bundled " + rel}
 			}
 		}
 	}
