@@ -254,16 +254,27 @@ func encodeString(b *bytes.Buffer, s, path string) error {
 // DecodeJSON decodes one JSON document into a Lua value for L. Objects become tables with
 // string keys (an object member that is null is left out; an object that ends up empty is
 // marked as an object, see MarkObject); arrays become tables with keys 1..n where null is
-// Null, so positions are kept; numbers become Lua numbers; a top-level null is nil. Documents
-// over MaxJSONBytes, nesting deeper than MaxDepth, numbers out of float64 range and anything
-// after the value are errors.
+// Null, so positions are kept; numbers become Lua numbers (an integer beyond 2^53 the nearest
+// float); a top-level null is nil. Documents over MaxJSONBytes, nesting deeper than MaxDepth,
+// numbers out of float64 range and anything after the value are errors.
 func DecodeJSON(L *lua.LState, data []byte) (lua.LValue, error) {
+	return decodeJSON(L, data, false)
+}
+
+// DecodeJSONExact is DecodeJSON refusing, with its path, an integer that no Lua number holds
+// and that is not how a float is written either (exactInteger): json.decode of a document
+// from elsewhere, where 9007199254740993 is an ID that must not become ...992 in silence.
+func DecodeJSONExact(L *lua.LState, data []byte) (lua.LValue, error) {
+	return decodeJSON(L, data, true)
+}
+
+func decodeJSON(L *lua.LState, data []byte, exact bool) (lua.LValue, error) {
 	if len(data) > MaxJSONBytes {
 		return nil, fmt.Errorf("json: document of %d bytes is larger than %s", len(data), mib(MaxJSONBytes))
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	v, err := decodeValue(L, dec, "value", 0)
+	v, err := decodeValue(L, dec, "value", 0, exact)
 	if err != nil {
 		return nil, err
 	}
@@ -279,8 +290,7 @@ func DecodeJSON(L *lua.LState, data []byte) (lua.LValue, error) {
 	return v, nil
 }
 
-// decodeValue decodes the value at path ("value", "value.items[2].id") of a document.
-func decodeValue(L *lua.LState, dec *json.Decoder, path string, depth int) (lua.LValue, error) {
+func decodeValue(L *lua.LState, dec *json.Decoder, path string, depth int, exact bool) (lua.LValue, error) {
 	tok, err := dec.Token()
 	if err != nil {
 		if err == io.EOF {
@@ -300,7 +310,7 @@ func decodeValue(L *lua.LState, dec *json.Decoder, path string, depth int) (lua.
 		if err != nil {
 			return nil, fmt.Errorf("json: %s: number %s is out of range", path, tok)
 		}
-		if !exactInteger(string(tok), f) {
+		if exact && !exactInteger(string(tok), f) {
 			return nil, fmt.Errorf("json: %s: integer %s is not exact in a Lua number (a float: integers are exact up to "+
 				"2^53); have it sent as a string", path, tok)
 		}
@@ -312,7 +322,7 @@ func decodeValue(L *lua.LState, dec *json.Decoder, path string, depth int) (lua.
 		t := L.NewTable()
 		if tok == '[' {
 			for i := 1; dec.More(); i++ {
-				v, err := decodeValue(L, dec, path+"["+strconv.Itoa(i)+"]", depth+1)
+				v, err := decodeValue(L, dec, path+"["+strconv.Itoa(i)+"]", depth+1, exact)
 				if err != nil {
 					return nil, err
 				}
@@ -328,7 +338,7 @@ func decodeValue(L *lua.LState, dec *json.Decoder, path string, depth int) (lua.
 				if !ok {
 					return nil, fmt.Errorf("json: object key is %v, not a string", kt)
 				}
-				v, err := decodeValue(L, dec, path+"."+key, depth+1)
+				v, err := decodeValue(L, dec, path+"."+key, depth+1, exact)
 				if err != nil {
 					return nil, err
 				}
@@ -351,10 +361,15 @@ func decodeValue(L *lua.LState, dec *json.Decoder, path string, depth int) (lua.
 }
 
 // exactInteger reports whether the JSON number literal, when it is an integer (no fraction, no
-// exponent), is f exactly: an ID of 9007199254740993 would otherwise become ...992 in silence.
-// A literal with a fraction or an exponent is a float, as rounded as its writer meant.
+// exponent), is f exactly, or is how f is written (the shortest digits that read back as f,
+// as EncodeJSON writes a big float: 1234567890123456800): an ID of 9007199254740993 would
+// otherwise become ...992 in silence. A literal with a fraction or an exponent is a float, as
+// rounded as its writer meant.
 func exactInteger(literal string, f float64) bool {
 	if strings.ContainsAny(literal, ".eE") {
+		return true
+	}
+	if strconv.FormatFloat(f, 'f', -1, 64) == strings.TrimPrefix(literal, "+") {
 		return true
 	}
 	if n, err := strconv.ParseInt(literal, 10, 64); err == nil {

@@ -304,6 +304,7 @@ func TestDecodeJSON(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name, in, want, wantErr string
+		exact                   bool // DecodeJSONExact, json.decode's
 	}{
 		{name: "null in array", in: `[1,null,3]`, want: `[1,null,3]`},
 		{name: "null member dropped", in: `{"a":null,"b":1}`, want: `{"b":1}`},
@@ -315,10 +316,14 @@ func TestDecodeJSON(t *testing.T) {
 		{name: "unicode escapes", in: `"\u00e9\ud83d\ude00"`, want: `"é😀"`},
 		{name: "invalid UTF-8 replaced", in: "\"\xff\"", want: `"` + "\ufffd" + `"`},
 		{name: "numbers", in: `[1.0, -0, 1e2, 1.2345678901234567890e19, 0.5e-3]`, want: `[1,0,100,12345678901234567000,0.0005]`},
-		{name: "integers exact in a float", in: `[9007199254740992, -9007199254740992, 18014398509481984]`,
-			want: `[9007199254740992,-9007199254740992,18014398509481984]`},
-		{name: "integer past 2^53", in: `{"id":9007199254740993}`, wantErr: "json: value.id: integer 9007199254740993 is not exact in a Lua number"},
-		{name: "integer past 2^63", in: `[1,{"a":[12345678901234567890]}]`, wantErr: "json: value[2].a[1]: integer 12345678901234567890 is not exact"},
+		{name: "integers exact in a float", in: `[9007199254740992, -9007199254740992, 18014398509481984, 1152921504606846976]`, exact: true,
+			want: `[9007199254740992,-9007199254740992,18014398509481984,1152921504606847000]`},
+		{name: "a big float as apollo writes it", in: `[1234567890123456800]`, exact: true, want: `[1234567890123456800]`},
+		{name: "integer past 2^53, rounded", in: `{"id":9007199254740993}`, want: `{"id":9007199254740992}`},
+		{name: "integer past 2^53, exact", in: `{"id":9007199254740993}`, exact: true,
+			wantErr: "json: value.id: integer 9007199254740993 is not exact in a Lua number"},
+		{name: "integer past 2^63, exact", in: `[1,{"a":[12345678901234567890]}]`, exact: true,
+			wantErr: "json: value[2].a[1]: integer 12345678901234567890 is not exact"},
 		{name: "duplicate keys", in: `{"a":1,"a":2}`, want: `{"a":2}`},
 		{name: "sorted on output", in: `{"z":1,"a":{"y":[],"b":{}}}`, want: `{"a":{"b":{},"y":[]},"z":1}`},
 		{name: "200 levels", in: strings.Repeat("[", 200) + strings.Repeat("]", 200), want: strings.Repeat("[", 200) + strings.Repeat("]", 200)},
@@ -336,7 +341,11 @@ func TestDecodeJSON(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			L := lua.NewState(lua.Options{SkipOpenLibs: true})
 			defer L.Close()
-			lv, err := DecodeJSON(L, []byte(tt.in))
+			decode := DecodeJSON
+			if tt.exact {
+				decode = DecodeJSONExact
+			}
+			lv, err := decode(L, []byte(tt.in))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("DecodeJSON(%q) = %v, %v, want error %q", tt.in, lv, err, tt.wantErr)

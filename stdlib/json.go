@@ -37,7 +37,7 @@ func jsonEncode(L *lua.LState) int {
 func jsonDecode(L *lua.LState) int {
 	const fn = "json.decode"
 	s := checkString(L, fn, 1, "text")
-	v, err := luart.DecodeJSON(L, []byte(s))
+	v, err := luart.DecodeJSONExact(L, []byte(s))
 	if err != nil {
 		raise(L, fn, "%v", err)
 	}

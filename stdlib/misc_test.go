@@ -24,6 +24,8 @@ func TestJSON(t *testing.T) {
 		{"decode null document", `return tostring(json.decode("null") == json.null)`, `true`},
 		{"decode null member", `return tostring(json.decode('{"a":null,"b":1}').a)`, `nil`},
 		{"null tostring", `return tostring(json.null)`, `null`},
+		{"big float round trip", `return json.encode(json.decode(json.encode({t = 2^60 + 2^10, u = 1.2345678901234568e18})))`,
+			`{"t":1152921504606848000,"u":1234567890123456800}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -39,6 +41,7 @@ func TestJSON(t *testing.T) {
 		{`json.encode(0/0)`, "cannot encode"},
 		{`json.decode("{")`, "json.decode"},
 		{`json.decode("[1] 2")`, "after the top-level value"},
+		{`json.decode('{"items":[{"id":9007199254740993}]}')`, "value.items[1].id: integer 9007199254740993 is not exact"},
 		{`json.encode()`, "value expected"},
 	} {
 		wantError(t, env, `local json = require("apollo.json"); `+tt.src, tt.want)
