@@ -41,8 +41,8 @@ func (r *taskRun) work(ctx context.Context, n *node) nodeDone {
 	s := n.rs.step
 	if s.When != "" && n.attempts == 0 {
 		if run, d := r.decideWhen(ctx, n); !run {
-			if n.prevToken != "" && (n.dirty || n.unclean) {
-				executor.EndLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace)
+			if n.dirty || n.unclean {
+				r.endPrevious(n)
 			}
 			return d
 		}
@@ -62,6 +62,16 @@ func (r *taskRun) work(ctx context.Context, n *node) nodeDone {
 	}
 }
 
+// endPrevious ends every process n's previous attempt on this host left
+// running (found by its attempt tag, and its process group), and returns
+// how many; none when that attempt ran elsewhere (a worker's).
+func (r *taskRun) endPrevious(n *node) int {
+	if n.prevToken == "" {
+		return 0
+	}
+	return executor.EndLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace)
+}
+
 // recoverPrevious ends what n's previous attempt left running (cut off by
 // a crash, or failed) — what its carrier c knows of first, then every
 // process — and cleans up after it. It returns ok=false with the step's
@@ -75,7 +85,7 @@ func (r *taskRun) recoverPrevious(ctx context.Context, n *node, c carrier) (node
 		// A process that left the attempt's process group (setsid, a
 		// daemon) is found by its APOLLO_ATTEMPT tag: an old attempt's
 		// processes never run beside its cleanup or its rerun.
-		ended = executor.EndLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace)
+		ended = r.endPrevious(n)
 	}
 	if n.dirty && n.retry > 0 {
 		// What the cut-off attempt wrote to $APOLLO_OUTPUT was never

@@ -179,17 +179,17 @@ func (s *scheduler) settleUnrun() {
 		var err error
 		switch n.plan.Action {
 		case ActionKeep:
-			if n.abandoned && n.prevToken != "" {
+			if n.abandoned {
 				err = r.endAbandoned(n)
 			}
 		case ActionSkip:
-			if n.dirty && n.prevToken != "" {
-				executor.EndLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace)
+			if n.dirty {
+				r.endPrevious(n)
 			}
 			err = r.endWithoutRunning(n, eventlog.Skipped, "skipped: "+n.plan.Reason)
 		case ActionCrashLoop:
 			if n.dirty {
-				executor.EndLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace)
+				r.endPrevious(n)
 			}
 			msg := fmt.Sprintf("crash loop: attempt cut off by a crash in each of the last %d runs, so it is not run again; "+
 				"fix the cause, then run `apollo run %s --resume-from %s` to run it again",
@@ -207,7 +207,7 @@ func (s *scheduler) settleUnrun() {
 // an intervention, left running, and says so in the log when it found any:
 // a skip means "do not run it again", not "let its last attempt go on".
 func (r *taskRun) endAbandoned(n *node) error {
-	ended := executor.EndLeftovers(n.prevToken, n.prevPGID, r.e.opts.KillGrace)
+	ended := r.endPrevious(n)
 	if ended == 0 {
 		return nil
 	}

@@ -409,36 +409,20 @@ func (s *Snapshot) check(logPath, taskID string) error {
 const verifiedPrefixMax = 4 << 20
 
 // verifyPrefix checks the checksum of every line of f's first offset bytes,
-// and that they are seq lines: a prefix a snapshot may stand for.
+// and that they are seq lines: a prefix a snapshot may stand for. (check has
+// made sure a line ends at offset.)
 func verifyPrefix(f *os.File, offset, seq int64) error {
-	br := bufio.NewReaderSize(io.NewSectionReader(f, 0, offset), 256<<10)
+	lines := bufio.NewScanner(io.NewSectionReader(f, 0, offset))
+	lines.Buffer(make([]byte, 0, 256<<10), MaxLineBytes+1)
 	var n int64
-	for {
-		line, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			// A line longer than the buffer: read it whole.
-			long := append([]byte(nil), line...)
-			for err == bufio.ErrBufferFull {
-				line, err = br.ReadSlice('\n')
-				long = append(long, line...)
-			}
-			line = long
+	for lines.Scan() {
+		n++
+		if _, err := checkedPrefix(lines.Bytes()); err != nil {
+			return fmt.Errorf("line %d of the prefix: %w", n, err)
 		}
-		if len(line) > 0 {
-			n++
-			if line[len(line)-1] != '\n' {
-				return fmt.Errorf("line %d of the prefix has no end", n)
-			}
-			if _, cerr := checkedPrefix(line[:len(line)-1]); cerr != nil {
-				return fmt.Errorf("line %d of the prefix: %w", n, cerr)
-			}
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
+	}
+	if err := lines.Err(); err != nil {
+		return fmt.Errorf("line %d of the prefix: %w", n+1, err)
 	}
 	if n != seq {
 		return fmt.Errorf("the prefix has %d lines, not the %d records it had", n, seq)

@@ -69,34 +69,44 @@ func avoidInStmt(st ast.Stmt) ast.Stmt {
 // avoidInExprs rewrites the function bodies inside es.
 func avoidInExprs(es ...ast.Expr) {
 	for _, e := range es {
-		switch e := e.(type) {
-		case *ast.FunctionExpr:
-			e.Stmts = avoidMiscompiles(e.Stmts)
-		case *ast.AttrGetExpr:
-			avoidInExprs(e.Object, e.Key)
-		case *ast.TableExpr:
-			for _, f := range e.Fields {
-				avoidInExprs(f.Key, f.Value)
-			}
-		case *ast.FuncCallExpr:
-			avoidInExprs(e.Func, e.Receiver)
-			avoidInExprs(e.Args...)
-		case *ast.LogicalOpExpr:
-			avoidInExprs(e.Lhs, e.Rhs)
-		case *ast.RelationalOpExpr:
-			avoidInExprs(e.Lhs, e.Rhs)
-		case *ast.StringConcatOpExpr:
-			avoidInExprs(e.Lhs, e.Rhs)
-		case *ast.ArithmeticOpExpr:
-			avoidInExprs(e.Lhs, e.Rhs)
-		case *ast.UnaryMinusOpExpr:
-			avoidInExprs(e.Expr)
-		case *ast.UnaryNotOpExpr:
-			avoidInExprs(e.Expr)
-		case *ast.UnaryLenOpExpr:
-			avoidInExprs(e.Expr)
+		if f, ok := e.(*ast.FunctionExpr); ok {
+			f.Stmts = avoidMiscompiles(f.Stmts)
+			continue
 		}
+		avoidInExprs(subExprs(e)...)
 	}
+}
+
+// subExprs are the expressions e is made of, a function's body aside;
+// none for a leaf or a function.
+func subExprs(e ast.Expr) []ast.Expr {
+	switch e := e.(type) {
+	case *ast.AttrGetExpr:
+		return []ast.Expr{e.Object, e.Key}
+	case *ast.TableExpr:
+		var es []ast.Expr
+		for _, f := range e.Fields {
+			es = append(es, f.Key, f.Value)
+		}
+		return es
+	case *ast.FuncCallExpr:
+		return append([]ast.Expr{e.Func, e.Receiver}, e.Args...)
+	case *ast.LogicalOpExpr:
+		return []ast.Expr{e.Lhs, e.Rhs}
+	case *ast.RelationalOpExpr:
+		return []ast.Expr{e.Lhs, e.Rhs}
+	case *ast.StringConcatOpExpr:
+		return []ast.Expr{e.Lhs, e.Rhs}
+	case *ast.ArithmeticOpExpr:
+		return []ast.Expr{e.Lhs, e.Rhs}
+	case *ast.UnaryMinusOpExpr:
+		return []ast.Expr{e.Expr}
+	case *ast.UnaryNotOpExpr:
+		return []ast.Expr{e.Expr}
+	case *ast.UnaryLenOpExpr:
+		return []ast.Expr{e.Expr}
+	}
+	return nil
 }
 
 // miscompiled reports whether s has one of the shapes gopher-lua compiles wrongly when its
@@ -125,40 +135,13 @@ func miscompiled(s *ast.AssignStmt) bool {
 // reads reports whether e reads the variable name, outside the functions it defines (a
 // function reads its upvalue when it is called, not where it is made).
 func reads(e ast.Expr, name string) bool {
-	switch e := e.(type) {
-	case *ast.IdentExpr:
-		return e.Value == name
-	case *ast.AttrGetExpr:
-		return reads(e.Object, name) || reads(e.Key, name)
-	case *ast.TableExpr:
-		for _, f := range e.Fields {
-			if reads(f.Key, name) || reads(f.Value, name) {
-				return true
-			}
-		}
-	case *ast.FuncCallExpr:
-		if reads(e.Func, name) || reads(e.Receiver, name) {
+	if id, ok := e.(*ast.IdentExpr); ok {
+		return id.Value == name
+	}
+	for _, sub := range subExprs(e) {
+		if reads(sub, name) {
 			return true
 		}
-		for _, a := range e.Args {
-			if reads(a, name) {
-				return true
-			}
-		}
-	case *ast.LogicalOpExpr:
-		return reads(e.Lhs, name) || reads(e.Rhs, name)
-	case *ast.RelationalOpExpr:
-		return reads(e.Lhs, name) || reads(e.Rhs, name)
-	case *ast.StringConcatOpExpr:
-		return reads(e.Lhs, name) || reads(e.Rhs, name)
-	case *ast.ArithmeticOpExpr:
-		return reads(e.Lhs, name) || reads(e.Rhs, name)
-	case *ast.UnaryMinusOpExpr:
-		return reads(e.Expr, name)
-	case *ast.UnaryNotOpExpr:
-		return reads(e.Expr, name)
-	case *ast.UnaryLenOpExpr:
-		return reads(e.Expr, name)
 	}
 	return false
 }

@@ -56,6 +56,16 @@ func (ss Sources) Digest() string {
 // name: the modules a source is seen to load.
 var staticRequire = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\brequire\s*\(?\s*["']([A-Za-z0-9_.]+)["']`) })
 
+// Requires lists the module names text requires by a literal name
+// (require("util"), require 'util'), in order, repeats included.
+func Requires(text string) []string {
+	var names []string
+	for _, m := range staticRequire().FindAllStringSubmatch(text, -1) {
+		names = append(names, m[1])
+	}
+	return names
+}
+
 // Gather reads what a step loads: the script files (paths relative to the
 // root), the modules named, and every module these and the inline bodies
 // require by a literal name, transitively, from the module folders and
@@ -84,8 +94,8 @@ func (rt *Runtime) Gather(files, modules, inline []string, goModules func(string
 		scan(src)
 	}
 	scan = func(text string) {
-		for _, m := range staticRequire().FindAllStringSubmatch(text, -1) {
-			addModule(m[1])
+		for _, name := range Requires(text) {
+			addModule(name)
 		}
 	}
 	for _, f := range files {

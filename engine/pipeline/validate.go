@@ -7,11 +7,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	lua "github.com/yuin/gopher-lua"
 	"gopkg.in/yaml.v3"
@@ -508,9 +506,8 @@ type requireCheck struct {
 
 // check follows the literal requires of src, the Lua of ref r.
 func (c *requireCheck) check(r ref, src string) {
-	for _, m := range literalRequire().FindAllStringSubmatch(src, -1) {
-		name := m[1]
-		if _, lib := c.library[name]; lib {
+	for _, name := range luart.Requires(src) {
+		if _, lib := c.library[name]; lib || !luart.ValidModuleName(name) {
 			continue
 		}
 		f, done := c.modules[name]
@@ -553,11 +550,6 @@ func (c *requireCheck) module(r ref, how, name string, f luaFile) {
 	}
 	c.check(r, f.src)
 }
-
-// literalRequire matches require("name"), require 'name' and require "name".
-var literalRequire = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`\brequire\s*\(?\s*["']([A-Za-z0-9_][A-Za-z0-9_.]*)["']`)
-})
 
 // checkScript reads the script file at path through root, as the Lua
 // executor will, and says what keeps it from running: it cannot be read,
